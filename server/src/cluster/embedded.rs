@@ -1,0 +1,510 @@
+//! The embedded cluster: an in-memory stand-in for the API server, behind the same
+//! boundary as the Kubernetes backend. It delivers informer-style events, applies
+//! bindings and deletions, records conditions, events and nominations, and lets a
+//! workload add or remove objects while the scheduler runs.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use k8s_openapi::api::core::v1 as core;
+
+use super::manifest::{ManifestError, ManifestObject, Object, Source};
+use super::{
+    ClientError, ClusterBackend, ClusterClient, EventSink, PodCondition, PodEvent,
+    PodStatusUpdate, WatchEvent,
+};
+use crate::framework::interface::BoxFuture;
+use crate::model::convert::{
+    namespace_from_k8s, node_from_k8s, pdb_from_k8s, pod_from_k8s, priority_class_from_k8s,
+    system_priority_class, FieldError, PriorityResolver,
+};
+use crate::model::{Labels, Namespace, Node, Pod, PodDisruptionBudget, PriorityClass, Uid};
+
+/// The label every kubelet sets; embedded nodes get it too.
+pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+/// Events kept per pod (the latest ones).
+const EVENTS_PER_POD: usize = 8;
+
+/// A pod and what the scheduler wrote about it.
+#[derive(Clone, Debug)]
+pub struct PodRecord {
+    pub pod: Arc<Pod>,
+    pub condition: Option<PodCondition>,
+    pub events: Vec<PodEvent>,
+    /// Creation order, for stable reports.
+    pub order: u64,
+}
+
+/// A pod deleted by preemption.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Eviction {
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
+    pub node: Option<Arc<str>>,
+    pub preemptor: String,
+}
+
+#[derive(Default)]
+struct State {
+    nodes: BTreeMap<Arc<str>, Arc<Node>>,
+    pods: HashMap<Uid, PodRecord>,
+    names: HashMap<(Arc<str>, Arc<str>), Uid>,
+    namespaces: BTreeMap<Arc<str>, Namespace>,
+    priority_classes: BTreeMap<Arc<str>, PriorityClass>,
+    pdbs: BTreeMap<(Arc<str>, Arc<str>), Arc<PodDisruptionBudget>>,
+    evictions: Vec<Eviction>,
+    next_uid: u64,
+    next_order: u64,
+    next_rv: u64,
+    bindings: u64,
+    sinks: Vec<EventSink>,
+}
+
+impl PriorityResolver for State {
+    fn priority_class(&self, name: &str) -> Option<PriorityClass> {
+        self.priority_classes
+            .get(name)
+            .cloned()
+            .or_else(|| system_priority_class(name))
+    }
+    fn global_default(&self) -> Option<PriorityClass> {
+        self.priority_classes.values().find(|c| c.global_default).cloned()
+    }
+}
+
+impl State {
+    fn emit(&mut self, ev: WatchEvent) {
+        self.sinks.retain(|s| s.send(ev.clone()));
+    }
+
+    fn next_rv(&mut self) -> Arc<str> {
+        self.next_rv += 1;
+        self.next_rv.to_string().into()
+    }
+
+    fn gen_uid(&mut self) -> String {
+        self.next_uid += 1;
+        format!("embedded-{:08}", self.next_uid)
+    }
+}
+
+/// The in-memory cluster.
+#[derive(Default)]
+pub struct EmbeddedCluster {
+    state: Mutex<State>,
+}
+
+fn field_err(source: &Source, e: FieldError) -> ManifestError {
+    ManifestError::field(source, e.field, e.message)
+}
+
+/// Deterministic name suffixes, as the API server generates for `generateName`.
+fn name_suffix(n: u64) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut x = n.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (n >> 7);
+    (0..5)
+        .map(|_| {
+            let c = ALPHABET[(x % ALPHABET.len() as u64) as usize] as char;
+            x /= ALPHABET.len() as u64;
+            x ^= n.rotate_left(17);
+            c
+        })
+        .collect()
+}
+
+impl EmbeddedCluster {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        match self.state.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    /// Builds a cluster from manifests. PriorityClasses and Namespaces are taken first
+    /// so pods can refer to them wherever they appear.
+    pub fn from_manifests(objects: &[ManifestObject]) -> Result<Self, ManifestError> {
+        let c = EmbeddedCluster::new();
+        for o in objects {
+            match &o.object {
+                Object::PriorityClass(pc) => {
+                    let pc = priority_class_from_k8s(pc).map_err(|e| field_err(&o.source, e))?;
+                    c.lock().priority_classes.insert(pc.name.clone(), pc);
+                }
+                Object::Namespace(ns) => {
+                    let ns = namespace_from_k8s(ns).map_err(|e| field_err(&o.source, e))?;
+                    c.lock().namespaces.insert(ns.name.clone(), ns);
+                }
+                _ => {}
+            }
+        }
+        let defaults = c
+            .lock()
+            .priority_classes
+            .values()
+            .filter(|p| p.global_default)
+            .count();
+        if defaults > 1 {
+            return Err(ManifestError::field(
+                &objects[0].source,
+                "PriorityClass.globalDefault",
+                "more than one PriorityClass is marked globalDefault: keep one",
+            ));
+        }
+        for o in objects {
+            match &o.object {
+                Object::Node(n) => {
+                    c.create_node(n).map_err(|e| field_err(&o.source, e))?;
+                }
+                Object::PodDisruptionBudget(p) => {
+                    c.create_pdb(p).map_err(|e| field_err(&o.source, e))?
+                }
+                _ => {}
+            }
+        }
+        for o in objects {
+            if let Object::Pod(p) = &o.object {
+                c.create_pod(p).map_err(|e| field_err(&o.source, e))?;
+            }
+        }
+        Ok(c)
+    }
+
+    /// Adds a node (allocatable defaults to capacity, and the hostname label is set as
+    /// a kubelet would).
+    pub fn create_node(&self, node: &core::Node) -> Result<Arc<str>, FieldError> {
+        let mut st = self.lock();
+        let mut n = node_from_k8s(node, || String::new())?;
+        if n.uid.is_empty() {
+            n.uid = st.gen_uid().into();
+        }
+        if !n.labels.contains_key(HOSTNAME_LABEL) {
+            let mut pairs: Vec<(String, String)> = n
+                .labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            pairs.push((HOSTNAME_LABEL.into(), n.name.to_string()));
+            n.labels = Labels::new(pairs);
+        }
+        let name = n.name.clone();
+        let n = Arc::new(n);
+        match st.nodes.insert(name.clone(), n.clone()) {
+            Some(old) => st.emit(WatchEvent::NodeUpdate(old, n)),
+            None => st.emit(WatchEvent::NodeAdd(n)),
+        }
+        Ok(name)
+    }
+
+    pub fn delete_node(&self, name: &str) -> bool {
+        let mut st = self.lock();
+        match st.nodes.remove(name) {
+            Some(n) => {
+                st.emit(WatchEvent::NodeDelete(n));
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub fn create_namespace(&self, ns: &core::Namespace) -> Result<(), FieldError> {
+        let ns = namespace_from_k8s(ns)?;
+        let mut st = self.lock();
+        st.namespaces.insert(ns.name.clone(), ns.clone());
+        st.emit(WatchEvent::NamespaceUpsert(ns));
+        Ok(())
+    }
+
+    pub fn create_pdb(&self, pdb: &k8s_openapi::api::policy::v1::PodDisruptionBudget) -> Result<(), FieldError> {
+        let pdb = Arc::new(pdb_from_k8s(pdb)?);
+        let mut st = self.lock();
+        st.pdbs
+            .insert((pdb.namespace.clone(), pdb.name.clone()), pdb.clone());
+        st.emit(WatchEvent::PdbUpsert(pdb));
+        Ok(())
+    }
+
+    /// Creates a pod (a name is generated from `generateName` when missing; the
+    /// namespace is created implicitly). Returns `namespace/name`.
+    pub fn create_pod(&self, pod: &core::Pod) -> Result<String, FieldError> {
+        let mut st = self.lock();
+        let mut pod = pod.clone();
+        if pod.metadata.name.as_deref().is_none_or(str::is_empty) {
+            let Some(prefix) = pod.metadata.generate_name.clone() else {
+                return Err(FieldError {
+                    field: "metadata.name".into(),
+                    message: "Required value: name or generateName is required".into(),
+                });
+            };
+            let n = st.next_uid + st.pods.len() as u64 + 1;
+            let mut name = format!("{prefix}{}", name_suffix(n));
+            let ns = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+            let mut k = n;
+            while st.names.contains_key(&(Arc::from(ns.as_str()), Arc::from(name.as_str()))) {
+                k += 7919;
+                name = format!("{prefix}{}", name_suffix(k));
+            }
+            pod.metadata.name = Some(name);
+        }
+        let uid = st.gen_uid();
+        let mut p = pod_from_k8s(&pod, &*st, || uid)?;
+        let key = (p.namespace.clone(), p.name.clone());
+        if st.names.contains_key(&key) {
+            return Err(FieldError {
+                field: "metadata.name".into(),
+                message: format!(
+                    "AlreadyExists: pod {}/{} already exists",
+                    p.namespace, p.name
+                ),
+            });
+        }
+        p.resource_version = Some(st.next_rv());
+        let p = Arc::new(p);
+        if !st.namespaces.contains_key(&p.namespace) {
+            let ns = Namespace {
+                name: p.namespace.clone(),
+                labels: Labels::new([("kubernetes.io/metadata.name", &*p.namespace)]),
+            };
+            st.namespaces.insert(ns.name.clone(), ns.clone());
+            st.emit(WatchEvent::NamespaceUpsert(ns));
+        }
+        st.next_order += 1;
+        let order = st.next_order;
+        st.names.insert(key, p.uid.clone());
+        st.pods.insert(
+            p.uid.clone(),
+            PodRecord {
+                pod: p.clone(),
+                condition: None,
+                events: Vec::new(),
+                order,
+            },
+        );
+        st.emit(WatchEvent::PodAdd(p.clone()));
+        Ok(p.key())
+    }
+
+    /// Deletes a pod by namespace and name; false if there is none.
+    pub fn delete_pod(&self, namespace: &str, name: &str) -> bool {
+        let mut st = self.lock();
+        let Some(uid) = st.names.remove(&(Arc::from(namespace), Arc::from(name))) else {
+            return false;
+        };
+        match st.pods.remove(&uid) {
+            Some(r) => {
+                st.emit(WatchEvent::PodDelete(r.pod));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Every pod with what the scheduler recorded, in creation order.
+    pub fn pods(&self) -> Vec<PodRecord> {
+        let st = self.lock();
+        let mut v: Vec<PodRecord> = st.pods.values().cloned().collect();
+        v.sort_by_key(|r| r.order);
+        v
+    }
+
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<PodRecord> {
+        let st = self.lock();
+        let uid = st.names.get(&(Arc::from(namespace), Arc::from(name)))?;
+        st.pods.get(uid).cloned()
+    }
+
+    pub fn nodes(&self) -> Vec<Arc<Node>> {
+        self.lock().nodes.values().cloned().collect()
+    }
+
+    pub fn evictions(&self) -> Vec<Eviction> {
+        self.lock().evictions.clone()
+    }
+
+    /// Successful bind calls (a pod bound twice would show here and in `pods`).
+    pub fn bindings(&self) -> u64 {
+        self.lock().bindings
+    }
+
+    fn update_pod(st: &mut State, uid: &str, f: impl FnOnce(&mut Pod)) -> Option<Arc<Pod>> {
+        let rv = st.next_rv();
+        let rec = st.pods.get_mut(uid)?;
+        let old = rec.pod.clone();
+        let mut new = (*old).clone();
+        f(&mut new);
+        new.resource_version = Some(rv);
+        let new = Arc::new(new);
+        rec.pod = new.clone();
+        st.emit(WatchEvent::PodUpdate(old, new.clone()));
+        Some(new)
+    }
+}
+
+impl ClusterClient for EmbeddedCluster {
+    fn bind<'a>(&'a self, pod: &'a Pod, node: &'a str) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(async move {
+            let mut st = self.lock();
+            let Some(rec) = st.pods.get(&pod.uid) else {
+                return Err(ClientError::NotFound(pod.name.to_string()));
+            };
+            if let Some(existing) = &rec.pod.node_name {
+                return Err(ClientError::Conflict(format!(
+                    "pod {} is already assigned to node {existing:?}",
+                    pod.key()
+                )));
+            }
+            if !st.nodes.contains_key(node) {
+                return Err(ClientError::NotFound(format!("node {node}")));
+            }
+            st.bindings += 1;
+            let node: Arc<str> = node.into();
+            let ts = now_micros();
+            EmbeddedCluster::update_pod(&mut st, &pod.uid, |p| {
+                p.node_name = Some(node);
+                p.phase = crate::model::pod::PodPhase::Running;
+                let mut spec = (*p.spec).clone();
+                spec.start_time = Some(ts);
+                p.spec = Arc::new(spec);
+            });
+            if let Some(rec) = st.pods.get_mut(&pod.uid) {
+                rec.condition = Some(PodCondition {
+                    status: "True",
+                    reason: "",
+                    message: String::new(),
+                });
+            }
+            Ok(())
+        })
+    }
+
+    fn update_pod_status<'a>(
+        &'a self,
+        pod: &'a Pod,
+        update: PodStatusUpdate,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(async move {
+            let mut st = self.lock();
+            let Some(rec) = st.pods.get_mut(&pod.uid) else {
+                return Err(ClientError::NotFound(pod.name.to_string()));
+            };
+            if rec.pod.node_name.is_some() {
+                // Bound meanwhile: the scheduler's stale failure must not overwrite it.
+                return Ok(());
+            }
+            let mut changed = false;
+            if let Some(c) = update.condition {
+                if rec.condition.as_ref() != Some(&c) {
+                    rec.condition = Some(c);
+                    changed = true;
+                }
+            }
+            let nominated = update.nominated_node_name;
+            if let Some(n) = &nominated {
+                changed |= rec.pod.nominated_node_name != *n;
+            }
+            if changed {
+                EmbeddedCluster::update_pod(&mut st, &pod.uid, |p| {
+                    if let Some(n) = nominated {
+                        p.nominated_node_name = n;
+                    }
+                });
+            }
+            Ok(())
+        })
+    }
+
+    fn delete_pod<'a>(
+        &'a self,
+        pod: &'a Pod,
+        preemptor: &'a Pod,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(async move {
+            let mut st = self.lock();
+            let Some(rec) = st.pods.remove(&pod.uid) else {
+                return Err(ClientError::NotFound(pod.name.to_string()));
+            };
+            st.names.remove(&(rec.pod.namespace.clone(), rec.pod.name.clone()));
+            st.evictions.push(Eviction {
+                namespace: rec.pod.namespace.clone(),
+                name: rec.pod.name.clone(),
+                node: rec.pod.node_name.clone(),
+                preemptor: preemptor.key(),
+            });
+            st.emit(WatchEvent::PodDelete(rec.pod));
+            Ok(())
+        })
+    }
+
+    fn record_event(&self, event: PodEvent) {
+        let mut st = self.lock();
+        if let Some(rec) = st.pods.get_mut(&event.uid) {
+            if rec.events.len() == EVENTS_PER_POD {
+                rec.events.remove(0);
+            }
+            rec.events.push(event);
+        }
+    }
+}
+
+impl ClusterBackend for EmbeddedCluster {
+    fn start(&self, sink: EventSink) {
+        let mut st = self.lock();
+        let mut initial = Vec::new();
+        initial.extend(st.namespaces.values().cloned().map(WatchEvent::NamespaceUpsert));
+        initial.extend(st.nodes.values().cloned().map(WatchEvent::NodeAdd));
+        initial.extend(st.pdbs.values().cloned().map(WatchEvent::PdbUpsert));
+        let mut pods: Vec<&PodRecord> = st.pods.values().collect();
+        pods.sort_by_key(|r| (r.pod.node_name.is_none(), r.order));
+        initial.extend(pods.into_iter().map(|r| WatchEvent::PodAdd(r.pod.clone())));
+        initial.push(WatchEvent::Synced);
+        for ev in initial {
+            sink.send(ev);
+        }
+        st.sinks.push(sink);
+    }
+}
+
+fn now_micros() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::event_channel;
+
+    fn node_yaml(name: &str) -> core::Node {
+        serde_saphyr::from_str(&format!("metadata: {{name: {name}}}\nstatus: {{capacity: {{cpu: '2', memory: 4Gi, pods: '10'}}}}")).unwrap()
+    }
+
+    #[test]
+    fn lists_then_streams_and_applies_bindings() {
+        let c = EmbeddedCluster::new();
+        c.create_node(&node_yaml("n1")).unwrap();
+        let p: core::Pod = serde_saphyr::from_str("metadata: {generateName: web-}\nspec: {containers: [{name: c}]}").unwrap();
+        let key = c.create_pod(&p).unwrap();
+        assert!(key.starts_with("default/web-"));
+        let (sink, source) = event_channel();
+        c.start(sink);
+        let mut kinds = Vec::new();
+        while source.backlog_counter().load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            let ev = source.recv().unwrap();
+            source.handled();
+            kinds.push(format!("{ev:?}").split('(').next().unwrap().to_string());
+        }
+        assert_eq!(kinds, ["NamespaceUpsert", "NodeAdd", "PodAdd", "Synced"]);
+        let pod = c.pods()[0].pod.clone();
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        rt.block_on(c.bind(&pod, "n1")).unwrap();
+        assert!(matches!(rt.block_on(c.bind(&pod, "n1")), Err(ClientError::Conflict(_))));
+        assert!(matches!(source.recv(), Some(WatchEvent::PodUpdate(_, _))));
+        assert_eq!(c.pods()[0].pod.node_name.as_deref(), Some("n1"));
+        assert_eq!(c.bindings(), 1);
+        assert!(c.nodes()[0].labels.get(HOSTNAME_LABEL) == Some("n1"));
+    }
+}

@@ -1,0 +1,538 @@
+//! Scheduler configuration: a KubeSchedulerConfiguration (`kubescheduler.config.k8s.io/v1`)
+//! file, defaulted, merged with the default profile and validated as upstream does.
+//! Errors name the file and the field.
+
+mod types;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+pub use types::*;
+
+pub const API_VERSION: &str = "kubescheduler.config.k8s.io/v1";
+pub const KIND: &str = "KubeSchedulerConfiguration";
+pub const DEFAULT_SCHEDULER_NAME: &str = crate::model::convert::DEFAULT_SCHEDULER_NAME;
+
+/// The default profile's plugins (upstream `getDefaultPlugins`, MultiPoint only), minus
+/// the volume plugins: Switchyard models no volumes.
+pub const DEFAULT_MULTI_POINT: &[(&str, Option<i32>)] = &[
+    ("SchedulingGates", None),
+    ("PrioritySort", None),
+    ("NodeUnschedulable", None),
+    ("NodeName", None),
+    ("TaintToleration", Some(3)),
+    ("NodeAffinity", Some(2)),
+    ("NodePorts", None),
+    ("NodeResourcesFit", Some(1)),
+    ("NodeResourcesBalancedAllocation", Some(1)),
+    ("ImageLocality", Some(1)),
+    ("DefaultBinder", None),
+];
+
+/// Upstream plugins Switchyard does not implement (volumes, DRA). Disabling them is
+/// accepted; enabling them is an error that says so.
+pub const UNSUPPORTED_UPSTREAM_PLUGINS: &[&str] = &[
+    "VolumeRestrictions",
+    "NodeVolumeLimits",
+    "VolumeBinding",
+    "VolumeZone",
+    "DynamicResources",
+    "EBSLimits",
+    "GCEPDLimits",
+    "AzureDiskLimits",
+    "CinderLimits",
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{file}: cannot read: {source}")]
+    Read {
+        file: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{file}: {message}")]
+    Parse { file: String, message: String },
+    #[error("{file}: {field}: {message}")]
+    Invalid {
+        file: String,
+        field: String,
+        message: String,
+    },
+}
+
+/// One profile after defaulting and merging.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResolvedProfile {
+    pub scheduler_name: String,
+    pub percentage_of_nodes_to_score: Option<i32>,
+    pub plugins: Plugins,
+    /// Args by plugin name, as written (defaults are applied by each plugin).
+    pub plugin_args: BTreeMap<String, serde_json::Value>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct LeaderElectionConfig {
+    pub leader_elect: bool,
+    pub lease_duration: Duration,
+    pub renew_deadline: Duration,
+    pub retry_period: Duration,
+    pub resource_name: String,
+    pub resource_namespace: String,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SchedulerConfig {
+    /// Where it came from, for messages.
+    pub source: String,
+    pub parallelism: i32,
+    /// 0 = upstream's adaptive percentage.
+    pub percentage_of_nodes_to_score: i32,
+    pub pod_initial_backoff: Duration,
+    pub pod_max_backoff: Duration,
+    pub profiles: Vec<ResolvedProfile>,
+    pub leader_election: LeaderElectionConfig,
+    pub client_qps: f32,
+    pub client_burst: i32,
+}
+
+fn default_plugins() -> Plugins {
+    Plugins {
+        multi_point: PluginSet {
+            enabled: DEFAULT_MULTI_POINT
+                .iter()
+                .map(|(n, w)| PluginRef::new(n, *w))
+                .collect(),
+            disabled: vec![],
+        },
+        ..Default::default()
+    }
+}
+
+/// Upstream `mergePluginSet`: defaults minus disabled, custom entries replacing
+/// same-named defaults in place, remaining custom entries appended.
+fn merge_plugin_set(default: &PluginSet, custom: &PluginSet) -> PluginSet {
+    let disabled: Vec<&str> = custom
+        .disabled
+        .iter()
+        .chain(default.disabled.iter())
+        .map(|p| p.name.as_str())
+        .collect();
+    let mut used = vec![false; custom.enabled.len()];
+    let mut enabled = Vec::new();
+    if !disabled.contains(&"*") {
+        for d in &default.enabled {
+            if disabled.contains(&d.name.as_str()) {
+                continue;
+            }
+            match custom.enabled.iter().position(|c| c.name == d.name) {
+                Some(i) => {
+                    used[i] = true;
+                    enabled.push(custom.enabled[i].clone());
+                }
+                None => enabled.push(d.clone()),
+            }
+        }
+    }
+    for (i, c) in custom.enabled.iter().enumerate() {
+        if !used[i] {
+            enabled.push(c.clone());
+        }
+    }
+    PluginSet {
+        enabled,
+        disabled: custom
+            .disabled
+            .iter()
+            .chain(default.disabled.iter())
+            .cloned()
+            .collect(),
+    }
+}
+
+fn merge_plugins(default: &Plugins, custom: Option<&Plugins>) -> Plugins {
+    let Some(custom) = custom else {
+        return default.clone();
+    };
+    let mut out = Plugins {
+        multi_point: merge_plugin_set(&default.multi_point, &custom.multi_point),
+        ..Default::default()
+    };
+    for ep in ExtensionPoint::ALL {
+        *out.get_mut(ep) = merge_plugin_set(default.get(ep), custom.get(ep));
+    }
+    out
+}
+
+/// Parses a Go duration string (`15s`, `1m30s`, `500ms`).
+pub fn parse_go_duration(s: &str) -> Option<Duration> {
+    let mut total = Duration::ZERO;
+    let mut rest = s.trim();
+    if rest.is_empty() {
+        return None;
+    }
+    if rest == "0" {
+        return Some(Duration::ZERO);
+    }
+    while !rest.is_empty() {
+        let num_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        if num_end == 0 {
+            return None;
+        }
+        let value: f64 = rest[..num_end].parse().ok()?;
+        rest = &rest[num_end..];
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let unit = &rest[..unit_end];
+        rest = &rest[unit_end..];
+        let secs = match unit {
+            "h" => value * 3600.0,
+            "m" => value * 60.0,
+            "s" => value,
+            "ms" => value / 1e3,
+            "us" | "µs" => value / 1e6,
+            "ns" => value / 1e9,
+            _ => return None,
+        };
+        total += Duration::from_secs_f64(secs);
+    }
+    Some(total)
+}
+
+impl SchedulerConfig {
+    /// The configuration used when no file is given: one `default-scheduler` profile
+    /// with the default plugins.
+    pub fn default_config() -> Self {
+        Self::resolve(
+            KubeSchedulerConfiguration {
+                api_version: API_VERSION.into(),
+                kind: KIND.into(),
+                parallelism: None,
+                leader_election: None,
+                client_connection: None,
+                enable_profiling: None,
+                enable_contention_profiling: None,
+                percentage_of_nodes_to_score: None,
+                pod_initial_backoff_seconds: None,
+                pod_max_backoff_seconds: None,
+                profiles: vec![],
+                extenders: vec![],
+                delay_cache_until_active: None,
+            },
+            "<default>",
+        )
+        .unwrap_or_else(|e| unreachable_default(e))
+    }
+
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            file: file.clone(),
+            source,
+        })?;
+        Self::from_yaml(&text, &file)
+    }
+
+    pub fn from_yaml(text: &str, file: &str) -> Result<Self, ConfigError> {
+        let raw: KubeSchedulerConfiguration =
+            serde_saphyr::from_str(text).map_err(|e| ConfigError::Parse {
+                file: file.to_string(),
+                message: e.to_string(),
+            })?;
+        Self::resolve(raw, file)
+    }
+
+    fn resolve(raw: KubeSchedulerConfiguration, file: &str) -> Result<Self, ConfigError> {
+        let invalid = |field: &str, message: String| ConfigError::Invalid {
+            file: file.to_string(),
+            field: field.to_string(),
+            message,
+        };
+        if raw.api_version != API_VERSION {
+            return Err(invalid(
+                "apiVersion",
+                format!("Unsupported value: {:?}: supported values: \"{API_VERSION}\"", raw.api_version),
+            ));
+        }
+        if raw.kind != KIND {
+            return Err(invalid(
+                "kind",
+                format!("Unsupported value: {:?}: supported values: \"{KIND}\"", raw.kind),
+            ));
+        }
+        if !raw.extenders.is_empty() {
+            return Err(invalid(
+                "extenders",
+                "HTTP extenders are not supported: run the extender's logic as a sidecar plugin (see README, \"Writing a plugin\")".into(),
+            ));
+        }
+        let parallelism = raw.parallelism.unwrap_or(16);
+        if parallelism <= 0 {
+            return Err(invalid(
+                "parallelism",
+                format!("Invalid value: {parallelism}: should be an integer value greater than zero"),
+            ));
+        }
+        let pct = raw.percentage_of_nodes_to_score.unwrap_or(0);
+        if !(0..=100).contains(&pct) {
+            return Err(invalid(
+                "percentageOfNodesToScore",
+                format!("Invalid value: {pct}: not in valid range [0-100]"),
+            ));
+        }
+        let initial = raw.pod_initial_backoff_seconds.unwrap_or(1);
+        if initial <= 0 {
+            return Err(invalid(
+                "podInitialBackoffSeconds",
+                format!("Invalid value: {initial}: must be greater than 0"),
+            ));
+        }
+        let max = raw.pod_max_backoff_seconds.unwrap_or(10);
+        if max < initial {
+            return Err(invalid(
+                "podMaxBackoffSeconds",
+                format!("Invalid value: {max}: must be greater than or equal to PodInitialBackoffSeconds"),
+            ));
+        }
+
+        let le = raw.leader_election.as_ref();
+        let dur = |v: Option<&String>, field: &str, default: u64| -> Result<Duration, ConfigError> {
+            match v {
+                None => Ok(Duration::from_secs(default)),
+                Some(s) => parse_go_duration(s).ok_or_else(|| {
+                    invalid(field, format!("Invalid value: {s:?}: not a duration such as \"15s\""))
+                }),
+            }
+        };
+        let leader_election = LeaderElectionConfig {
+            leader_elect: le.and_then(|l| l.leader_elect).unwrap_or(true),
+            lease_duration: dur(le.and_then(|l| l.lease_duration.as_ref()), "leaderElection.leaseDuration", 15)?,
+            renew_deadline: dur(le.and_then(|l| l.renew_deadline.as_ref()), "leaderElection.renewDeadline", 10)?,
+            retry_period: dur(le.and_then(|l| l.retry_period.as_ref()), "leaderElection.retryPeriod", 2)?,
+            resource_name: le
+                .and_then(|l| l.resource_name.clone())
+                .unwrap_or_else(|| "kube-scheduler".into()),
+            resource_namespace: le
+                .and_then(|l| l.resource_namespace.clone())
+                .unwrap_or_else(|| "kube-system".into()),
+        };
+        if let Some(lock) = le.and_then(|l| l.resource_lock.as_deref()) {
+            if leader_election.leader_elect && lock != "leases" {
+                return Err(invalid(
+                    "leaderElection.resourceLock",
+                    format!("Invalid value: {lock:?}: resourceLock value must be \"leases\""),
+                ));
+            }
+        }
+        let cc = raw.client_connection.as_ref();
+        let client_qps = cc.and_then(|c| c.qps).filter(|q| *q != 0.0).unwrap_or(50.0);
+        let client_burst = cc.and_then(|c| c.burst).filter(|b| *b != 0).unwrap_or(100);
+
+        let mut raw_profiles = raw.profiles;
+        if raw_profiles.is_empty() {
+            raw_profiles.push(Profile::default());
+        }
+        let single = raw_profiles.len() == 1;
+        let defaults = default_plugins();
+        let mut profiles: Vec<ResolvedProfile> = Vec::new();
+        for (i, p) in raw_profiles.into_iter().enumerate() {
+            let path = format!("profiles[{i}]");
+            let scheduler_name = match p.scheduler_name {
+                Some(n) if !n.is_empty() => n,
+                None if single => DEFAULT_SCHEDULER_NAME.to_string(),
+                _ => {
+                    return Err(invalid(
+                        &format!("{path}.schedulerName"),
+                        "Required value: every profile needs a schedulerName when there are several".into(),
+                    ))
+                }
+            };
+            if let Some(j) = profiles.iter().position(|q| q.scheduler_name == scheduler_name) {
+                return Err(invalid(
+                    &format!("{path}.schedulerName"),
+                    format!("Duplicate value: {scheduler_name:?} (also profiles[{j}].schedulerName)"),
+                ));
+            }
+            if let Some(pp) = p.percentage_of_nodes_to_score {
+                if !(0..=100).contains(&pp) {
+                    return Err(invalid(
+                        &format!("{path}.percentageOfNodesToScore"),
+                        format!("Invalid value: {pp}: not in valid range [0-100]"),
+                    ));
+                }
+            }
+            if let Some(custom) = &p.plugins {
+                for ep in ExtensionPoint::ALL
+                    .iter()
+                    .map(|ep| (ep.field(), custom.get(*ep)))
+                    .chain(std::iter::once(("multiPoint", &custom.multi_point)))
+                {
+                    let (field, set) = ep;
+                    for (j, r) in set.enabled.iter().enumerate() {
+                        let f = format!("{path}.plugins.{field}.enabled[{j}]");
+                        if r.name.is_empty() {
+                            return Err(invalid(&format!("{f}.name"), "Required value".into()));
+                        }
+                        if let Some(w) = r.weight {
+                            if w < 0 {
+                                return Err(invalid(
+                                    &format!("{f}.weight"),
+                                    format!("Invalid value: {w}: a score weight must be positive (0 means the default, 1)"),
+                                ));
+                            }
+                            if i64::from(w) > i64::MAX / 10 / 100 {
+                                return Err(invalid(
+                                    &format!("{f}.weight"),
+                                    format!("Invalid value: {w}: too large; the total score could overflow"),
+                                ));
+                            }
+                        }
+                        if UNSUPPORTED_UPSTREAM_PLUGINS.contains(&r.name.as_str()) {
+                            return Err(invalid(
+                                &f,
+                                format!("plugin {:?} is an upstream plugin Switchyard does not implement (Switchyard models no volumes or dynamic resources); remove it", r.name),
+                            ));
+                        }
+                    }
+                }
+            }
+            let mut plugin_args = BTreeMap::new();
+            for (j, pc) in p.plugin_config.iter().enumerate() {
+                if plugin_args.contains_key(&pc.name) {
+                    return Err(invalid(
+                        &format!("{path}.pluginConfig[{j}]"),
+                        format!("Duplicate value: {:?}", pc.name),
+                    ));
+                }
+                let args = pc.args.clone().unwrap_or(serde_json::Value::Object(Default::default()));
+                plugin_args.insert(pc.name.clone(), strip_type_meta(args));
+            }
+            profiles.push(ResolvedProfile {
+                scheduler_name,
+                percentage_of_nodes_to_score: p.percentage_of_nodes_to_score,
+                plugins: merge_plugins(&defaults, p.plugins.as_ref()),
+                plugin_args,
+            });
+        }
+        // Every profile must sort the queue the same way.
+        let qs = |p: &ResolvedProfile| p.plugins.queue_sort.clone();
+        if let Some(first) = profiles.first().map(qs) {
+            for (i, p) in profiles.iter().enumerate().skip(1) {
+                if qs(p) != first {
+                    return Err(invalid(
+                        &format!("profiles[{i}].plugins.queueSort"),
+                        "must be the same for all profiles".into(),
+                    ));
+                }
+            }
+        }
+        Ok(SchedulerConfig {
+            source: file.to_string(),
+            parallelism,
+            percentage_of_nodes_to_score: pct,
+            pod_initial_backoff: Duration::from_secs(initial as u64),
+            pod_max_backoff: Duration::from_secs(max as u64),
+            profiles,
+            leader_election,
+            client_qps,
+            client_burst,
+        })
+    }
+}
+
+/// Plugin args may carry `apiVersion`/`kind` (e.g. `kind: NodeResourcesFitArgs`); the
+/// plugins' own decoders do not expect them.
+fn strip_type_meta(mut v: serde_json::Value) -> serde_json::Value {
+    if let serde_json::Value::Object(m) = &mut v {
+        m.remove("apiVersion");
+        m.remove("kind");
+    }
+    v
+}
+
+#[cold]
+fn unreachable_default(e: ConfigError) -> SchedulerConfig {
+    // The built-in default is a constant; failing to resolve it is a programming error
+    // caught by the unit tests below, never by users.
+    panic!("built-in default configuration is invalid: {e}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(yaml: &str) -> Result<SchedulerConfig, ConfigError> {
+        SchedulerConfig::from_yaml(yaml, "test.yaml")
+    }
+
+    #[test]
+    fn default_config_resolves() {
+        let c = SchedulerConfig::default_config();
+        assert_eq!(c.profiles.len(), 1);
+        assert_eq!(c.profiles[0].scheduler_name, "default-scheduler");
+        assert_eq!(c.pod_initial_backoff, Duration::from_secs(1));
+        assert_eq!(c.pod_max_backoff, Duration::from_secs(10));
+        assert_eq!(c.profiles[0].plugins.multi_point.enabled.len(), DEFAULT_MULTI_POINT.len());
+    }
+
+    #[test]
+    fn merges_custom_weights_in_place_and_disables() {
+        let c = load(r#"
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+  plugins:
+    multiPoint:
+      enabled:
+      - name: ImageLocality
+        weight: 5
+      disabled:
+      - name: NodePorts
+  pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: MostAllocated
+"#)
+        .unwrap();
+        let mp = &c.profiles[0].plugins.multi_point.enabled;
+        assert!(!mp.iter().any(|p| p.name == "NodePorts"));
+        let il = mp.iter().position(|p| p.name == "ImageLocality").unwrap();
+        assert_eq!(mp[il].weight, Some(5));
+        // Kept at its default position, before DefaultBinder.
+        assert_eq!(mp.last().unwrap().name, "DefaultBinder");
+        assert!(c.profiles[0].plugin_args.contains_key("NodeResourcesFit"));
+    }
+
+    #[test]
+    fn clear_errors_for_bad_input() {
+        let base = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n";
+        let e = load(&format!("{base}percentageOfNodesToScore: 101\n")).unwrap_err().to_string();
+        assert_eq!(e, "test.yaml: percentageOfNodesToScore: Invalid value: 101: not in valid range [0-100]");
+        let e = load(&format!("{base}bogus: 1\n")).unwrap_err().to_string();
+        assert!(e.starts_with("test.yaml: ") && e.contains("bogus"), "{e}");
+        let e = load(&format!("{base}profiles:\n- schedulerName: a\n  plugins:\n    score:\n      enabled:\n      - name: ImageLocality\n        weight: -1\n")).unwrap_err().to_string();
+        assert!(e.contains("profiles[0].plugins.score.enabled[0].weight: Invalid value: -1"), "{e}");
+        let e = load(&format!("{base}profiles:\n- schedulerName: a\n- schedulerName: a\n")).unwrap_err().to_string();
+        assert!(e.contains("profiles[1].schedulerName: Duplicate value"), "{e}");
+        let e = load(&format!("{base}profiles:\n- {{}}\n- schedulerName: b\n")).unwrap_err().to_string();
+        assert!(e.contains("profiles[0].schedulerName: Required value"), "{e}");
+        let e = load("apiVersion: v1\nkind: KubeSchedulerConfiguration\n").unwrap_err().to_string();
+        assert!(e.contains("apiVersion: Unsupported value"), "{e}");
+        let e = load(&format!("{base}podInitialBackoffSeconds: 5\npodMaxBackoffSeconds: 2\n")).unwrap_err().to_string();
+        assert!(e.contains("podMaxBackoffSeconds"), "{e}");
+    }
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(parse_go_duration("15s"), Some(Duration::from_secs(15)));
+        assert_eq!(parse_go_duration("1m30s"), Some(Duration::from_secs(90)));
+        assert_eq!(parse_go_duration("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_go_duration("abc"), None);
+    }
+}

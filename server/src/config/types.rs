@@ -1,0 +1,266 @@
+//! KubeSchedulerConfiguration (`kubescheduler.config.k8s.io/v1`) as serde types.
+//! Unknown fields are errors, as upstream's strict decoding makes them.
+
+use serde::Deserialize;
+
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PluginRef {
+    pub name: String,
+    #[serde(default)]
+    pub weight: Option<i32>,
+}
+
+impl PluginRef {
+    pub fn new(name: &str, weight: Option<i32>) -> Self {
+        PluginRef {
+            name: name.to_string(),
+            weight,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PluginSet {
+    #[serde(default)]
+    pub enabled: Vec<PluginRef>,
+    #[serde(default)]
+    pub disabled: Vec<PluginRef>,
+}
+
+/// The extension points a profile configures, in upstream's order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ExtensionPoint {
+    PreEnqueue,
+    QueueSort,
+    PreFilter,
+    Filter,
+    PostFilter,
+    PreScore,
+    Score,
+    Reserve,
+    Permit,
+    PreBind,
+    Bind,
+    PostBind,
+}
+
+impl ExtensionPoint {
+    pub const ALL: [ExtensionPoint; 12] = [
+        ExtensionPoint::PreEnqueue,
+        ExtensionPoint::QueueSort,
+        ExtensionPoint::PreFilter,
+        ExtensionPoint::Filter,
+        ExtensionPoint::PostFilter,
+        ExtensionPoint::PreScore,
+        ExtensionPoint::Score,
+        ExtensionPoint::Reserve,
+        ExtensionPoint::Permit,
+        ExtensionPoint::PreBind,
+        ExtensionPoint::Bind,
+        ExtensionPoint::PostBind,
+    ];
+
+    /// The field name in `plugins:` (`preFilter`, ...).
+    pub fn field(self) -> &'static str {
+        match self {
+            ExtensionPoint::PreEnqueue => "preEnqueue",
+            ExtensionPoint::QueueSort => "queueSort",
+            ExtensionPoint::PreFilter => "preFilter",
+            ExtensionPoint::Filter => "filter",
+            ExtensionPoint::PostFilter => "postFilter",
+            ExtensionPoint::PreScore => "preScore",
+            ExtensionPoint::Score => "score",
+            ExtensionPoint::Reserve => "reserve",
+            ExtensionPoint::Permit => "permit",
+            ExtensionPoint::PreBind => "preBind",
+            ExtensionPoint::Bind => "bind",
+            ExtensionPoint::PostBind => "postBind",
+        }
+    }
+
+    /// The interface name upstream messages use (`FilterPlugin`, ...).
+    pub fn interface(self) -> &'static str {
+        match self {
+            ExtensionPoint::PreEnqueue => "PreEnqueuePlugin",
+            ExtensionPoint::QueueSort => "QueueSortPlugin",
+            ExtensionPoint::PreFilter => "PreFilterPlugin",
+            ExtensionPoint::Filter => "FilterPlugin",
+            ExtensionPoint::PostFilter => "PostFilterPlugin",
+            ExtensionPoint::PreScore => "PreScorePlugin",
+            ExtensionPoint::Score => "ScorePlugin",
+            ExtensionPoint::Reserve => "ReservePlugin",
+            ExtensionPoint::Permit => "PermitPlugin",
+            ExtensionPoint::PreBind => "PreBindPlugin",
+            ExtensionPoint::Bind => "BindPlugin",
+            ExtensionPoint::PostBind => "PostBindPlugin",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Plugins {
+    #[serde(default)]
+    pub pre_enqueue: PluginSet,
+    #[serde(default)]
+    pub queue_sort: PluginSet,
+    #[serde(default)]
+    pub pre_filter: PluginSet,
+    #[serde(default)]
+    pub filter: PluginSet,
+    #[serde(default)]
+    pub post_filter: PluginSet,
+    #[serde(default)]
+    pub pre_score: PluginSet,
+    #[serde(default)]
+    pub score: PluginSet,
+    #[serde(default)]
+    pub reserve: PluginSet,
+    #[serde(default)]
+    pub permit: PluginSet,
+    #[serde(default)]
+    pub pre_bind: PluginSet,
+    #[serde(default)]
+    pub bind: PluginSet,
+    #[serde(default)]
+    pub post_bind: PluginSet,
+    #[serde(default)]
+    pub multi_point: PluginSet,
+}
+
+impl Plugins {
+    pub fn get(&self, ep: ExtensionPoint) -> &PluginSet {
+        match ep {
+            ExtensionPoint::PreEnqueue => &self.pre_enqueue,
+            ExtensionPoint::QueueSort => &self.queue_sort,
+            ExtensionPoint::PreFilter => &self.pre_filter,
+            ExtensionPoint::Filter => &self.filter,
+            ExtensionPoint::PostFilter => &self.post_filter,
+            ExtensionPoint::PreScore => &self.pre_score,
+            ExtensionPoint::Score => &self.score,
+            ExtensionPoint::Reserve => &self.reserve,
+            ExtensionPoint::Permit => &self.permit,
+            ExtensionPoint::PreBind => &self.pre_bind,
+            ExtensionPoint::Bind => &self.bind,
+            ExtensionPoint::PostBind => &self.post_bind,
+        }
+    }
+
+    pub fn get_mut(&mut self, ep: ExtensionPoint) -> &mut PluginSet {
+        match ep {
+            ExtensionPoint::PreEnqueue => &mut self.pre_enqueue,
+            ExtensionPoint::QueueSort => &mut self.queue_sort,
+            ExtensionPoint::PreFilter => &mut self.pre_filter,
+            ExtensionPoint::Filter => &mut self.filter,
+            ExtensionPoint::PostFilter => &mut self.post_filter,
+            ExtensionPoint::PreScore => &mut self.pre_score,
+            ExtensionPoint::Score => &mut self.score,
+            ExtensionPoint::Reserve => &mut self.reserve,
+            ExtensionPoint::Permit => &mut self.permit,
+            ExtensionPoint::PreBind => &mut self.pre_bind,
+            ExtensionPoint::Bind => &mut self.bind,
+            ExtensionPoint::PostBind => &mut self.post_bind,
+        }
+    }
+
+    /// Every plugin name enabled anywhere (extension points and multiPoint).
+    pub fn all_enabled(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = ExtensionPoint::ALL
+            .iter()
+            .flat_map(|ep| self.get(*ep).enabled.iter())
+            .chain(self.multi_point.enabled.iter())
+            .map(|p| p.name.as_str())
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PluginConfig {
+    pub name: String,
+    #[serde(default)]
+    pub args: Option<serde_json::Value>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Profile {
+    #[serde(default)]
+    pub scheduler_name: Option<String>,
+    #[serde(default)]
+    pub percentage_of_nodes_to_score: Option<i32>,
+    #[serde(default)]
+    pub plugins: Option<Plugins>,
+    #[serde(default)]
+    pub plugin_config: Vec<PluginConfig>,
+}
+
+/// `leaderElection`; accepted and kept for the Kubernetes backend.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LeaderElection {
+    #[serde(default)]
+    pub leader_elect: Option<bool>,
+    #[serde(default)]
+    pub lease_duration: Option<String>,
+    #[serde(default)]
+    pub renew_deadline: Option<String>,
+    #[serde(default)]
+    pub retry_period: Option<String>,
+    #[serde(default)]
+    pub resource_lock: Option<String>,
+    #[serde(default)]
+    pub resource_name: Option<String>,
+    #[serde(default)]
+    pub resource_namespace: Option<String>,
+}
+
+/// `clientConnection`; accepted and kept for the Kubernetes backend.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClientConnection {
+    #[serde(default)]
+    pub kubeconfig: Option<String>,
+    #[serde(default)]
+    pub accept_content_types: Option<String>,
+    #[serde(default)]
+    pub content_type: Option<String>,
+    #[serde(default)]
+    pub qps: Option<f32>,
+    #[serde(default)]
+    pub burst: Option<i32>,
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KubeSchedulerConfiguration {
+    pub api_version: String,
+    pub kind: String,
+    #[serde(default)]
+    pub parallelism: Option<i32>,
+    #[serde(default)]
+    pub leader_election: Option<LeaderElection>,
+    #[serde(default)]
+    pub client_connection: Option<ClientConnection>,
+    #[serde(default)]
+    pub enable_profiling: Option<bool>,
+    #[serde(default)]
+    pub enable_contention_profiling: Option<bool>,
+    #[serde(default)]
+    pub percentage_of_nodes_to_score: Option<i32>,
+    #[serde(default)]
+    pub pod_initial_backoff_seconds: Option<i64>,
+    #[serde(default)]
+    pub pod_max_backoff_seconds: Option<i64>,
+    #[serde(default)]
+    pub profiles: Vec<Profile>,
+    #[serde(default)]
+    pub extenders: Vec<serde_json::Value>,
+    #[serde(default)]
+    pub delay_cache_until_active: Option<bool>,
+}

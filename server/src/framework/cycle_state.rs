@@ -1,0 +1,132 @@
+//! `CycleState`: data plugins share within one scheduling cycle.
+//!
+//! Entries are keyed by their Rust type, so a plugin reads back exactly what it wrote
+//! without string keys or downcast mistakes; lookups are a short linear scan over a
+//! handful of `TypeId`s, cheaper than hashing in the per-node filter loop.
+
+use std::any::{Any, TypeId};
+
+/// Data a plugin keeps in the cycle state. Cloning must be cheap (share immutable parts
+/// behind `Arc`): preemption clones the state per candidate node.
+pub trait StateData: Any + Send + Sync {
+    fn clone_box(&self) -> Box<dyn StateData>;
+    fn as_any(&self) -> &dyn Any;
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+impl<T: Any + Clone + Send + Sync> StateData for T {
+    fn clone_box(&self) -> Box<dyn StateData> {
+        Box::new(self.clone())
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// A set of plugin positions (bit i = the i-th plugin of an extension point).
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct PluginSet(u128);
+
+impl PluginSet {
+    pub fn insert(&mut self, i: usize) {
+        if i < 128 {
+            self.0 |= 1 << i;
+        }
+    }
+    pub fn contains(&self, i: usize) -> bool {
+        i < 128 && self.0 & (1 << i) != 0
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0 == 0
+    }
+}
+
+#[derive(Default)]
+pub struct CycleState {
+    entries: Vec<(TypeId, Box<dyn StateData>)>,
+    /// Filter plugins whose PreFilter returned Skip.
+    pub skip_filter_plugins: PluginSet,
+    /// Score plugins whose PreScore returned Skip.
+    pub skip_score_plugins: PluginSet,
+    /// Whether per-plugin durations are recorded in this cycle (sampled, as upstream).
+    pub record_plugin_metrics: bool,
+}
+
+impl CycleState {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn read<T: StateData>(&self) -> Option<&T> {
+        let id = TypeId::of::<T>();
+        self.entries
+            .iter()
+            .find(|(k, _)| *k == id)
+            .and_then(|(_, v)| (**v).as_any().downcast_ref::<T>())
+    }
+
+    pub fn read_mut<T: StateData>(&mut self) -> Option<&mut T> {
+        let id = TypeId::of::<T>();
+        self.entries
+            .iter_mut()
+            .find(|(k, _)| *k == id)
+            .and_then(|(_, v)| (**v).as_any_mut().downcast_mut::<T>())
+    }
+
+    pub fn write<T: StateData>(&mut self, value: T) {
+        let id = TypeId::of::<T>();
+        match self.entries.iter_mut().find(|(k, _)| *k == id) {
+            Some(e) => e.1 = Box::new(value),
+            None => self.entries.push((id, Box::new(value))),
+        }
+    }
+
+    pub fn delete<T: StateData>(&mut self) {
+        let id = TypeId::of::<T>();
+        self.entries.retain(|(k, _)| *k != id);
+    }
+}
+
+impl Clone for CycleState {
+    fn clone(&self) -> Self {
+        CycleState {
+            entries: self
+                .entries
+                .iter()
+                .map(|(k, v)| (*k, (**v).clone_box()))
+                .collect(),
+            skip_filter_plugins: self.skip_filter_plugins,
+            skip_score_plugins: self.skip_score_plugins,
+            record_plugin_metrics: self.record_plugin_metrics,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Clone, Debug, PartialEq)]
+    struct A(u32);
+    #[derive(Clone, Debug, PartialEq)]
+    struct B(&'static str);
+
+    #[test]
+    fn typed_entries_and_deep_clone() {
+        let mut s = CycleState::new();
+        s.write(A(1));
+        s.write(B("x"));
+        s.skip_filter_plugins.insert(3);
+        let mut c = s.clone();
+        c.read_mut::<A>().unwrap().0 = 2;
+        assert_eq!(s.read::<A>(), Some(&A(1)));
+        assert_eq!(c.read::<A>(), Some(&A(2)));
+        assert!(c.skip_filter_plugins.contains(3));
+        c.delete::<B>();
+        assert!(c.read::<B>().is_none());
+        assert_eq!(s.read::<B>(), Some(&B("x")));
+    }
+}

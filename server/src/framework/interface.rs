@@ -1,0 +1,361 @@
+//! The extension points, as traits. A plugin is one value implementing [`Plugin`] plus
+//! any of the extension-point traits; it advertises which through the `as_*` methods,
+//! and the runtime rejects a configuration that enables a plugin at a point it does
+//! not implement. Remote (sidecar) plugins implement the same traits.
+//!
+//! Scheduling-cycle points are synchronous: they run on the scheduling thread and, for
+//! Filter and Score, in parallel over nodes. Binding-cycle points (PreBind, Bind,
+//! PostBind) are async: they run in concurrent binding tasks.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::cycle_state::CycleState;
+use super::events::ClusterEventWithHint;
+use super::node_info::NodeInfo;
+use super::status::{Code, Status};
+use crate::cache::Snapshot;
+use crate::model::Pod;
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Highest score a Score plugin may return after normalisation.
+pub const MAX_NODE_SCORE: i64 = 100;
+pub const MIN_NODE_SCORE: i64 = 0;
+/// Longest a pod may wait at Permit (upstream `maxTimeout`).
+pub const MAX_PERMIT_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+
+/// A pod as the queue holds it.
+#[derive(Clone, Debug)]
+pub struct QueuedPodInfo {
+    pub pod: Arc<Pod>,
+    /// When the pod (re-)entered the queue; QueueSort's tie-breaker and backoff base.
+    pub timestamp: Instant,
+    /// Scheduling attempts so far (incremented on every pop).
+    pub attempts: u32,
+    /// Times the pod came back rejected by plugins.
+    pub unschedulable_count: u32,
+    /// Consecutive times the pod came back after an error (reset by a rejection).
+    pub consecutive_errors_count: u32,
+    /// First time the pod entered activeQ (scheduling latency from here).
+    pub initial_attempt_timestamp: Option<Instant>,
+    /// Plugins that rejected the pod in its last attempt (drive requeueing).
+    pub unschedulable_plugins: HashSet<Arc<str>>,
+    /// Plugins that returned Pending in its last attempt.
+    pub pending_plugins: HashSet<Arc<str>>,
+    /// The PreEnqueue plugin holding the pod back, if any.
+    pub gating_plugin: Option<Arc<str>>,
+    /// Cached backoff expiry, cleared on requeue.
+    pub backoff_expiration: Option<Instant>,
+    /// A sort key computed once at enqueue by a remote QueueSort plugin.
+    pub sort_key: Option<Arc<[u8]>>,
+}
+
+impl QueuedPodInfo {
+    pub fn new(pod: Arc<Pod>, now: Instant) -> Self {
+        QueuedPodInfo {
+            pod,
+            timestamp: now,
+            attempts: 0,
+            unschedulable_count: 0,
+            consecutive_errors_count: 0,
+            initial_attempt_timestamp: None,
+            unschedulable_plugins: HashSet::new(),
+            pending_plugins: HashSet::new(),
+            gating_plugin: None,
+            backoff_expiration: None,
+            sort_key: None,
+        }
+    }
+
+    pub fn gated(&self) -> bool {
+        self.gating_plugin.is_some()
+    }
+}
+
+/// PreFilter's optional narrowing of the nodes to evaluate; `None` names = all nodes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PreFilterResult {
+    pub node_names: Option<HashSet<Arc<str>>>,
+}
+
+impl PreFilterResult {
+    pub fn all_nodes(&self) -> bool {
+        self.node_names.is_none()
+    }
+
+    pub fn nodes(names: impl IntoIterator<Item = Arc<str>>) -> Self {
+        PreFilterResult {
+            node_names: Some(names.into_iter().collect()),
+        }
+    }
+
+    /// Upstream `PreFilterResult.Merge`: intersection, where "all nodes" is neutral.
+    pub fn merge(self, other: Option<PreFilterResult>) -> PreFilterResult {
+        let Some(other) = other else { return self };
+        match (self.node_names, other.node_names) {
+            (None, None) => PreFilterResult::default(),
+            (None, Some(b)) => PreFilterResult { node_names: Some(b) },
+            (Some(a), None) => PreFilterResult { node_names: Some(a) },
+            (Some(a), Some(b)) => PreFilterResult {
+                node_names: Some(a.intersection(&b).cloned().collect()),
+            },
+        }
+    }
+}
+
+/// How PostFilter asks to change the pod's nominated node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NominatingInfo {
+    /// Leave the nomination as it is.
+    Noop,
+    /// Set it (`Some`) or clear it (`None`).
+    Override(Option<Arc<str>>),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PostFilterResult {
+    pub nominating_info: NominatingInfo,
+}
+
+/// Statuses of the nodes that failed Filter; nodes not listed have the "absent" status
+/// (UnschedulableAndUnresolvable by default, or the PreFilter rejection).
+#[derive(Clone, Debug)]
+pub struct NodeToStatus {
+    statuses: std::collections::HashMap<Arc<str>, Status>,
+    absent: Status,
+}
+
+impl Default for NodeToStatus {
+    fn default() -> Self {
+        NodeToStatus {
+            statuses: Default::default(),
+            absent: Status::code_only(Code::UnschedulableAndUnresolvable),
+        }
+    }
+}
+
+impl NodeToStatus {
+    pub fn get(&self, node: &str) -> &Status {
+        self.statuses.get(node).unwrap_or(&self.absent)
+    }
+    pub fn set(&mut self, node: Arc<str>, status: Status) {
+        self.statuses.insert(node, status);
+    }
+    pub fn set_absent(&mut self, status: Status) {
+        self.absent = status;
+    }
+    pub fn absent(&self) -> &Status {
+        &self.absent
+    }
+    /// Number of nodes with an explicit status.
+    pub fn len(&self) -> usize {
+        self.statuses.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.statuses.is_empty()
+    }
+    pub fn iter(&self) -> impl Iterator<Item = (&Arc<str>, &Status)> {
+        self.statuses.iter()
+    }
+}
+
+/// Base trait of every plugin. The `as_*` methods say which extension points it
+/// implements; the defaults say "none".
+pub trait Plugin: Send + Sync + 'static {
+    fn name(&self) -> &str;
+
+    fn as_pre_enqueue(&self) -> Option<&dyn PreEnqueuePlugin> {
+        None
+    }
+    fn as_queue_sort(&self) -> Option<&dyn QueueSortPlugin> {
+        None
+    }
+    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
+        None
+    }
+    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
+        None
+    }
+    fn as_post_filter(&self) -> Option<&dyn PostFilterPlugin> {
+        None
+    }
+    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
+        None
+    }
+    fn as_score(&self) -> Option<&dyn ScorePlugin> {
+        None
+    }
+    fn as_reserve(&self) -> Option<&dyn ReservePlugin> {
+        None
+    }
+    fn as_permit(&self) -> Option<&dyn PermitPlugin> {
+        None
+    }
+    fn as_pre_bind(&self) -> Option<&dyn PreBindPlugin> {
+        None
+    }
+    fn as_bind(&self) -> Option<&dyn BindPlugin> {
+        None
+    }
+    fn as_post_bind(&self) -> Option<&dyn PostBindPlugin> {
+        None
+    }
+
+    /// The cluster events that may make a pod this plugin rejected schedulable
+    /// (upstream `EnqueueExtensions.EventsToRegister`). `None` means the plugin does
+    /// not declare any: every event requeues its pods.
+    fn events_to_register(&self) -> Option<Vec<ClusterEventWithHint>> {
+        None
+    }
+}
+
+pub trait PreEnqueuePlugin: Plugin {
+    /// Success lets the pod into activeQ; anything else keeps it gated.
+    fn pre_enqueue(&self, pod: &Pod) -> Status;
+}
+
+pub trait QueueSortPlugin: Plugin {
+    fn less(&self, a: &QueuedPodInfo, b: &QueuedPodInfo) -> bool;
+}
+
+pub trait PreFilterPlugin: Plugin {
+    /// Computes per-cycle state; may narrow the nodes (`Some` result) or return Skip to
+    /// skip this plugin's Filter for the pod.
+    fn pre_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        snapshot: &Snapshot,
+    ) -> (Option<PreFilterResult>, Status);
+
+    /// AddPod/RemovePod, for plugins whose Filter depends on other pods: keeps their
+    /// state right when the scheduler evaluates "what if" (nominated pods, preemption).
+    fn pre_filter_extensions(&self) -> Option<&dyn PreFilterExtensions> {
+        None
+    }
+}
+
+pub trait PreFilterExtensions: Send + Sync {
+    fn add_pod(
+        &self,
+        state: &mut CycleState,
+        pod_to_schedule: &Pod,
+        pod_to_add: &Arc<Pod>,
+        node: &NodeInfo,
+    ) -> Status;
+    fn remove_pod(
+        &self,
+        state: &mut CycleState,
+        pod_to_schedule: &Pod,
+        pod_to_remove: &Arc<Pod>,
+        node: &NodeInfo,
+    ) -> Status;
+}
+
+pub trait FilterPlugin: Plugin {
+    /// Success, Unschedulable or UnschedulableAndUnresolvable for one node. Runs in
+    /// parallel over nodes: must not lock or allocate on the success path.
+    fn filter(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status;
+}
+
+pub trait PostFilterPlugin: Plugin {
+    fn post_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &Arc<Pod>,
+        statuses: &NodeToStatus,
+        snapshot: &Snapshot,
+    ) -> (Option<PostFilterResult>, Status);
+}
+
+pub trait PreScorePlugin: Plugin {
+    /// `nodes` are the feasible nodes. Skip skips this plugin's Score for the pod.
+    fn pre_score(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        nodes: &[Arc<NodeInfo>],
+        snapshot: &Snapshot,
+    ) -> Status;
+}
+
+pub trait ScorePlugin: Plugin {
+    /// A score for one node; runs in parallel over nodes.
+    fn score(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status>;
+
+    /// Whether [`normalize_score`](Self::normalize_score) should run.
+    fn has_normalize_score(&self) -> bool {
+        false
+    }
+
+    /// Rescales all nodes' scores (same order as `nodes`) into 0..=100.
+    fn normalize_score(
+        &self,
+        _state: &CycleState,
+        _pod: &Pod,
+        _nodes: &[Arc<NodeInfo>],
+        _scores: &mut [i64],
+    ) -> Status {
+        Status::success()
+    }
+}
+
+pub trait ReservePlugin: Plugin {
+    fn reserve(&self, state: &mut CycleState, pod: &Pod, node: &str) -> Status;
+    /// Must be idempotent and cannot fail.
+    fn unreserve(&self, state: &mut CycleState, pod: &Pod, node: &str);
+}
+
+pub trait PermitPlugin: Plugin {
+    /// Success, a rejection, or Wait with how long to wait.
+    fn permit(&self, state: &mut CycleState, pod: &Pod, node: &str) -> (Status, Duration);
+}
+
+pub trait PreBindPlugin: Plugin {
+    fn pre_bind<'a>(
+        &'a self,
+        state: &'a CycleState,
+        pod: &'a Arc<Pod>,
+        node: &'a str,
+    ) -> BoxFuture<'a, Status>;
+}
+
+pub trait BindPlugin: Plugin {
+    /// Skip passes the pod to the next bind plugin.
+    fn bind<'a>(
+        &'a self,
+        state: &'a CycleState,
+        pod: &'a Arc<Pod>,
+        node: &'a str,
+    ) -> BoxFuture<'a, Status>;
+}
+
+pub trait PostBindPlugin: Plugin {
+    fn post_bind<'a>(
+        &'a self,
+        state: &'a CycleState,
+        pod: &'a Arc<Pod>,
+        node: &'a str,
+    ) -> BoxFuture<'a, ()>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(names: &[&str]) -> Option<PreFilterResult> {
+        Some(PreFilterResult::nodes(names.iter().map(|n| Arc::from(*n))))
+    }
+
+    #[test]
+    fn prefilter_results_intersect() {
+        let all = PreFilterResult::default();
+        assert!(all.clone().merge(None).all_nodes());
+        let r = all.merge(set(&["a", "b"])).merge(set(&["b", "c"]));
+        assert_eq!(r.node_names.unwrap().into_iter().collect::<Vec<_>>(), vec![Arc::from("b")]);
+    }
+}

@@ -1,0 +1,16 @@
+//! The scheduling framework: extension-point traits, `Status`, `CycleState`, node
+//! infos, cluster events and the runtime that runs a profile's plugins.
+
+pub mod cycle_state;
+pub mod events;
+pub mod interface;
+pub mod node_info;
+pub mod runtime;
+pub mod status;
+pub mod waiting_pods;
+
+pub use cycle_state::CycleState;
+pub use interface::*;
+pub use node_info::NodeInfo;
+pub use runtime::{Framework, Handle, PluginFactory, Registry, ScoreBuffer};
+pub use status::{Code, Status};

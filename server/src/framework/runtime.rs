@@ -1,0 +1,942 @@
+//! The framework runtime: builds a profile's plugins from configuration and runs each
+//! extension point in configured order with upstream's status handling. It is the only
+//! place that knows plugin order.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rayon::prelude::*;
+
+use super::cycle_state::{CycleState, PluginSet};
+use super::events::ClusterEventWithHint;
+use super::interface::*;
+use super::node_info::NodeInfo;
+use super::status::{Code, Status};
+use super::waiting_pods::WaitingPods;
+use crate::cache::Snapshot;
+use crate::cluster::ClusterClient;
+use crate::config::{ExtensionPoint, PluginRef, ResolvedProfile};
+use crate::model::Pod;
+
+/// What plugins may reach outside their own calls (upstream `framework.Handle`).
+pub struct Handle {
+    pub waiting_pods: Arc<WaitingPods>,
+    pub client: Arc<dyn ClusterClient>,
+}
+
+/// Builds a plugin from its args (already parsed YAML, `None` when not configured).
+pub type PluginFactory = Arc<
+    dyn Fn(Option<&serde_json::Value>, &Arc<Handle>) -> Result<Arc<dyn Plugin>, String>
+        + Send
+        + Sync,
+>;
+
+/// Plugin factories by name: the built-in ones plus any a caller adds (remote plugins).
+#[derive(Clone, Default)]
+pub struct Registry {
+    factories: BTreeMap<String, PluginFactory>,
+}
+
+impl Registry {
+    pub fn register(&mut self, name: &str, factory: PluginFactory) {
+        self.factories.insert(name.to_string(), factory);
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.factories.contains_key(name)
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.factories.keys().map(|s| s.as_str())
+    }
+
+    fn get(&self, name: &str) -> Option<&PluginFactory> {
+        self.factories.get(name)
+    }
+}
+
+#[derive(Clone)]
+struct Entry {
+    name: Arc<str>,
+    plugin: Arc<dyn Plugin>,
+}
+
+#[derive(Clone)]
+struct ScoreEntry {
+    entry: Entry,
+    weight: i64,
+}
+
+/// Per-cycle score storage, reused across cycles to keep the hot path allocation-free.
+#[derive(Default)]
+pub struct ScoreBuffer {
+    /// Node-major: `scores[node * plugins + plugin]`.
+    scores: Vec<i64>,
+    column: Vec<i64>,
+    /// Weighted totals per node, in input order.
+    pub totals: Vec<i64>,
+}
+
+/// One profile's plugins, ready to run.
+pub struct Framework {
+    profile_name: Arc<str>,
+    percentage_of_nodes_to_score: Option<i32>,
+    pre_enqueue: Vec<Entry>,
+    queue_sort: Entry,
+    pre_filter: Vec<Entry>,
+    /// For each PreFilter plugin, the position of the same plugin among Filter plugins.
+    pre_filter_to_filter: Vec<Option<usize>>,
+    filter: Vec<Entry>,
+    post_filter: Vec<Entry>,
+    pre_score: Vec<Entry>,
+    pre_score_to_score: Vec<Option<usize>>,
+    score: Vec<ScoreEntry>,
+    reserve: Vec<Entry>,
+    permit: Vec<Entry>,
+    pre_bind: Vec<Entry>,
+    bind: Vec<Entry>,
+    post_bind: Vec<Entry>,
+    /// Events each requeue-relevant plugin registered.
+    enqueue_extensions: Vec<(Arc<str>, Vec<ClusterEventWithHint>)>,
+    handle: Arc<Handle>,
+}
+
+fn wrap(msg: String) -> Status {
+    Status::error(msg)
+}
+
+impl Framework {
+    /// Builds a profile as upstream `NewFramework` does: instantiate every enabled
+    /// plugin, fill each extension point from its own list and multiPoint, check the
+    /// queue sort and bind plugins, and compute score weights.
+    pub fn new(
+        profile: &ResolvedProfile,
+        registry: &Registry,
+        handle: Arc<Handle>,
+    ) -> Result<Framework, String> {
+        let plugins = &profile.plugins;
+        let mut instances: HashMap<String, Arc<dyn Plugin>> = HashMap::new();
+        for name in plugins.all_enabled() {
+            let factory = registry.get(name).ok_or_else(|| {
+                format!(
+                    "plugin {name:?} does not exist; known plugins: {}",
+                    registry.names().collect::<Vec<_>>().join(", ")
+                )
+            })?;
+            let args = profile.plugin_args.get(name);
+            let p = factory(args, &handle).map_err(|e| format!("initializing plugin {name:?}: {e}"))?;
+            instances.insert(name.to_string(), p);
+        }
+
+        let implements = |p: &Arc<dyn Plugin>, ep: ExtensionPoint| -> bool {
+            match ep {
+                ExtensionPoint::PreEnqueue => p.as_pre_enqueue().is_some(),
+                ExtensionPoint::QueueSort => p.as_queue_sort().is_some(),
+                ExtensionPoint::PreFilter => p.as_pre_filter().is_some(),
+                ExtensionPoint::Filter => p.as_filter().is_some(),
+                ExtensionPoint::PostFilter => p.as_post_filter().is_some(),
+                ExtensionPoint::PreScore => p.as_pre_score().is_some(),
+                ExtensionPoint::Score => p.as_score().is_some(),
+                ExtensionPoint::Reserve => p.as_reserve().is_some(),
+                ExtensionPoint::Permit => p.as_permit().is_some(),
+                ExtensionPoint::PreBind => p.as_pre_bind().is_some(),
+                ExtensionPoint::Bind => p.as_bind().is_some(),
+                ExtensionPoint::PostBind => p.as_post_bind().is_some(),
+            }
+        };
+
+        let mut lists: HashMap<ExtensionPoint, Vec<Entry>> = HashMap::new();
+        for ep in ExtensionPoint::ALL {
+            let set = plugins.get(ep);
+            let mut specific: Vec<Entry> = Vec::new();
+            for r in &set.enabled {
+                let p = instances.get(&r.name).ok_or_else(|| {
+                    format!("{} {:?} does not exist", ep.interface(), r.name)
+                })?;
+                if !implements(p, ep) {
+                    return Err(format!(
+                        "plugin {:?} does not extend {} plugin",
+                        r.name,
+                        ep.interface()
+                    ));
+                }
+                if specific.iter().any(|e| *e.name == *r.name) {
+                    return Err(format!(
+                        "plugin {:?} already registered as {:?}",
+                        r.name,
+                        ep.interface()
+                    ));
+                }
+                specific.push(Entry {
+                    name: r.name.as_str().into(),
+                    plugin: p.clone(),
+                });
+            }
+            // MultiPoint expansion (upstream `expandMultiPointPlugins`).
+            let disabled: HashSet<&str> = set.disabled.iter().map(|p| p.name.as_str()).collect();
+            let list = if disabled.contains("*") {
+                specific
+            } else {
+                let mut overrides: Vec<&str> = Vec::new();
+                let mut multi: Vec<Entry> = Vec::new();
+                for r in &plugins.multi_point.enabled {
+                    let p = instances.get(&r.name).ok_or_else(|| {
+                        format!("{} {:?} does not exist", ep.interface(), r.name)
+                    })?;
+                    if !implements(p, ep) || disabled.contains(r.name.as_str()) {
+                        continue;
+                    }
+                    if specific.iter().any(|e| *e.name == *r.name) {
+                        overrides.push(&r.name);
+                        continue;
+                    }
+                    if multi.iter().any(|e| *e.name == *r.name) {
+                        return Err(format!(
+                            "plugin {:?} already registered as {:?}",
+                            r.name,
+                            ep.interface()
+                        ));
+                    }
+                    multi.push(Entry {
+                        name: r.name.as_str().into(),
+                        plugin: p.clone(),
+                    });
+                }
+                let mut out: Vec<Entry> = specific
+                    .iter()
+                    .filter(|e| overrides.contains(&&*e.name))
+                    .cloned()
+                    .collect();
+                out.extend(multi);
+                out.extend(
+                    specific
+                        .iter()
+                        .filter(|e| !overrides.contains(&&*e.name))
+                        .cloned(),
+                );
+                out
+            };
+            lists.insert(ep, list);
+        }
+        let mut take = |ep| lists.remove(&ep).unwrap_or_default();
+
+        let mut queue_sort = take(ExtensionPoint::QueueSort);
+        if queue_sort.len() != 1 {
+            return Err(format!(
+                "only one queue sort plugin required for profile with scheduler name {:?}, but got {}",
+                profile.scheduler_name,
+                queue_sort.len()
+            ));
+        }
+        let bind = take(ExtensionPoint::Bind);
+        if bind.is_empty() {
+            return Err(format!(
+                "at least one bind plugin is needed for profile with scheduler name {:?}",
+                profile.scheduler_name
+            ));
+        }
+
+        // Score weights: the first mention wins (a score-specific weight beats
+        // multiPoint's); zero or unset means 1.
+        let weight_sources: Vec<&PluginRef> = plugins
+            .score
+            .enabled
+            .iter()
+            .chain(plugins.multi_point.enabled.iter())
+            .collect();
+        let score_entries = take(ExtensionPoint::Score);
+        let mut score = Vec::new();
+        let mut total: i64 = 0;
+        for e in score_entries {
+            let w = weight_sources
+                .iter()
+                .find(|r| *r.name == *e.name)
+                .and_then(|r| r.weight)
+                .unwrap_or(0);
+            if w < 0 {
+                return Err(format!(
+                    "score plugin {:?} has a negative weight {w}: weights must be 1 or more (0 means 1)",
+                    e.name
+                ));
+            }
+            let weight = if w == 0 { 1 } else { i64::from(w) };
+            if weight * MAX_NODE_SCORE > i64::MAX - total {
+                return Err("total score of Score plugins could overflow".into());
+            }
+            total += weight * MAX_NODE_SCORE;
+            score.push(ScoreEntry { entry: e, weight });
+        }
+
+        let pre_filter = take(ExtensionPoint::PreFilter);
+        let filter = take(ExtensionPoint::Filter);
+        let pre_score = take(ExtensionPoint::PreScore);
+        let pre_filter_to_filter = pre_filter
+            .iter()
+            .map(|p| filter.iter().position(|f| f.name == p.name))
+            .collect();
+        let pre_score_to_score = pre_score
+            .iter()
+            .map(|p| score.iter().position(|s| s.entry.name == p.name))
+            .collect();
+
+        let pre_enqueue = take(ExtensionPoint::PreEnqueue);
+        let reserve = take(ExtensionPoint::Reserve);
+        let permit = take(ExtensionPoint::Permit);
+
+        // Plugins that can reject a pod register the events that may requeue it.
+        let mut enqueue_extensions: Vec<(Arc<str>, Vec<ClusterEventWithHint>)> = Vec::new();
+        for e in pre_enqueue
+            .iter()
+            .chain(pre_filter.iter())
+            .chain(filter.iter())
+            .chain(reserve.iter())
+            .chain(permit.iter())
+        {
+            if enqueue_extensions.iter().any(|(n, _)| *n == e.name) {
+                continue;
+            }
+            let events = e
+                .plugin
+                .events_to_register()
+                .unwrap_or_else(super::events::unroll_wildcard_resource);
+            enqueue_extensions.push((e.name.clone(), events));
+        }
+
+        Ok(Framework {
+            profile_name: profile.scheduler_name.as_str().into(),
+            percentage_of_nodes_to_score: profile.percentage_of_nodes_to_score,
+            pre_enqueue,
+            queue_sort: queue_sort.remove(0),
+            pre_filter,
+            pre_filter_to_filter,
+            filter,
+            post_filter: take(ExtensionPoint::PostFilter),
+            pre_score,
+            pre_score_to_score,
+            score,
+            reserve,
+            permit,
+            pre_bind: take(ExtensionPoint::PreBind),
+            bind,
+            post_bind: take(ExtensionPoint::PostBind),
+            enqueue_extensions,
+            handle,
+        })
+    }
+
+    pub fn profile_name(&self) -> &Arc<str> {
+        &self.profile_name
+    }
+
+    pub fn percentage_of_nodes_to_score(&self) -> Option<i32> {
+        self.percentage_of_nodes_to_score
+    }
+
+    pub fn handle(&self) -> &Arc<Handle> {
+        &self.handle
+    }
+
+    pub fn waiting_pods(&self) -> &Arc<WaitingPods> {
+        &self.handle.waiting_pods
+    }
+
+    pub fn has_filter_plugins(&self) -> bool {
+        !self.filter.is_empty()
+    }
+
+    pub fn has_score_plugins(&self) -> bool {
+        !self.score.is_empty()
+    }
+
+    pub fn has_post_filter_plugins(&self) -> bool {
+        !self.post_filter.is_empty()
+    }
+
+    pub fn queue_sort_name(&self) -> &str {
+        &self.queue_sort.name
+    }
+
+    /// The events each plugin registered, for the queue's requeue decisions.
+    pub fn enqueue_extensions(&self) -> &[(Arc<str>, Vec<ClusterEventWithHint>)] {
+        &self.enqueue_extensions
+    }
+
+    /// Names of plugins configured at each point, for logs and `--help`-like output.
+    pub fn describe(&self) -> Vec<(&'static str, Vec<String>)> {
+        let names = |v: &[Entry]| v.iter().map(|e| e.name.to_string()).collect::<Vec<_>>();
+        vec![
+            ("preEnqueue", names(&self.pre_enqueue)),
+            ("queueSort", vec![self.queue_sort.name.to_string()]),
+            ("preFilter", names(&self.pre_filter)),
+            ("filter", names(&self.filter)),
+            ("postFilter", names(&self.post_filter)),
+            ("preScore", names(&self.pre_score)),
+            (
+                "score",
+                self.score
+                    .iter()
+                    .map(|s| format!("{}({})", s.entry.name, s.weight))
+                    .collect(),
+            ),
+            ("reserve", names(&self.reserve)),
+            ("permit", names(&self.permit)),
+            ("preBind", names(&self.pre_bind)),
+            ("bind", names(&self.bind)),
+            ("postBind", names(&self.post_bind)),
+        ]
+    }
+
+    // ---- queue ---------------------------------------------------------------
+
+    /// Runs PreEnqueue plugins, the gating plugin first; returns the first rejecting
+    /// plugin and its status.
+    pub fn run_pre_enqueue_plugins(
+        &self,
+        pod: &Pod,
+        gating: Option<&str>,
+    ) -> Option<(Arc<str>, Status)> {
+        let ordered = gating
+            .and_then(|g| self.pre_enqueue.iter().find(|e| *e.name == *g))
+            .into_iter()
+            .chain(
+                self.pre_enqueue
+                    .iter()
+                    .filter(move |e| Some(&*e.name) != gating),
+            );
+        for e in ordered {
+            let Some(p) = e.plugin.as_pre_enqueue() else {
+                continue;
+            };
+            let s = p.pre_enqueue(pod);
+            if !s.is_success() {
+                return Some((e.name.clone(), s.with_plugin(&e.name)));
+            }
+        }
+        None
+    }
+
+    pub fn less(&self, a: &QueuedPodInfo, b: &QueuedPodInfo) -> bool {
+        match self.queue_sort.plugin.as_queue_sort() {
+            Some(q) => q.less(a, b),
+            None => false,
+        }
+    }
+
+    // ---- scheduling cycle ----------------------------------------------------
+
+    /// Runs PreFilter plugins (upstream `RunPreFilterPlugins`). Returns the merged node
+    /// narrowing, the status, and the plugins that narrowed the nodes.
+    pub fn run_pre_filter_plugins(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        snapshot: &Snapshot,
+    ) -> (PreFilterResult, Status, Vec<Arc<str>>) {
+        let mut result = PreFilterResult::default();
+        let mut plugins_with_nodes: Vec<Arc<str>> = Vec::new();
+        let mut return_status = Status::success();
+        let mut skip = PluginSet::default();
+        for (i, e) in self.pre_filter.iter().enumerate() {
+            let Some(p) = e.plugin.as_pre_filter() else {
+                continue;
+            };
+            let (r, s) = p.pre_filter(state, pod, snapshot);
+            if s.is_skip() {
+                if let Some(fi) = self.pre_filter_to_filter[i] {
+                    skip.insert(fi);
+                }
+                continue;
+            }
+            if !s.is_success() {
+                let s = s.with_plugin(&e.name);
+                match s.code() {
+                    Code::UnschedulableAndUnresolvable => {
+                        state.skip_filter_plugins = skip;
+                        return (PreFilterResult::default(), s, Vec::new());
+                    }
+                    Code::Unschedulable => {
+                        return_status = s;
+                        continue;
+                    }
+                    _ => {
+                        state.skip_filter_plugins = skip;
+                        return (
+                            PreFilterResult::default(),
+                            wrap(format!("running PreFilter plugin {:?}: {}", e.name, s.message()))
+                                .with_plugin(&e.name),
+                            Vec::new(),
+                        );
+                    }
+                }
+            }
+            if r.as_ref().is_some_and(|r| !r.all_nodes()) {
+                plugins_with_nodes.push(e.name.clone());
+            }
+            result = result.merge(r);
+            if result.node_names.as_ref().is_some_and(|n| n.is_empty()) {
+                let mut names: Vec<&str> = plugins_with_nodes.iter().map(|n| &**n).collect();
+                names.sort();
+                let msg = if names.len() == 1 {
+                    format!("node(s) didn't satisfy plugin {}", names[0])
+                } else {
+                    format!(
+                        "node(s) didn't satisfy plugin(s) [{}] simultaneously",
+                        names.join(" ")
+                    )
+                };
+                state.skip_filter_plugins = skip;
+                return (
+                    result,
+                    Status::unresolvable(msg),
+                    plugins_with_nodes,
+                );
+            }
+        }
+        state.skip_filter_plugins = skip;
+        (result, return_status, plugins_with_nodes)
+    }
+
+    /// AddPod on every PreFilter plugin's extensions (upstream
+    /// `RunPreFilterExtensionAddPod`).
+    pub fn run_pre_filter_extension_add_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        pod_to_add: &Arc<Pod>,
+        node: &NodeInfo,
+    ) -> Status {
+        for (i, e) in self.pre_filter.iter().enumerate() {
+            if self.pre_filter_to_filter[i].is_some_and(|fi| state.skip_filter_plugins.contains(fi)) {
+                continue;
+            }
+            let Some(ext) = e.plugin.as_pre_filter().and_then(|p| p.pre_filter_extensions()) else {
+                continue;
+            };
+            let s = ext.add_pod(state, pod, pod_to_add, node);
+            if !s.is_success() {
+                return wrap(format!(
+                    "running AddPod on PreFilter plugin {:?}: {}",
+                    e.name,
+                    s.message()
+                ));
+            }
+        }
+        Status::success()
+    }
+
+    /// RemovePod on every PreFilter plugin's extensions.
+    pub fn run_pre_filter_extension_remove_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        pod_to_remove: &Arc<Pod>,
+        node: &NodeInfo,
+    ) -> Status {
+        for (i, e) in self.pre_filter.iter().enumerate() {
+            if self.pre_filter_to_filter[i].is_some_and(|fi| state.skip_filter_plugins.contains(fi)) {
+                continue;
+            }
+            let Some(ext) = e.plugin.as_pre_filter().and_then(|p| p.pre_filter_extensions()) else {
+                continue;
+            };
+            let s = ext.remove_pod(state, pod, pod_to_remove, node);
+            if !s.is_success() {
+                return wrap(format!(
+                    "running RemovePod on PreFilter plugin {:?}: {}",
+                    e.name,
+                    s.message()
+                ));
+            }
+        }
+        Status::success()
+    }
+
+    /// Filter plugins on one node; the first failure wins (upstream `RunFilterPlugins`).
+    #[inline]
+    pub fn run_filter_plugins(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
+        let skip = state.skip_filter_plugins;
+        for (i, e) in self.filter.iter().enumerate() {
+            if !skip.is_empty() && skip.contains(i) {
+                continue;
+            }
+            let Some(p) = e.plugin.as_filter() else {
+                continue;
+            };
+            let s = p.filter(state, pod, node);
+            if !s.is_success() {
+                let s = if s.is_rejected() {
+                    s
+                } else {
+                    wrap(format!("running {:?} filter plugin: {}", e.name, s.message()))
+                };
+                return s.with_plugin(&e.name);
+            }
+        }
+        Status::success()
+    }
+
+    /// Filter with nominated pods (upstream `RunFilterPluginsWithNominatedPods`): pods
+    /// nominated to this node with priority ≥ the pod's count as if placed; when any
+    /// were added and the pod fits, it must also fit without them.
+    pub fn run_filter_plugins_with_nominated_pods(
+        &self,
+        state: &CycleState,
+        pod: &Pod,
+        node: &NodeInfo,
+        nominated: &[Arc<Pod>],
+    ) -> Status {
+        let relevant = nominated
+            .iter()
+            .any(|np| np.priority() >= pod.priority() && np.uid != pod.uid);
+        if !relevant {
+            return self.run_filter_plugins(state, pod, node);
+        }
+        let mut node_out = node.clone();
+        let mut state_out = state.clone();
+        for np in nominated {
+            if np.priority() >= pod.priority() && np.uid != pod.uid {
+                node_out.add_pod(np.clone());
+                let s = self.run_pre_filter_extension_add_pod(&mut state_out, pod, np, &node_out);
+                if !s.is_success() {
+                    return s;
+                }
+            }
+        }
+        let s = self.run_filter_plugins(&state_out, pod, &node_out);
+        if !s.is_success() {
+            return s;
+        }
+        self.run_filter_plugins(state, pod, node)
+    }
+
+    /// PostFilter plugins (upstream `RunPostFilterPlugins`).
+    pub fn run_post_filter_plugins(
+        &self,
+        state: &mut CycleState,
+        pod: &Arc<Pod>,
+        statuses: &NodeToStatus,
+        snapshot: &Snapshot,
+    ) -> (Option<PostFilterResult>, Status) {
+        let mut result = None;
+        let mut reasons: Vec<std::borrow::Cow<'static, str>> = Vec::new();
+        let mut rejector: Option<Arc<str>> = None;
+        for e in &self.post_filter {
+            let Some(p) = e.plugin.as_post_filter() else {
+                continue;
+            };
+            let (r, s) = p.post_filter(state, pod, statuses, snapshot);
+            if s.is_success() {
+                return (r, s);
+            }
+            if s.code() == Code::UnschedulableAndUnresolvable {
+                return (r, s.with_plugin(&e.name));
+            }
+            if !s.is_rejected() {
+                return (None, Status::error(s.message()).with_plugin(&e.name));
+            }
+            if let Some(r) = r {
+                if r.nominating_info != NominatingInfo::Noop {
+                    result = Some(r);
+                }
+            }
+            reasons.extend(s.reasons().iter().cloned());
+            if rejector.is_none() {
+                rejector = Some(e.name.clone());
+            }
+        }
+        let mut s = Status::with_reasons(Code::Unschedulable, reasons);
+        s.set_plugin(rejector);
+        (result, s)
+    }
+
+    /// PreScore plugins; Skip marks the plugin's Score to be skipped.
+    pub fn run_pre_score_plugins(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        nodes: &[Arc<NodeInfo>],
+        snapshot: &Snapshot,
+    ) -> Status {
+        let mut skip = PluginSet::default();
+        for (i, e) in self.pre_score.iter().enumerate() {
+            let Some(p) = e.plugin.as_pre_score() else {
+                continue;
+            };
+            let s = p.pre_score(state, pod, nodes, snapshot);
+            if s.is_skip() {
+                if let Some(si) = self.pre_score_to_score[i] {
+                    skip.insert(si);
+                }
+                continue;
+            }
+            if !s.is_success() {
+                state.skip_score_plugins = skip;
+                return wrap(format!("running PreScore plugin {:?}: {}", e.name, s.message()))
+                    .with_plugin(&e.name);
+            }
+        }
+        state.skip_score_plugins = skip;
+        Status::success()
+    }
+
+    /// Score, NormalizeScore and weighting over `nodes` (upstream `RunScorePlugins`):
+    /// in parallel over nodes; totals land in `buf.totals` in input order.
+    pub fn run_score_plugins(
+        &self,
+        state: &CycleState,
+        pod: &Pod,
+        nodes: &[Arc<NodeInfo>],
+        buf: &mut ScoreBuffer,
+    ) -> Result<(), Status> {
+        let active: Vec<usize> = (0..self.score.len())
+            .filter(|i| !state.skip_score_plugins.contains(*i))
+            .collect();
+        let np = active.len();
+        buf.totals.clear();
+        buf.totals.resize(nodes.len(), 0);
+        if np == 0 {
+            return Ok(());
+        }
+        buf.scores.clear();
+        buf.scores.resize(nodes.len() * np, 0);
+        let failure: std::sync::Mutex<Option<Status>> = std::sync::Mutex::new(None);
+        let entries = &self.score;
+        let score_node = |(row, node): (&mut [i64], &Arc<NodeInfo>)| {
+            for (slot, &pi) in active.iter().enumerate() {
+                let e = &entries[pi].entry;
+                let Some(p) = e.plugin.as_score() else {
+                    continue;
+                };
+                match p.score(state, pod, node) {
+                    Ok(v) => row[slot] = v,
+                    Err(s) => {
+                        if let Ok(mut f) = failure.lock() {
+                            f.get_or_insert_with(|| {
+                                wrap(format!(
+                                    "running Score plugins: plugin {:?} failed with: {}",
+                                    e.name,
+                                    s.message()
+                                ))
+                                .with_plugin(&e.name)
+                            });
+                        }
+                        return;
+                    }
+                }
+            }
+        };
+        if nodes.len() >= PARALLEL_THRESHOLD {
+            buf.scores
+                .par_chunks_mut(np)
+                .zip(nodes.par_iter())
+                .with_min_len(PARALLEL_CHUNK)
+                .for_each(score_node);
+        } else {
+            buf.scores.chunks_mut(np).zip(nodes.iter()).for_each(score_node);
+        }
+        if let Some(s) = failure.into_inner().ok().flatten() {
+            return Err(s);
+        }
+        // NormalizeScore per plugin, then range check and weights.
+        for (slot, &pi) in active.iter().enumerate() {
+            let e = &self.score[pi];
+            let Some(p) = e.entry.plugin.as_score() else {
+                continue;
+            };
+            let normalize = p.has_normalize_score();
+            if normalize {
+                buf.column.clear();
+                buf.column
+                    .extend(buf.scores.iter().skip(slot).step_by(np).copied());
+                let s = p.normalize_score(state, pod, nodes, &mut buf.column);
+                if !s.is_success() {
+                    return Err(wrap(format!(
+                        "running Normalize on Score plugins: plugin {:?} failed with: {}",
+                        e.entry.name,
+                        s.message()
+                    ))
+                    .with_plugin(&e.entry.name));
+                }
+            }
+            for n in 0..nodes.len() {
+                let v = if normalize {
+                    buf.column[n]
+                } else {
+                    buf.scores[n * np + slot]
+                };
+                if !(MIN_NODE_SCORE..=MAX_NODE_SCORE).contains(&v) {
+                    return Err(wrap(format!(
+                        "applying score defaultWeights on Score plugins: plugin {:?} returns an invalid score {v}, it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
+                        e.entry.name
+                    ))
+                    .with_plugin(&e.entry.name));
+                }
+                buf.totals[n] += v * e.weight;
+            }
+        }
+        Ok(())
+    }
+
+    /// Per-plugin weighted scores of one node from the last `run_score_plugins`, for
+    /// explanations (`--explain`) and tests.
+    pub fn score_plugin_names(&self, state: &CycleState) -> Vec<(Arc<str>, i64)> {
+        self.score
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !state.skip_score_plugins.contains(*i))
+            .map(|(_, s)| (s.entry.name.clone(), s.weight))
+            .collect()
+    }
+
+    pub fn run_reserve_plugins_reserve(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        node: &str,
+    ) -> Status {
+        for e in &self.reserve {
+            let Some(p) = e.plugin.as_reserve() else {
+                continue;
+            };
+            let s = p.reserve(state, pod, node);
+            if !s.is_success() {
+                if s.is_rejected() {
+                    return s.with_plugin(&e.name);
+                }
+                return wrap(format!("running Reserve plugin {:?}: {}", e.name, s.message()))
+                    .with_plugin(&e.name);
+            }
+        }
+        Status::success()
+    }
+
+    /// Unreserve on every Reserve plugin, in reverse order.
+    pub fn run_reserve_plugins_unreserve(&self, state: &mut CycleState, pod: &Pod, node: &str) {
+        for e in self.reserve.iter().rev() {
+            if let Some(p) = e.plugin.as_reserve() {
+                p.unreserve(state, pod, node);
+            }
+        }
+    }
+
+    /// Permit plugins; a Wait parks the pod in the waiting-pods map and returns Wait.
+    pub fn run_permit_plugins(
+        &self,
+        state: &mut CycleState,
+        pod: &Arc<Pod>,
+        node: &Arc<str>,
+    ) -> Status {
+        let mut waits: Vec<(Arc<str>, Duration)> = Vec::new();
+        for e in &self.permit {
+            let Some(p) = e.plugin.as_permit() else {
+                continue;
+            };
+            let (s, timeout) = p.permit(state, pod, node);
+            if s.is_success() {
+                continue;
+            }
+            if s.is_rejected() {
+                return s.with_plugin(&e.name);
+            }
+            if s.is_wait() {
+                waits.push((e.name.clone(), timeout.min(MAX_PERMIT_TIMEOUT)));
+                continue;
+            }
+            return wrap(format!("running Permit plugin {:?}: {}", e.name, s.message()))
+                .with_plugin(&e.name);
+        }
+        if waits.is_empty() {
+            return Status::success();
+        }
+        self.handle
+            .waiting_pods
+            .add(pod.clone(), node.clone(), waits, Instant::now());
+        Status::new(
+            Code::Wait,
+            format!(
+                "one or more plugins asked to wait and no plugin rejected pod {:?}",
+                pod.name
+            ),
+        )
+    }
+
+    /// Blocks the binding cycle until a waiting pod is allowed or rejected.
+    pub async fn wait_on_permit(&self, pod: &Pod) -> Status {
+        let s = self.handle.waiting_pods.wait(&pod.uid).await;
+        if s.is_success() || s.is_rejected() {
+            return s;
+        }
+        let plugin = s.plugin().cloned();
+        let mut out = wrap(format!("waiting on permit for pod: {}", s.message()));
+        out.set_plugin(plugin);
+        out
+    }
+
+    pub fn will_wait_on_permit(&self, pod: &Pod) -> bool {
+        self.handle.waiting_pods.get(&pod.uid).is_some()
+    }
+
+    // ---- binding cycle -------------------------------------------------------
+
+    pub async fn run_pre_bind_plugins(
+        &self,
+        state: &CycleState,
+        pod: &Arc<Pod>,
+        node: &str,
+    ) -> Status {
+        for e in &self.pre_bind {
+            let Some(p) = e.plugin.as_pre_bind() else {
+                continue;
+            };
+            let s = p.pre_bind(state, pod, node).await;
+            if s.is_success() || s.is_skip() {
+                continue;
+            }
+            if s.is_rejected() {
+                return s.with_plugin(&e.name);
+            }
+            return wrap(format!("running PreBind plugin {:?}: {}", e.name, s.message()))
+                .with_plugin(&e.name);
+        }
+        Status::success()
+    }
+
+    /// Bind plugins in order until one handles the pod (does not return Skip).
+    pub async fn run_bind_plugins(&self, state: &CycleState, pod: &Arc<Pod>, node: &str) -> Status {
+        let mut last = Status::skip();
+        for e in &self.bind {
+            let Some(p) = e.plugin.as_bind() else {
+                continue;
+            };
+            let s = p.bind(state, pod, node).await;
+            if s.is_skip() {
+                last = s;
+                continue;
+            }
+            if s.is_success() {
+                return s;
+            }
+            if s.is_rejected() {
+                return s.with_plugin(&e.name);
+            }
+            return wrap(format!("running Bind plugin {:?}: {}", e.name, s.message()))
+                .with_plugin(&e.name);
+        }
+        last
+    }
+
+    pub async fn run_post_bind_plugins(&self, state: &CycleState, pod: &Arc<Pod>, node: &str) {
+        for e in &self.post_bind {
+            if let Some(p) = e.plugin.as_post_bind() {
+                p.post_bind(state, pod, node).await;
+            }
+        }
+    }
+}
+
+/// Below this many nodes, Filter and Score run on the calling thread: handing work to
+/// the pool costs more than it saves.
+pub const PARALLEL_THRESHOLD: usize = 64;
+/// Smallest unit of work a pool thread takes.
+pub const PARALLEL_CHUNK: usize = 16;

@@ -1,0 +1,1012 @@
+//! The one place where Kubernetes API objects (`k8s-openapi` types, as both cluster
+//! backends receive them) become the scheduler's compact model. Everything is
+//! validated here; a bad field is an error naming the field, never a panic.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::api::policy::v1 as policy;
+use k8s_openapi::api::scheduling::v1 as scheduling;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use super::labels::{
+    LabelSelector, Labels, NodeSelector, NodeSelectorTerm, Operator, PreferredSchedulingTerm,
+    Requirement, NODE_FIELD_NAME,
+};
+use super::node::{
+    normalized_image_name, IntOrPercent, Namespace, Node, NodeImage, PodDisruptionBudget,
+    PriorityClass,
+};
+use super::pod::{
+    AffinityTerm, HostPort, NodeInclusionPolicy, OwnerReference, Pod, PodPhase, PodSpec,
+    PreemptionPolicy, Protocol, TopologySpreadConstraint, UnsatisfiableConstraintAction,
+    WeightedAffinityTerm,
+};
+use super::quantity::Quantity;
+use super::resource::{
+    is_scalar_resource_name, Resource, ResourceName, CPU, DEFAULT_MEMORY_REQUEST,
+    DEFAULT_MILLI_CPU_REQUEST, EPHEMERAL_STORAGE, MEMORY, PODS,
+};
+use super::taint::{Taint, TaintEffect, Toleration, TolerationOperator};
+
+/// The default scheduler name, used when a pod names none.
+pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
+
+/// A field that could not be converted: its path in the object and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+fn err(field: impl fmt::Display, message: impl fmt::Display) -> FieldError {
+    FieldError {
+        field: field.to_string(),
+        message: message.to_string(),
+    }
+}
+
+type Result<T, E = FieldError> = std::result::Result<T, E>;
+
+/// What pod conversion needs from the rest of the cluster: priority classes (pods
+/// created through the API server already carry a resolved `spec.priority`; manifests
+/// loaded into the embedded cluster may not).
+pub trait PriorityResolver {
+    fn priority_class(&self, name: &str) -> Option<PriorityClass>;
+    fn global_default(&self) -> Option<PriorityClass>;
+}
+
+/// A resolver that knows only the two system classes.
+pub struct SystemPriorities;
+
+impl PriorityResolver for SystemPriorities {
+    fn priority_class(&self, name: &str) -> Option<PriorityClass> {
+        system_priority_class(name)
+    }
+    fn global_default(&self) -> Option<PriorityClass> {
+        None
+    }
+}
+
+/// The built-in `system-cluster-critical` and `system-node-critical` classes.
+pub fn system_priority_class(name: &str) -> Option<PriorityClass> {
+    let value = match name {
+        "system-cluster-critical" => 2_000_000_000,
+        "system-node-critical" => 2_000_001_000,
+        _ => return None,
+    };
+    Some(PriorityClass {
+        name: name.into(),
+        value,
+        global_default: false,
+        preemption_policy: None,
+    })
+}
+
+fn parse_time(t: &meta::Time) -> i64 {
+    t.0.as_microsecond()
+}
+
+fn labels_of(map: &Option<BTreeMap<String, String>>) -> Labels {
+    match map {
+        Some(m) => Labels::new(m.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
+        None => Labels::default(),
+    }
+}
+
+/// Converts a Pod. `generated_uid` is used when the object has no UID (manifests).
+pub fn pod_from_k8s(
+    pod: &core::Pod,
+    resolver: &dyn PriorityResolver,
+    generated_uid: impl FnOnce() -> String,
+) -> Result<Pod> {
+    let meta = &pod.metadata;
+    let name = meta
+        .name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| err("metadata.name", "required: every Pod needs a name"))?;
+    let namespace = meta.namespace.as_deref().unwrap_or("default");
+    let uid = meta.uid.clone().unwrap_or_else(generated_uid);
+    let spec = pod
+        .spec
+        .as_ref()
+        .ok_or_else(|| err("spec", "required: a Pod needs a spec with containers"))?;
+    if spec.containers.is_empty() {
+        return Err(err("spec.containers", "required: at least one container"));
+    }
+    let labels = labels_of(&meta.labels);
+    let status = pod.status.as_ref();
+
+    let (priority, preemption_policy, class_name) = resolve_priority(spec, resolver)?;
+    let (requests, non_zero_milli_cpu, non_zero_memory) = pod_requests(spec)?;
+
+    // Host ports of sidecar (restartable) init containers, then of app containers, as
+    // upstream `GetHostPorts` collects them.
+    let mut host_ports = Vec::new();
+    let sidecars = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .enumerate()
+        .filter(|(_, c)| c.restart_policy.as_deref() == Some("Always"))
+        .map(|(i, c)| (format!("spec.initContainers[{i}]"), c));
+    let apps = spec
+        .containers
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (format!("spec.containers[{i}]"), c));
+    for (cfield, c) in sidecars.chain(apps) {
+        for (pi, p) in c.ports.iter().flatten().enumerate() {
+            let field = format!("{cfield}.ports[{pi}]");
+            let Some(port) = p.host_port.filter(|p| *p > 0) else {
+                continue;
+            };
+            let protocol = match p.protocol.as_deref() {
+                None | Some("") => Protocol::Tcp,
+                Some(s) => Protocol::parse(s).ok_or_else(|| {
+                    err(format!("{field}.protocol"), format!("unsupported value {s:?}: must be TCP, UDP or SCTP"))
+                })?,
+            };
+            let ip = match p.host_ip.as_deref() {
+                None | Some("") => "0.0.0.0",
+                Some(ip) => ip,
+            };
+            host_ports.push(HostPort {
+                ip: ip.into(),
+                protocol,
+                port,
+            });
+        }
+    }
+
+    // Images of init and app containers (duplicates kept: ImageLocality counts each
+    // container) and of image volumes.
+    let containers = spec.init_containers.iter().flatten().chain(spec.containers.iter());
+    let mut images: Vec<Box<str>> = Vec::new();
+    let mut image_slots = 0usize;
+    for c in containers {
+        image_slots += 1;
+        if let Some(i) = c.image.as_deref().filter(|i| !i.is_empty()) {
+            images.push(normalized_image_name(i).into());
+        }
+    }
+    for v in spec.volumes.iter().flatten() {
+        if let Some(r) = v.image.as_ref().and_then(|i| i.reference.as_deref()) {
+            image_slots += 1;
+            images.push(normalized_image_name(r).into());
+        }
+    }
+
+    let node_selector = spec
+        .node_selector
+        .as_ref()
+        .filter(|m| !m.is_empty())
+        .map(|m| Labels::new(m.iter().map(|(k, v)| (k.as_str(), v.as_str()))));
+
+    let mut required_node_affinity = None;
+    let mut preferred_node_affinity = Vec::new();
+    let mut required_affinity_terms = Vec::new();
+    let mut required_anti_affinity_terms = Vec::new();
+    let mut preferred_affinity_terms = Vec::new();
+    let mut preferred_anti_affinity_terms = Vec::new();
+    if let Some(aff) = &spec.affinity {
+        if let Some(na) = &aff.node_affinity {
+            if let Some(req) = &na.required_during_scheduling_ignored_during_execution {
+                required_node_affinity = Some(node_selector_from_k8s(
+                    req,
+                    "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+                ));
+            }
+            for (i, p) in na
+                .preferred_during_scheduling_ignored_during_execution
+                .iter()
+                .flatten()
+                .enumerate()
+            {
+                let field = format!(
+                    "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
+                );
+                if !(1..=100).contains(&p.weight) {
+                    return Err(err(format!("{field}.weight"), format!("{} must be in the range 1-100", p.weight)));
+                }
+                preferred_node_affinity.push(PreferredSchedulingTerm {
+                    weight: p.weight,
+                    term: node_selector_term_from_k8s(&p.preference),
+                });
+            }
+        }
+        let own_ns: Arc<str> = namespace.into();
+        if let Some(pa) = &aff.pod_affinity {
+            let base = "spec.affinity.podAffinity";
+            for (i, t) in pa
+                .required_during_scheduling_ignored_during_execution
+                .iter()
+                .flatten()
+                .enumerate()
+            {
+                let f = format!("{base}.requiredDuringSchedulingIgnoredDuringExecution[{i}]");
+                required_affinity_terms.push(affinity_term(t, &own_ns, &labels, &f)?);
+            }
+            for (i, w) in pa
+                .preferred_during_scheduling_ignored_during_execution
+                .iter()
+                .flatten()
+                .enumerate()
+            {
+                let f = format!("{base}.preferredDuringSchedulingIgnoredDuringExecution[{i}]");
+                preferred_affinity_terms.push(weighted_term(w, &own_ns, &labels, &f)?);
+            }
+        }
+        if let Some(pa) = &aff.pod_anti_affinity {
+            let base = "spec.affinity.podAntiAffinity";
+            for (i, t) in pa
+                .required_during_scheduling_ignored_during_execution
+                .iter()
+                .flatten()
+                .enumerate()
+            {
+                let f = format!("{base}.requiredDuringSchedulingIgnoredDuringExecution[{i}]");
+                required_anti_affinity_terms.push(affinity_term(t, &own_ns, &labels, &f)?);
+            }
+            for (i, w) in pa
+                .preferred_during_scheduling_ignored_during_execution
+                .iter()
+                .flatten()
+                .enumerate()
+            {
+                let f = format!("{base}.preferredDuringSchedulingIgnoredDuringExecution[{i}]");
+                preferred_anti_affinity_terms.push(weighted_term(w, &own_ns, &labels, &f)?);
+            }
+        }
+    }
+
+    let mut tolerations = Vec::new();
+    for (i, t) in spec.tolerations.iter().flatten().enumerate() {
+        tolerations.push(toleration_from_k8s(t, &format!("spec.tolerations[{i}]"))?);
+    }
+
+    let mut topology_spread_constraints = Vec::new();
+    for (i, c) in spec.topology_spread_constraints.iter().flatten().enumerate() {
+        let f = format!("spec.topologySpreadConstraints[{i}]");
+        topology_spread_constraints.push(spread_constraint(c, &labels, &f)?);
+    }
+
+    let scheduling_gates = spec
+        .scheduling_gates
+        .iter()
+        .flatten()
+        .map(|g| g.name.clone().into_boxed_str())
+        .collect();
+
+    let owner_references = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .map(|o| OwnerReference {
+            kind: o.kind.clone().into(),
+            name: o.name.clone().into(),
+            uid: o.uid.clone().into(),
+            controller: o.controller.unwrap_or(false),
+        })
+        .collect();
+
+    let phase = match status.and_then(|s| s.phase.as_deref()) {
+        None | Some("") => PodPhase::Pending,
+        Some(p) => PodPhase::parse(p)
+            .ok_or_else(|| err("status.phase", format!("unsupported value {p:?}")))?,
+    };
+
+    let spec_model = PodSpec {
+        labels,
+        annotations: labels_of(&meta.annotations),
+        scheduler_name: spec
+            .scheduler_name
+            .as_deref()
+            .filter(|s| !s.is_empty())
+            .unwrap_or(DEFAULT_SCHEDULER_NAME)
+            .into(),
+        priority,
+        priority_class_name: class_name,
+        preemption_policy,
+        creation_timestamp: meta.creation_timestamp.as_ref().map(parse_time),
+        start_time: status.and_then(|s| s.start_time.as_ref()).map(parse_time),
+        termination_grace_period_seconds: spec.termination_grace_period_seconds,
+        requests,
+        non_zero_milli_cpu,
+        non_zero_memory,
+        host_ports: host_ports.into(),
+        images: images.into(),
+        image_slots,
+        node_selector,
+        required_node_affinity,
+        preferred_node_affinity: preferred_node_affinity.into(),
+        tolerations: tolerations.into(),
+        scheduling_gates,
+        required_affinity_terms: required_affinity_terms.into(),
+        required_anti_affinity_terms: required_anti_affinity_terms.into(),
+        preferred_affinity_terms: preferred_affinity_terms.into(),
+        preferred_anti_affinity_terms: preferred_anti_affinity_terms.into(),
+        topology_spread_constraints: topology_spread_constraints.into(),
+        owner_references,
+    };
+    Ok(Pod {
+        uid: uid.into(),
+        namespace: namespace.into(),
+        name: name.into(),
+        node_name: spec
+            .node_name
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .map(Into::into),
+        nominated_node_name: status
+            .and_then(|s| s.nominated_node_name.as_deref())
+            .filter(|n| !n.is_empty())
+            .map(Into::into),
+        deletion_timestamp: meta.deletion_timestamp.as_ref().map(parse_time),
+        resource_version: meta.resource_version.as_deref().map(Into::into),
+        phase,
+        spec: Arc::new(spec_model),
+    })
+}
+
+fn resolve_priority(
+    spec: &core::PodSpec,
+    resolver: &dyn PriorityResolver,
+) -> Result<(i32, PreemptionPolicy, Option<Arc<str>>)> {
+    let class_name = spec
+        .priority_class_name
+        .as_deref()
+        .filter(|n| !n.is_empty());
+    let class = match class_name {
+        Some(n) => Some(
+            resolver
+                .priority_class(n)
+                .or_else(|| system_priority_class(n))
+                .ok_or_else(|| {
+                    err(
+                        "spec.priorityClassName",
+                        format!("no PriorityClass with name {n} was found: add a PriorityClass manifest or fix the name"),
+                    )
+                })?,
+        ),
+        None => resolver.global_default(),
+    };
+    let priority = spec
+        .priority
+        .or_else(|| class.as_ref().map(|c| c.value))
+        .unwrap_or(0);
+    let policy = match spec.preemption_policy.as_deref() {
+        Some("Never") => PreemptionPolicy::Never,
+        Some("PreemptLowerPriority") => PreemptionPolicy::PreemptLowerPriority,
+        Some(other) => {
+            return Err(err(
+                "spec.preemptionPolicy",
+                format!("unsupported value {other:?}: must be PreemptLowerPriority or Never"),
+            ))
+        }
+        None => class
+            .as_ref()
+            .and_then(|c| c.preemption_policy)
+            .unwrap_or_default(),
+    };
+    Ok((priority, policy, class_name.map(Into::into)))
+}
+
+/// Parses a resource list into a `Resource`, failing on malformed quantities.
+/// Non-scalar names the scheduler does not account (for example `foo`) are ignored as
+/// upstream ignores them.
+pub fn resource_list(
+    list: &BTreeMap<String, K8sQuantity>,
+    field: &str,
+) -> Result<Resource> {
+    let mut r = Resource::default();
+    for (name, q) in list {
+        let f = format!("{field}.{name}");
+        let parsed = Quantity::parse(&q.0)
+            .map_err(|e| err(&f, format!("invalid quantity {:?}: {e}", q.0)))?;
+        if parsed.is_negative() {
+            return Err(err(&f, format!("must be greater than or equal to 0, got {:?}", q.0)));
+        }
+        match name.as_str() {
+            CPU => r.milli_cpu = parsed.milli_value(),
+            MEMORY => r.memory = parsed.value(),
+            EPHEMERAL_STORAGE => r.ephemeral_storage = parsed.value(),
+            PODS => r.allowed_pod_number = parsed.value(),
+            n if is_scalar_resource_name(n) => {
+                let rn: ResourceName = Arc::from(n);
+                r.scalar.set(&rn, parsed.value());
+            }
+            _ => {}
+        }
+    }
+    Ok(r)
+}
+
+/// A container's effective requests: `requests`, with any resource that has only a
+/// limit defaulted to the limit (what the API server's defaulting does).
+fn container_requests(c: &core::Container, field: &str) -> Result<(Resource, bool, bool)> {
+    let Some(res) = &c.resources else {
+        return Ok((Resource::default(), false, false));
+    };
+    let mut merged: BTreeMap<String, K8sQuantity> = res.requests.clone().unwrap_or_default();
+    for (k, v) in res.limits.iter().flatten() {
+        merged.entry(k.clone()).or_insert_with(|| v.clone());
+    }
+    let has_cpu = merged.contains_key(CPU);
+    let has_mem = merged.contains_key(MEMORY);
+    Ok((resource_list(&merged, &format!("{field}.resources.requests"))?, has_cpu, has_mem))
+}
+
+/// Upstream `resourcehelper.PodRequests`: containers summed; init containers max'd,
+/// each regular init container on top of the sidecars started before it; sidecars
+/// (restartable init containers) also run beside the app containers; pod-level
+/// requests replace the aggregate for the resources they name; overhead added.
+/// Returns the requests and the non-zero CPU and memory used for spreading, where
+/// containers without a CPU or memory request count the upstream defaults.
+fn pod_requests(spec: &core::PodSpec) -> Result<(Resource, i64, i64)> {
+    let mut reqs = Resource::default();
+    let mut nz = (0i64, 0i64);
+    for (i, c) in spec.containers.iter().enumerate() {
+        let (r, has_cpu, has_mem) = container_requests(c, &format!("spec.containers[{i}]"))?;
+        nz.0 += non_zero(r.milli_cpu, has_cpu, DEFAULT_MILLI_CPU_REQUEST);
+        nz.1 += non_zero(r.memory, has_mem, DEFAULT_MEMORY_REQUEST);
+        reqs.add(&r);
+    }
+    let mut sidecars = Resource::default();
+    let mut sidecars_nz = (0i64, 0i64);
+    let mut init_max = Resource::default();
+    let mut init_max_nz = (0i64, 0i64);
+    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
+        let (r, has_cpu, has_mem) = container_requests(c, &format!("spec.initContainers[{i}]"))?;
+        let rnz = (
+            non_zero(r.milli_cpu, has_cpu, DEFAULT_MILLI_CPU_REQUEST),
+            non_zero(r.memory, has_mem, DEFAULT_MEMORY_REQUEST),
+        );
+        let (effective, effective_nz) = if c.restart_policy.as_deref() == Some("Always") {
+            reqs.add(&r);
+            nz.0 += rnz.0;
+            nz.1 += rnz.1;
+            sidecars.add(&r);
+            sidecars_nz.0 += rnz.0;
+            sidecars_nz.1 += rnz.1;
+            (sidecars.clone(), sidecars_nz)
+        } else {
+            let mut t = r.clone();
+            t.add(&sidecars);
+            (t, (rnz.0 + sidecars_nz.0, rnz.1 + sidecars_nz.1))
+        };
+        init_max.set_max(&effective);
+        init_max_nz.0 = init_max_nz.0.max(effective_nz.0);
+        init_max_nz.1 = init_max_nz.1.max(effective_nz.1);
+    }
+    reqs.set_max(&init_max);
+    nz.0 = nz.0.max(init_max_nz.0);
+    nz.1 = nz.1.max(init_max_nz.1);
+
+    if let Some(pod_level) = spec.resources.as_ref().and_then(|r| r.requests.as_ref()) {
+        let r = resource_list(pod_level, "spec.resources.requests")?;
+        if pod_level.contains_key(CPU) {
+            reqs.milli_cpu = r.milli_cpu;
+            nz.0 = r.milli_cpu;
+        }
+        if pod_level.contains_key(MEMORY) {
+            reqs.memory = r.memory;
+            nz.1 = r.memory;
+        }
+        for (n, v) in r.scalar.iter() {
+            if n.starts_with(super::resource::HUGEPAGES_PREFIX) {
+                reqs.scalar.set(n, v);
+            }
+        }
+    }
+    if let Some(overhead) = &spec.overhead {
+        let o = resource_list(overhead, "spec.overhead")?;
+        nz.0 += o.milli_cpu;
+        nz.1 += o.memory;
+        reqs.add(&o);
+    }
+    Ok((reqs, nz.0, nz.1))
+}
+
+fn non_zero(value: i64, present: bool, default: i64) -> i64 {
+    if present {
+        value
+    } else {
+        default
+    }
+}
+
+/// Compiles a `metav1.LabelSelector`; `None` (a nil selector) matches nothing.
+pub fn label_selector(sel: Option<&meta::LabelSelector>, field: &str) -> Result<LabelSelector> {
+    let Some(sel) = sel else {
+        return Ok(LabelSelector::Nothing);
+    };
+    Ok(LabelSelector::Requirements(selector_requirements(sel, field)?.into()))
+}
+
+fn selector_requirements(sel: &meta::LabelSelector, field: &str) -> Result<Vec<Requirement>> {
+    let mut reqs = Vec::new();
+    for (k, v) in sel.match_labels.iter().flatten() {
+        reqs.push(
+            Requirement::new(k, Operator::In, vec![v.clone()])
+                .map_err(|m| err(format!("{field}.matchLabels.{k}"), m))?,
+        );
+    }
+    for (i, e) in sel.match_expressions.iter().flatten().enumerate() {
+        let f = format!("{field}.matchExpressions[{i}]");
+        let op = match e.operator.as_str() {
+            "In" => Operator::In,
+            "NotIn" => Operator::NotIn,
+            "Exists" => Operator::Exists,
+            "DoesNotExist" => Operator::DoesNotExist,
+            other => {
+                return Err(err(
+                    format!("{f}.operator"),
+                    format!("{other:?} is not a valid label selector operator: use In, NotIn, Exists or DoesNotExist"),
+                ))
+            }
+        };
+        reqs.push(
+            Requirement::new(&e.key, op, e.values.clone().unwrap_or_default())
+                .map_err(|m| err(&f, m))?,
+        );
+    }
+    Ok(reqs)
+}
+
+/// Converts a required node selector. Invalid terms are kept but never match, as
+/// upstream's lazy-error node selector treats them.
+pub fn node_selector_from_k8s(sel: &core::NodeSelector, _field: &str) -> NodeSelector {
+    NodeSelector {
+        terms: sel
+            .node_selector_terms
+            .iter()
+            .map(node_selector_term_from_k8s)
+            .collect(),
+    }
+}
+
+pub fn node_selector_term_from_k8s(t: &core::NodeSelectorTerm) -> NodeSelectorTerm {
+    let mut valid = true;
+    let mut exprs = Vec::new();
+    for e in t.match_expressions.iter().flatten() {
+        match Operator::parse(&e.operator)
+            .ok_or(())
+            .and_then(|op| Requirement::new(&e.key, op, e.values.clone().unwrap_or_default()).map_err(|_| ()))
+        {
+            Ok(r) => exprs.push(r),
+            Err(()) => valid = false,
+        }
+    }
+    let mut fields = Vec::new();
+    let mut name_pins: Option<Vec<Box<str>>> = None;
+    for f in t.match_fields.iter().flatten() {
+        let values = f.values.as_deref().unwrap_or_default();
+        let op = Operator::parse(&f.operator);
+        if f.key == NODE_FIELD_NAME && op == Some(Operator::In) {
+            let set: Vec<Box<str>> = values.iter().map(|v| v.as_str().into()).collect();
+            name_pins = Some(match name_pins {
+                None => set,
+                Some(prev) => prev.into_iter().filter(|n| set.contains(n)).collect(),
+            });
+        }
+        match op {
+            Some(op @ (Operator::In | Operator::NotIn)) if values.len() == 1 => {
+                fields.push(Requirement::field(&f.key, op, &values[0]));
+            }
+            _ => valid = false,
+        }
+    }
+    NodeSelectorTerm {
+        match_expressions: exprs.into(),
+        match_fields: fields.into(),
+        name_pins: name_pins.map(|mut v| {
+            v.sort();
+            v.dedup();
+            v.into()
+        }),
+        valid,
+    }
+}
+
+fn affinity_term(
+    t: &core::PodAffinityTerm,
+    own_ns: &Arc<str>,
+    pod_labels: &Labels,
+    field: &str,
+) -> Result<AffinityTerm> {
+    if t.topology_key.is_empty() {
+        return Err(err(format!("{field}.topologyKey"), "required: can not be empty"));
+    }
+    let mut selector = label_selector(t.label_selector.as_ref(), &format!("{field}.labelSelector"))?;
+    // The API server merges matchLabelKeys / mismatchLabelKeys into the selector at pod
+    // creation; do the same for manifests (idempotent for API objects).
+    if let LabelSelector::Requirements(reqs) = &mut selector {
+        let mut v = reqs.to_vec();
+        for (keys, op) in [
+            (&t.match_label_keys, Operator::In),
+            (&t.mismatch_label_keys, Operator::NotIn),
+        ] {
+            for k in keys.iter().flatten() {
+                if let Some(val) = pod_labels.get(k) {
+                    let r = Requirement::new(k, op, vec![val.to_string()])
+                        .map_err(|m| err(format!("{field}.matchLabelKeys"), m))?;
+                    if !v.contains(&r) {
+                        v.push(r);
+                    }
+                }
+            }
+        }
+        *reqs = v.into();
+    }
+    let namespace_selector = match &t.namespace_selector {
+        Some(s) => Some(label_selector(Some(s), &format!("{field}.namespaceSelector"))?),
+        None => None,
+    };
+    let mut namespaces: Vec<Arc<str>> = t
+        .namespaces
+        .iter()
+        .flatten()
+        .map(|n| Arc::from(n.as_str()))
+        .collect();
+    if namespaces.is_empty() && namespace_selector.is_none() {
+        namespaces.push(own_ns.clone());
+    }
+    Ok(AffinityTerm {
+        namespaces: namespaces.into(),
+        namespace_selector,
+        selector,
+        topology_key: t.topology_key.clone().into(),
+    })
+}
+
+fn weighted_term(
+    w: &core::WeightedPodAffinityTerm,
+    own_ns: &Arc<str>,
+    pod_labels: &Labels,
+    field: &str,
+) -> Result<WeightedAffinityTerm> {
+    if !(1..=100).contains(&w.weight) {
+        return Err(err(format!("{field}.weight"), format!("{} must be in the range 1-100", w.weight)));
+    }
+    Ok(WeightedAffinityTerm {
+        weight: w.weight,
+        term: affinity_term(&w.pod_affinity_term, own_ns, pod_labels, &format!("{field}.podAffinityTerm"))?,
+    })
+}
+
+fn spread_constraint(
+    c: &core::TopologySpreadConstraint,
+    pod_labels: &Labels,
+    field: &str,
+) -> Result<TopologySpreadConstraint> {
+    if c.max_skew <= 0 {
+        return Err(err(format!("{field}.maxSkew"), format!("{} must be greater than zero", c.max_skew)));
+    }
+    if c.topology_key.is_empty() {
+        return Err(err(format!("{field}.topologyKey"), "required: can not be empty"));
+    }
+    let when_unsatisfiable = match c.when_unsatisfiable.as_str() {
+        "DoNotSchedule" => UnsatisfiableConstraintAction::DoNotSchedule,
+        "ScheduleAnyway" => UnsatisfiableConstraintAction::ScheduleAnyway,
+        other => {
+            return Err(err(
+                format!("{field}.whenUnsatisfiable"),
+                format!("unsupported value {other:?}: must be DoNotSchedule or ScheduleAnyway"),
+            ))
+        }
+    };
+    if let Some(m) = c.min_domains {
+        if m <= 0 {
+            return Err(err(format!("{field}.minDomains"), format!("{m} must be greater than zero")));
+        }
+        if when_unsatisfiable != UnsatisfiableConstraintAction::DoNotSchedule {
+            return Err(err(format!("{field}.minDomains"), "can only use minDomains if whenUnsatisfiable=DoNotSchedule"));
+        }
+    }
+    let policy = |v: &Option<String>, f: &str, default| -> Result<NodeInclusionPolicy> {
+        match v.as_deref() {
+            None => Ok(default),
+            Some("Honor") => Ok(NodeInclusionPolicy::Honor),
+            Some("Ignore") => Ok(NodeInclusionPolicy::Ignore),
+            Some(o) => Err(err(format!("{field}.{f}"), format!("unsupported value {o:?}: must be Honor or Ignore"))),
+        }
+    };
+    let mut selector = label_selector(c.label_selector.as_ref(), &format!("{field}.labelSelector"))?;
+    if let LabelSelector::Requirements(reqs) = &mut selector {
+        let mut v = reqs.to_vec();
+        for k in c.match_label_keys.iter().flatten() {
+            if let Some(val) = pod_labels.get(k) {
+                let r = Requirement::new(k, Operator::In, vec![val.to_string()])
+                    .map_err(|m| err(format!("{field}.matchLabelKeys"), m))?;
+                if !v.contains(&r) {
+                    v.push(r);
+                }
+            }
+        }
+        *reqs = v.into();
+    }
+    Ok(TopologySpreadConstraint {
+        max_skew: c.max_skew,
+        topology_key: c.topology_key.clone().into(),
+        when_unsatisfiable,
+        selector,
+        min_domains: c.min_domains,
+        node_affinity_policy: policy(&c.node_affinity_policy, "nodeAffinityPolicy", NodeInclusionPolicy::Honor)?,
+        node_taints_policy: policy(&c.node_taints_policy, "nodeTaintsPolicy", NodeInclusionPolicy::Ignore)?,
+    })
+}
+
+fn toleration_from_k8s(t: &core::Toleration, field: &str) -> Result<Toleration> {
+    let key = t.key.clone().unwrap_or_default();
+    let operator = match t.operator.as_deref() {
+        None | Some("") | Some("Equal") => TolerationOperator::Equal,
+        Some("Exists") => TolerationOperator::Exists,
+        Some(o) => {
+            return Err(err(
+                format!("{field}.operator"),
+                format!("unsupported value {o:?}: must be Equal or Exists"),
+            ))
+        }
+    };
+    let value = t.value.clone().unwrap_or_default();
+    if operator == TolerationOperator::Exists && !value.is_empty() {
+        return Err(err(format!("{field}.value"), "must be empty when `operator` is 'Exists'"));
+    }
+    if key.is_empty() && operator != TolerationOperator::Exists {
+        return Err(err(format!("{field}.operator"), "must be 'Exists' when `key` is empty, which means \"match all values and all keys\""));
+    }
+    let effect = match t.effect.as_deref() {
+        None | Some("") => None,
+        Some(e) => Some(TaintEffect::parse(e).ok_or_else(|| {
+            err(format!("{field}.effect"), format!("unsupported value {e:?}: must be NoSchedule, PreferNoSchedule or NoExecute"))
+        })?),
+    };
+    Ok(Toleration {
+        key: key.into(),
+        operator,
+        value: value.into(),
+        effect,
+        toleration_seconds: t.toleration_seconds,
+    })
+}
+
+/// Converts a Node. Allocatable falls back to capacity when absent, as the kubelet
+/// reports it.
+pub fn node_from_k8s(node: &core::Node, generated_uid: impl FnOnce() -> String) -> Result<Node> {
+    let name = node
+        .metadata
+        .name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| err("metadata.name", "required: every Node needs a name"))?;
+    let status = node.status.as_ref();
+    let allocatable = match status.and_then(|s| s.allocatable.as_ref().or(s.capacity.as_ref())) {
+        Some(list) => resource_list(
+            list,
+            if status.and_then(|s| s.allocatable.as_ref()).is_some() {
+                "status.allocatable"
+            } else {
+                "status.capacity"
+            },
+        )?,
+        None => Resource::default(),
+    };
+    let mut taints = Vec::new();
+    let spec = node.spec.as_ref();
+    for (i, t) in spec.and_then(|s| s.taints.as_ref()).into_iter().flatten().enumerate() {
+        let effect = TaintEffect::parse(&t.effect).ok_or_else(|| {
+            err(
+                format!("spec.taints[{i}].effect"),
+                format!("unsupported value {:?}: must be NoSchedule, PreferNoSchedule or NoExecute", t.effect),
+            )
+        })?;
+        if t.key.is_empty() {
+            return Err(err(format!("spec.taints[{i}].key"), "required: taint key can not be empty"));
+        }
+        taints.push(Taint {
+            key: t.key.clone().into(),
+            value: t.value.clone().unwrap_or_default().into(),
+            effect,
+        });
+    }
+    let mut images: Vec<NodeImage> = Vec::new();
+    for img in status.and_then(|s| s.images.as_ref()).into_iter().flatten() {
+        let size = img.size_bytes.unwrap_or(0);
+        for n in img.names.iter().flatten() {
+            images.push(NodeImage {
+                name: n.as_str().into(),
+                size,
+            });
+        }
+    }
+    images.sort_by(|a, b| a.name.cmp(&b.name));
+    images.dedup_by(|a, b| a.name == b.name);
+    Ok(Node {
+        name: name.into(),
+        uid: node.metadata.uid.clone().unwrap_or_else(generated_uid).into(),
+        labels: labels_of(&node.metadata.labels),
+        allocatable,
+        taints: taints.into(),
+        unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
+        images: images.into(),
+    })
+}
+
+pub fn namespace_from_k8s(ns: &core::Namespace) -> Result<Namespace> {
+    let name = ns
+        .metadata
+        .name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| err("metadata.name", "required: every Namespace needs a name"))?;
+    Ok(Namespace {
+        name: name.into(),
+        labels: labels_of(&ns.metadata.labels),
+    })
+}
+
+pub fn priority_class_from_k8s(pc: &scheduling::PriorityClass) -> Result<PriorityClass> {
+    let name = pc
+        .metadata
+        .name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| err("metadata.name", "required: every PriorityClass needs a name"))?;
+    let preemption_policy = match pc.preemption_policy.as_deref() {
+        None => None,
+        Some("Never") => Some(PreemptionPolicy::Never),
+        Some("PreemptLowerPriority") => Some(PreemptionPolicy::PreemptLowerPriority),
+        Some(o) => {
+            return Err(err(
+                "preemptionPolicy",
+                format!("unsupported value {o:?}: must be PreemptLowerPriority or Never"),
+            ))
+        }
+    };
+    Ok(PriorityClass {
+        name: name.into(),
+        value: pc.value.unwrap_or(0),
+        global_default: pc.global_default.unwrap_or(false),
+        preemption_policy,
+    })
+}
+
+fn int_or_percent(v: &IntOrString, field: &str) -> Result<IntOrPercent> {
+    match v {
+        IntOrString::Int(i) => Ok(IntOrPercent::Int(*i)),
+        IntOrString::String(s) => s
+            .strip_suffix('%')
+            .and_then(|p| p.parse::<i32>().ok())
+            .map(IntOrPercent::Percent)
+            .ok_or_else(|| err(field, format!("{s:?} is neither an integer nor a percentage like \"50%\""))),
+    }
+}
+
+pub fn pdb_from_k8s(pdb: &policy::PodDisruptionBudget) -> Result<PodDisruptionBudget> {
+    let name = pdb
+        .metadata
+        .name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| err("metadata.name", "required: every PodDisruptionBudget needs a name"))?;
+    let spec = pdb.spec.as_ref();
+    let min_available = spec
+        .and_then(|s| s.min_available.as_ref())
+        .map(|v| int_or_percent(v, "spec.minAvailable"))
+        .transpose()?;
+    let max_unavailable = spec
+        .and_then(|s| s.max_unavailable.as_ref())
+        .map(|v| int_or_percent(v, "spec.maxUnavailable"))
+        .transpose()?;
+    if min_available.is_some() && max_unavailable.is_some() {
+        return Err(err("spec", "minAvailable and maxUnavailable cannot be both set"));
+    }
+    // A PDB's nil selector selects no pods; an empty one selects all in its namespace.
+    let selector = match spec.and_then(|s| s.selector.as_ref()) {
+        Some(s) => label_selector(Some(s), "spec.selector")?,
+        None => LabelSelector::Nothing,
+    };
+    Ok(PodDisruptionBudget {
+        namespace: pdb.metadata.namespace.as_deref().unwrap_or("default").into(),
+        name: name.into(),
+        selector,
+        min_available,
+        max_unavailable,
+        disruptions_allowed: pdb.status.as_ref().and_then(|s| s.disruptions_allowed),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(yaml: &str) -> Result<Pod> {
+        let p: core::Pod = serde_saphyr::from_str(yaml).expect("yaml");
+        pod_from_k8s(&p, &SystemPriorities, || "uid-1".into())
+    }
+
+    #[test]
+    fn requests_sum_containers_max_init_and_add_overhead() {
+        let p = pod(r#"
+metadata: {name: p}
+spec:
+  overhead: {cpu: 10m}
+  initContainers:
+  - name: init
+    resources: {requests: {cpu: "2", memory: 1Gi}}
+  containers:
+  - name: a
+    resources: {requests: {cpu: 100m, memory: 500Mi, nvidia.com/gpu: 1}}
+  - name: b
+    resources: {limits: {cpu: 200m}}
+"#)
+        .unwrap();
+        let r = &p.spec.requests;
+        assert_eq!(r.milli_cpu, 2010);
+        assert_eq!(r.memory, 1 << 30);
+        assert_eq!(r.get("nvidia.com/gpu"), 1);
+        // Container b has no memory request: spreading counts the 200Mi default for it.
+        assert_eq!(p.spec.non_zero_memory, (1 << 30).max((500 << 20) + (200 << 20)));
+    }
+
+    #[test]
+    fn sidecars_run_beside_app_containers() {
+        let p = pod(r#"
+metadata: {name: p}
+spec:
+  initContainers:
+  - {name: side, restartPolicy: Always, resources: {requests: {cpu: 300m}}}
+  - {name: init, resources: {requests: {cpu: 500m}}}
+  containers:
+  - {name: a, resources: {requests: {cpu: 100m}}}
+"#)
+        .unwrap();
+        // max(100 + 300, 300 + 500) = 800
+        assert_eq!(p.spec.requests.milli_cpu, 800);
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let e = pod("metadata: {name: p}\nspec:\n  containers:\n  - name: a\n    resources: {requests: {cpu: 1x}}\n").unwrap_err();
+        assert_eq!(e.field, "spec.containers[0].resources.requests.cpu");
+        let e = pod("metadata: {name: p}\nspec: {priorityClassName: nope, containers: [{name: a}]}").unwrap_err();
+        assert_eq!(e.field, "spec.priorityClassName");
+        let e = pod("metadata: {name: p}\nspec: {containers: [{name: a}], tolerations: [{key: k, operator: Maybe}]}").unwrap_err();
+        assert_eq!(e.field, "spec.tolerations[0].operator");
+    }
+
+    #[test]
+    fn defaults_and_system_priorities() {
+        let p = pod("metadata: {name: p}\nspec: {priorityClassName: system-node-critical, containers: [{name: a, image: nginx}]}").unwrap();
+        assert_eq!(p.priority(), 2_000_001_000);
+        assert_eq!(&*p.spec.scheduler_name, DEFAULT_SCHEDULER_NAME);
+        assert_eq!(&*p.namespace, "default");
+        assert_eq!(&*p.spec.images[0], "nginx:latest");
+        assert_eq!(p.spec.non_zero_milli_cpu, DEFAULT_MILLI_CPU_REQUEST);
+    }
+
+    #[test]
+    fn node_allocatable_taints_images() {
+        let n: core::Node = serde_saphyr::from_str(r#"
+metadata: {name: n1, labels: {zone: a}}
+spec: {taints: [{key: dedicated, value: gpu, effect: NoSchedule}]}
+status:
+  allocatable: {cpu: "4", memory: 32Gi, pods: "110", hugepages-2Mi: 1Gi}
+  images: [{names: ["nginx:latest", "nginx:1.2"], sizeBytes: 1000}]
+"#).unwrap();
+        let n = node_from_k8s(&n, || "u".into()).unwrap();
+        assert_eq!(n.allocatable.milli_cpu, 4000);
+        assert_eq!(n.allocatable.allowed_pod_number, 110);
+        assert_eq!(n.allocatable.get("hugepages-2Mi"), 1 << 30);
+        assert_eq!(n.taints[0].to_string(), "{dedicated: gpu}");
+        assert_eq!(n.image_size("nginx:latest"), Some(1000));
+        assert_eq!(n.image_size("nginx:1.2"), Some(1000));
+    }
+}

@@ -1,0 +1,70 @@
+//! Helpers shared by plugins.
+
+use crate::framework::interface::MAX_NODE_SCORE;
+use crate::framework::Status;
+
+/// Upstream `helper.DefaultNormalizeScore`: scales scores so the highest becomes
+/// `max_priority` (integer, truncating); with `reverse` the lowest wins. All zeros stay
+/// zero, or become `max_priority` when reversed.
+pub fn default_normalize_score(max_priority: i64, reverse: bool, scores: &mut [i64]) {
+    let max = scores.iter().copied().fold(0, i64::max);
+    if max == 0 {
+        if reverse {
+            scores.iter_mut().for_each(|s| *s = max_priority);
+        }
+        return;
+    }
+    for s in scores.iter_mut() {
+        let mut v = max_priority * *s / max;
+        if reverse {
+            v = max_priority - v;
+        }
+        *s = v;
+    }
+}
+
+/// Decodes a plugin's args strictly (unknown fields are errors), naming the field that
+/// failed; absent args decode as the type's default.
+pub fn decode_args<T: serde::de::DeserializeOwned + Default>(
+    args: Option<&serde_json::Value>,
+) -> Result<T, String> {
+    match args {
+        None => Ok(T::default()),
+        Some(v) => serde_path_to_error::deserialize(v).map_err(|e| {
+            let path = e.path().to_string();
+            if path == "." {
+                e.inner().to_string()
+            } else {
+                format!("{path}: {}", e.inner())
+            }
+        }),
+    }
+}
+
+/// The status for a plugin's state missing from the cycle state.
+pub fn missing_state(key: &str) -> Status {
+    Status::error(format!("error reading {key:?} from cycleState: not found"))
+}
+
+pub const MAX_SCORE: i64 = MAX_NODE_SCORE;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalizes_like_upstream() {
+        let mut s = [0, 1, 3];
+        default_normalize_score(100, true, &mut s);
+        assert_eq!(s, [100, 67, 0]);
+        let mut s = [2, 4, 0];
+        default_normalize_score(100, false, &mut s);
+        assert_eq!(s, [50, 100, 0]);
+        let mut s = [0, 0];
+        default_normalize_score(100, true, &mut s);
+        assert_eq!(s, [100, 100]);
+        let mut s = [0, 0];
+        default_normalize_score(100, false, &mut s);
+        assert_eq!(s, [0, 0]);
+    }
+}

@@ -1,0 +1,35 @@
+//! The built-in plugins, one folder each, named as upstream.
+
+pub mod defaultbinder;
+pub mod helper;
+pub mod imagelocality;
+pub mod nodeaffinity;
+pub mod nodename;
+pub mod nodeports;
+pub mod noderesources;
+pub mod nodeunschedulable;
+pub mod queuesort;
+pub mod schedulinggates;
+pub mod tainttoleration;
+
+use crate::framework::Registry;
+
+/// Every built-in plugin by its upstream name.
+pub fn in_tree_registry() -> Registry {
+    let mut r = Registry::default();
+    r.register(queuesort::NAME, queuesort::factory());
+    r.register(schedulinggates::NAME, schedulinggates::factory());
+    r.register(nodeunschedulable::NAME, nodeunschedulable::factory());
+    r.register(nodename::NAME, nodename::factory());
+    r.register(tainttoleration::NAME, tainttoleration::factory());
+    r.register(nodeaffinity::NAME, nodeaffinity::factory());
+    r.register(nodeports::NAME, nodeports::factory());
+    r.register(noderesources::fit::NAME, noderesources::fit::factory());
+    r.register(
+        noderesources::balanced_allocation::NAME,
+        noderesources::balanced_allocation::factory(),
+    );
+    r.register(imagelocality::NAME, imagelocality::factory());
+    r.register(defaultbinder::NAME, defaultbinder::factory());
+    r
+}

@@ -1,0 +1,158 @@
+//! A binary heap of queued pods keyed by UID, supporting update and delete by key
+//! (upstream `heap.Heap`). The order is a caller-supplied "less" function so activeQ can
+//! follow the QueueSort plugin.
+
+use std::collections::HashMap;
+
+use crate::framework::QueuedPodInfo;
+use crate::model::Uid;
+
+pub type LessFn = Box<dyn Fn(&QueuedPodInfo, &QueuedPodInfo) -> bool + Send + Sync>;
+
+pub struct PodHeap {
+    items: Vec<QueuedPodInfo>,
+    index: HashMap<Uid, usize>,
+    less: LessFn,
+}
+
+impl PodHeap {
+    pub fn new(less: LessFn) -> Self {
+        PodHeap {
+            items: Vec::new(),
+            index: HashMap::new(),
+            less,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    pub fn contains(&self, uid: &str) -> bool {
+        self.index.contains_key(uid)
+    }
+
+    pub fn get(&self, uid: &str) -> Option<&QueuedPodInfo> {
+        self.index.get(uid).map(|&i| &self.items[i])
+    }
+
+    pub fn peek(&self) -> Option<&QueuedPodInfo> {
+        self.items.first()
+    }
+
+    /// Adds a pod, or replaces the entry with the same UID and restores the order.
+    pub fn add_or_update(&mut self, p: QueuedPodInfo) {
+        if let Some(&i) = self.index.get(&p.pod.uid) {
+            self.items[i] = p;
+            self.fix(i);
+        } else {
+            let i = self.items.len();
+            self.index.insert(p.pod.uid.clone(), i);
+            self.items.push(p);
+            self.up(i);
+        }
+    }
+
+    pub fn pop(&mut self) -> Option<QueuedPodInfo> {
+        if self.items.is_empty() {
+            return None;
+        }
+        let last = self.items.len() - 1;
+        self.swap(0, last);
+        let p = self.items.pop()?;
+        self.index.remove(&p.pod.uid);
+        if !self.items.is_empty() {
+            self.down(0);
+        }
+        Some(p)
+    }
+
+    pub fn delete(&mut self, uid: &str) -> Option<QueuedPodInfo> {
+        let i = self.index.remove(uid)?;
+        let last = self.items.len() - 1;
+        if i != last {
+            self.items.swap(i, last);
+            let moved = self.items[i].pod.uid.clone();
+            self.index.insert(moved, i);
+        }
+        let p = self.items.pop();
+        if i < self.items.len() {
+            self.fix(i);
+        }
+        p
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &QueuedPodInfo> {
+        self.items.iter()
+    }
+
+    fn fix(&mut self, i: usize) {
+        if !self.down(i) {
+            self.up(i);
+        }
+    }
+
+    fn swap(&mut self, a: usize, b: usize) {
+        self.items.swap(a, b);
+        self.index.insert(self.items[a].pod.uid.clone(), a);
+        self.index.insert(self.items[b].pod.uid.clone(), b);
+    }
+
+    fn up(&mut self, mut i: usize) {
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            if !(self.less)(&self.items[i], &self.items[parent]) {
+                break;
+            }
+            self.swap(i, parent);
+            i = parent;
+        }
+    }
+
+    /// Sifts down; returns whether the item moved.
+    fn down(&mut self, i0: usize) -> bool {
+        let n = self.items.len();
+        let mut i = i0;
+        loop {
+            let l = 2 * i + 1;
+            if l >= n {
+                break;
+            }
+            let mut j = l;
+            if l + 1 < n && (self.less)(&self.items[l + 1], &self.items[l]) {
+                j = l + 1;
+            }
+            if !(self.less)(&self.items[j], &self.items[i]) {
+                break;
+            }
+            self.swap(i, j);
+            i = j;
+        }
+        i > i0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::pod;
+    use std::time::Instant;
+
+    #[test]
+    fn ordered_pop_update_delete() {
+        let mut h = PodHeap::new(Box::new(|a, b| a.pod.priority() > b.pod.priority()));
+        let now = Instant::now();
+        for (n, p) in [("a", 1), ("b", 5), ("c", 3), ("d", 4), ("e", 2)] {
+            h.add_or_update(QueuedPodInfo::new(pod(n).priority(p).build(), now));
+        }
+        h.delete("uid-d");
+        h.add_or_update(QueuedPodInfo::new(pod("a").priority(10).build(), now));
+        let order: Vec<String> = std::iter::from_fn(|| h.pop()).map(|p| p.pod.name.to_string()).collect();
+        assert_eq!(order, ["a", "b", "c", "e"]);
+        assert!(h.is_empty());
+    }
+}

@@ -1,0 +1,793 @@
+//! The scheduling queue (upstream `PriorityQueue`): activeQ ordered by the QueueSort
+//! plugin, backoffQ for pods waiting out their backoff, unschedulable pods waiting for a
+//! cluster event that may help them, PreEnqueue gating, and the nominator.
+//!
+//! Requeueing follows upstream's queueing hints: a pod rejected by plugins moves only
+//! on events those plugins registered and whose hints say `Queue`; events that arrive
+//! while a pod is being scheduled are replayed against it when it comes back. No pod is
+//! ever dropped: every pod is in exactly one of activeQ, backoffQ, unschedulable pods,
+//! or in flight (popped, not yet `done`).
+
+pub mod heap;
+pub mod nominator;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use heap::PodHeap;
+pub use nominator::{NominatedPods, Nominator};
+
+use crate::clock::Clock;
+use crate::framework::events::{
+    pod_scheduling_properties_change, ClusterEvent, EventObject, EventResource, ActionType,
+    EVENT_FORCE_ACTIVATE, EVENT_UNSCHEDULABLE_TIMEOUT,
+};
+use crate::framework::{Framework, QueuedPodInfo};
+use crate::model::{Pod, Uid};
+
+/// How long a pod may sit in unschedulable pods before it is retried anyway.
+pub const DEFAULT_MAX_IN_UNSCHEDULABLE: Duration = Duration::from_secs(5 * 60);
+/// Backoff expiries are aligned to this window, so pods backing off together are
+/// ordered by priority rather than by microseconds (upstream `backoffQOrderingWindow`).
+const BACKOFF_WINDOW: Duration = Duration::from_secs(1);
+
+const EVENT_UNSCHEDULED_POD_ADD: ClusterEvent =
+    ClusterEvent::new(EventResource::UnschedulablePod, ActionType::ADD);
+const EVENT_UNSCHEDULED_POD_UPDATE: ClusterEvent =
+    ClusterEvent::new(EventResource::UnschedulablePod, ActionType::UPDATE);
+
+/// Where a requeued pod should go (upstream `queueingStrategy`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Strategy {
+    Skip,
+    AfterBackoff,
+    Immediately,
+}
+
+/// Which sub-queue a pod landed in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Placement {
+    Active,
+    Backoff,
+    Unschedulable,
+}
+
+/// Counts per sub-queue (`scheduler_pending_pods`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PendingCounts {
+    pub active: usize,
+    pub backoff: usize,
+    pub unschedulable: usize,
+    pub gated: usize,
+    pub in_flight: usize,
+}
+
+struct InFlightEvent {
+    seq: u64,
+    event: ClusterEvent,
+    old: Option<EventObject>,
+    new: Option<EventObject>,
+}
+
+struct Inner {
+    active: PodHeap,
+    /// Pods rejected by plugins, ordered by backoff expiry then priority.
+    backoff: PodHeap,
+    /// Pods that hit an error, ordered by backoff expiry.
+    error_backoff: PodHeap,
+    unschedulable: HashMap<Uid, QueuedPodInfo>,
+    /// Popped and not yet done: the event sequence number at pop.
+    in_flight: HashMap<Uid, u64>,
+    in_flight_events: VecDeque<InFlightEvent>,
+    next_seq: u64,
+    nominator: Nominator,
+    closed: bool,
+    sched_cycle: u64,
+}
+
+/// Requeue counters, for metrics and tests (`scheduler_queue_incoming_pods_total`).
+#[derive(Clone, Debug, Default)]
+pub struct IncomingCounts(pub HashMap<(Placement, String), u64>);
+
+pub struct SchedulingQueue {
+    inner: Mutex<Inner>,
+    cond: Condvar,
+    clock: Arc<dyn Clock>,
+    profiles: HashMap<Arc<str>, Arc<Framework>>,
+    initial_backoff: Duration,
+    max_backoff: Duration,
+    max_in_unschedulable: Duration,
+    /// Base for aligning backoff expiries to whole windows.
+    epoch: Instant,
+    incoming: Mutex<IncomingCounts>,
+}
+
+fn backoff_less(a: &QueuedPodInfo, b: &QueuedPodInfo) -> bool {
+    a.backoff_expiration < b.backoff_expiration
+}
+
+impl SchedulingQueue {
+    /// `profiles` by scheduler name; all share one QueueSort (configuration checks it).
+    pub fn new(
+        profiles: HashMap<Arc<str>, Arc<Framework>>,
+        clock: Arc<dyn Clock>,
+        initial_backoff: Duration,
+        max_backoff: Duration,
+    ) -> Self {
+        let sorter = profiles.values().next().cloned();
+        let sorter2 = sorter.clone();
+        let active_less: heap::LessFn = Box::new(move |a, b| match &sorter {
+            Some(f) => f.less(a, b),
+            None => a.timestamp < b.timestamp,
+        });
+        let backoff_then_sort: heap::LessFn = Box::new(move |a, b| {
+            if a.backoff_expiration != b.backoff_expiration {
+                return backoff_less(a, b);
+            }
+            match &sorter2 {
+                Some(f) => f.less(a, b),
+                None => a.timestamp < b.timestamp,
+            }
+        });
+        let now = clock.now();
+        SchedulingQueue {
+            inner: Mutex::new(Inner {
+                active: PodHeap::new(active_less),
+                backoff: PodHeap::new(backoff_then_sort),
+                error_backoff: PodHeap::new(Box::new(backoff_less)),
+                unschedulable: HashMap::new(),
+                in_flight: HashMap::new(),
+                in_flight_events: VecDeque::new(),
+                next_seq: 0,
+                nominator: Nominator::default(),
+                closed: false,
+                sched_cycle: 0,
+            }),
+            cond: Condvar::new(),
+            clock,
+            profiles,
+            initial_backoff,
+            max_backoff,
+            max_in_unschedulable: DEFAULT_MAX_IN_UNSCHEDULABLE,
+            epoch: now,
+            incoming: Mutex::new(IncomingCounts::default()),
+        }
+    }
+
+    pub fn set_max_in_unschedulable(&mut self, d: Duration) {
+        self.max_in_unschedulable = d;
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        match self.inner.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    fn framework(&self, pod: &Pod) -> Option<&Arc<Framework>> {
+        self.profiles.get(&pod.spec.scheduler_name)
+    }
+
+    fn count(&self, placement: Placement, event: &ClusterEvent) {
+        if let Ok(mut c) = self.incoming.lock() {
+            *c.0.entry((placement, event.label())).or_default() += 1;
+        }
+    }
+
+    pub fn incoming_counts(&self) -> IncomingCounts {
+        self.incoming.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+
+    fn align(&self, t: Instant) -> Instant {
+        let since = t.saturating_duration_since(self.epoch);
+        let w = BACKOFF_WINDOW.as_nanos();
+        let aligned = (since.as_nanos() / w) * w;
+        self.epoch + Duration::from_nanos(aligned as u64)
+    }
+
+    /// Upstream `calculateBackoffDuration`: initial × 2^(count-1), capped at max.
+    fn backoff_duration(&self, count: u32) -> Duration {
+        let shift = count.saturating_sub(1);
+        let max = self.max_backoff;
+        if shift >= 32 {
+            return max;
+        }
+        match self.initial_backoff.checked_mul(1u32 << shift) {
+            Some(d) if d <= max => d,
+            _ => max,
+        }
+    }
+
+    /// The pod's backoff expiry (cached), or `None` when it has no backoff.
+    fn backoff_time(&self, p: &mut QueuedPodInfo) -> Option<Instant> {
+        if self.max_backoff.is_zero() {
+            return None;
+        }
+        let count = if p.consecutive_errors_count > 0 {
+            p.consecutive_errors_count
+        } else {
+            p.unschedulable_count
+        };
+        if count == 0 {
+            return None;
+        }
+        if p.backoff_expiration.is_none() {
+            p.backoff_expiration = Some(self.align(p.timestamp + self.backoff_duration(count)));
+        }
+        p.backoff_expiration
+    }
+
+    fn is_backing_off(&self, p: &mut QueuedPodInfo) -> bool {
+        let now = self.align(self.clock.now());
+        match self.backoff_time(p) {
+            Some(t) => t >= now,
+            None => false,
+        }
+    }
+
+    /// Runs PreEnqueue; records the gating plugin. Returns true when the pod may enter.
+    fn run_pre_enqueue(&self, p: &mut QueuedPodInfo) -> bool {
+        let Some(fw) = self.framework(&p.pod) else {
+            return true;
+        };
+        match fw.run_pre_enqueue_plugins(&p.pod, p.gating_plugin.as_deref()) {
+            None => {
+                p.gating_plugin = None;
+                true
+            }
+            Some((plugin, _status)) => {
+                p.unschedulable_plugins.insert(plugin.clone());
+                p.gating_plugin = Some(plugin);
+                false
+            }
+        }
+    }
+
+    fn move_to_active(
+        &self,
+        inner: &mut Inner,
+        mut p: QueuedPodInfo,
+        event: &ClusterEvent,
+        from_backoff: bool,
+    ) -> Placement {
+        if !from_backoff && !self.run_pre_enqueue(&mut p) {
+            let uid = p.pod.uid.clone();
+            if !inner.active.contains(&uid)
+                && !inner.backoff.contains(&uid)
+                && !inner.error_backoff.contains(&uid)
+            {
+                inner.unschedulable.insert(uid, p);
+            }
+            self.count(Placement::Unschedulable, event);
+            return Placement::Unschedulable;
+        }
+        if p.initial_attempt_timestamp.is_none() {
+            p.initial_attempt_timestamp = Some(self.clock.now());
+        }
+        let uid = p.pod.uid.clone();
+        inner.unschedulable.remove(&uid);
+        inner.backoff.delete(&uid);
+        inner.error_backoff.delete(&uid);
+        if *event == EVENT_UNSCHEDULED_POD_ADD || *event == EVENT_UNSCHEDULED_POD_UPDATE {
+            let node = p.pod.nominated_node_name.clone();
+            if node.is_some() {
+                inner.nominator.add(p.pod.clone(), node);
+            }
+        }
+        inner.active.add_or_update(p);
+        self.count(Placement::Active, event);
+        Placement::Active
+    }
+
+    fn move_to_backoff(&self, inner: &mut Inner, mut p: QueuedPodInfo, event: &ClusterEvent) -> Placement {
+        if !self.run_pre_enqueue(&mut p) {
+            inner.unschedulable.entry(p.pod.uid.clone()).or_insert(p);
+            self.count(Placement::Unschedulable, event);
+            return Placement::Unschedulable;
+        }
+        let uid = p.pod.uid.clone();
+        inner.unschedulable.remove(&uid);
+        self.backoff_time(&mut p);
+        if p.unschedulable_plugins.is_empty() && p.pending_plugins.is_empty() {
+            inner.error_backoff.add_or_update(p);
+        } else {
+            inner.backoff.add_or_update(p);
+        }
+        self.count(Placement::Backoff, event);
+        Placement::Backoff
+    }
+
+    fn requeue(&self, inner: &mut Inner, mut p: QueuedPodInfo, s: Strategy, event: &ClusterEvent) -> Placement {
+        match s {
+            Strategy::Skip => {
+                inner.unschedulable.insert(p.pod.uid.clone(), p);
+                self.count(Placement::Unschedulable, event);
+                Placement::Unschedulable
+            }
+            Strategy::AfterBackoff if self.is_backing_off(&mut p) => self.move_to_backoff(inner, p, event),
+            _ => self.move_to_active(inner, p, event, false),
+        }
+    }
+
+    /// Upstream `isPodWorthRequeuing`.
+    fn worth_requeuing(
+        &self,
+        p: &QueuedPodInfo,
+        event: &ClusterEvent,
+        old: Option<&EventObject>,
+        new: Option<&EventObject>,
+    ) -> Strategy {
+        if p.unschedulable_plugins.is_empty() && p.pending_plugins.is_empty() {
+            return Strategy::AfterBackoff;
+        }
+        if event.is_wildcard() {
+            if let Some(n) = new {
+                match n.as_pod() {
+                    Some(np) if np.uid == p.pod.uid => {}
+                    _ => return Strategy::Skip,
+                }
+            }
+            return Strategy::AfterBackoff;
+        }
+        let Some(fw) = self.framework(&p.pod) else {
+            return Strategy::AfterBackoff;
+        };
+        let mut strategy = Strategy::Skip;
+        for (plugin, registrations) in fw.enqueue_extensions() {
+            let rejected = p.unschedulable_plugins.contains(plugin);
+            let pending = p.pending_plugins.contains(plugin);
+            if !rejected && !pending {
+                continue;
+            }
+            for reg in registrations {
+                if !reg.event.matches(event) {
+                    continue;
+                }
+                let hint = match &reg.hint {
+                    Some(h) => h(&p.pod, old, new),
+                    None => crate::framework::events::QueueingHint::Queue,
+                };
+                if hint == crate::framework::events::QueueingHint::QueueSkip {
+                    continue;
+                }
+                if pending {
+                    return Strategy::Immediately;
+                }
+                if p.pending_plugins.is_empty() {
+                    return Strategy::AfterBackoff;
+                }
+                strategy = Strategy::AfterBackoff;
+            }
+        }
+        strategy
+    }
+
+    fn is_event_of_interest(&self, event: &ClusterEvent) -> bool {
+        event.is_wildcard()
+            || self.profiles.values().any(|fw| {
+                fw.enqueue_extensions()
+                    .iter()
+                    .any(|(_, regs)| regs.iter().any(|r| r.event.matches(event)))
+            })
+    }
+
+    // ---- public API ----------------------------------------------------------
+
+    /// A new pending pod (informer add).
+    pub fn add(&self, pod: Arc<Pod>) -> Placement {
+        let p = QueuedPodInfo::new(pod, self.clock.now());
+        let mut inner = self.lock();
+        let placement = self.move_to_active(&mut inner, p, &EVENT_UNSCHEDULED_POD_ADD, false);
+        drop(inner);
+        if placement == Placement::Active {
+            self.cond.notify_one();
+        }
+        placement
+    }
+
+    /// Takes the next pod to schedule, blocking while there is none. With activeQ empty
+    /// a pod still backing off after a rejection is taken early (upstream
+    /// `SchedulerPopFromBackoffQ`). Returns `None` once the queue is closed.
+    pub fn pop(&self) -> Option<QueuedPodInfo> {
+        let mut inner = self.lock();
+        loop {
+            if inner.closed {
+                return None;
+            }
+            self.flush_backoff_completed_locked(&mut inner);
+            let next = inner.active.pop().or_else(|| inner.backoff.pop());
+            if let Some(mut p) = next {
+                p.attempts += 1;
+                let seq = inner.next_seq;
+                inner.in_flight.insert(p.pod.uid.clone(), seq);
+                inner.sched_cycle += 1;
+                p.unschedulable_plugins.clear();
+                p.pending_plugins.clear();
+                return Some(p);
+            }
+            let wait = inner
+                .error_backoff
+                .peek()
+                .and_then(|p| p.backoff_expiration)
+                .map(|t| t.saturating_duration_since(self.clock.now()) + Duration::from_millis(1))
+                .unwrap_or(Duration::from_secs(1))
+                .min(Duration::from_secs(1));
+            inner = match self.cond.wait_timeout(inner, wait) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
+        }
+    }
+
+    /// Like `pop` but returns `None` instead of blocking when nothing is ready now.
+    pub fn try_pop(&self) -> Option<QueuedPodInfo> {
+        let mut inner = self.lock();
+        self.flush_backoff_completed_locked(&mut inner);
+        let mut p = inner.active.pop().or_else(|| inner.backoff.pop())?;
+        p.attempts += 1;
+        let seq = inner.next_seq;
+        inner.in_flight.insert(p.pod.uid.clone(), seq);
+        inner.sched_cycle += 1;
+        p.unschedulable_plugins.clear();
+        p.pending_plugins.clear();
+        Some(p)
+    }
+
+    /// The pod's attempt is over (success or failure); forget its in-flight events.
+    pub fn done(&self, uid: &str) {
+        let mut inner = self.lock();
+        Self::done_locked(&mut inner, uid);
+    }
+
+    fn done_locked(inner: &mut Inner, uid: &str) {
+        if inner.in_flight.remove(uid).is_none() {
+            return;
+        }
+        match inner.in_flight.values().min().copied() {
+            None => inner.in_flight_events.clear(),
+            Some(oldest) => {
+                while inner.in_flight_events.front().is_some_and(|e| e.seq < oldest) {
+                    inner.in_flight_events.pop_front();
+                }
+            }
+        }
+    }
+
+    /// Requeues a pod whose attempt failed (upstream `AddUnschedulableIfNotPresent`):
+    /// to activeQ/backoffQ if an event during its attempt may have helped it, else to
+    /// unschedulable pods.
+    pub fn add_unschedulable_if_not_present(&self, mut p: QueuedPodInfo) -> Placement {
+        let mut inner = self.lock();
+        let uid = p.pod.uid.clone();
+        if inner.active.contains(&uid)
+            || inner.backoff.contains(&uid)
+            || inner.error_backoff.contains(&uid)
+            || inner.unschedulable.contains_key(&uid)
+        {
+            tracing::warn!(pod = %p.pod.key(), "pod is already queued; not requeueing it again");
+            Self::done_locked(&mut inner, &uid);
+            return Placement::Unschedulable;
+        }
+        if p.unschedulable_plugins.is_empty() && p.pending_plugins.is_empty() {
+            p.consecutive_errors_count += 1;
+        } else {
+            p.unschedulable_count += 1;
+            p.consecutive_errors_count = 0;
+        }
+        p.timestamp = self.clock.now();
+        p.backoff_expiration = None;
+
+        let strategy = if p.unschedulable_plugins.is_empty() && p.pending_plugins.is_empty() {
+            Strategy::AfterBackoff
+        } else {
+            let since = inner.in_flight.get(&uid).copied().unwrap_or(u64::MAX);
+            let mut s = Strategy::Skip;
+            for e in inner.in_flight_events.iter().filter(|e| e.seq >= since) {
+                match self.worth_requeuing(&p, &e.event, e.old.as_ref(), e.new.as_ref()) {
+                    Strategy::Immediately => {
+                        s = Strategy::Immediately;
+                        break;
+                    }
+                    Strategy::AfterBackoff => {
+                        s = Strategy::AfterBackoff;
+                        if p.pending_plugins.is_empty() {
+                            break;
+                        }
+                    }
+                    Strategy::Skip => {}
+                }
+            }
+            s
+        };
+        let event = ClusterEvent {
+            custom_label: Some("ScheduleAttemptFailure"),
+            ..EVENT_UNSCHEDULABLE_TIMEOUT
+        };
+        let placement = self.requeue(&mut inner, p, strategy, &event);
+        Self::done_locked(&mut inner, &uid);
+        drop(inner);
+        if placement != Placement::Unschedulable {
+            self.cond.notify_one();
+        }
+        placement
+    }
+
+    /// Moves unschedulable pods that this event may help (upstream
+    /// `MoveAllToActiveOrBackoffQueue`), and records it for pods in flight.
+    pub fn move_all_to_active_or_backoff(
+        &self,
+        event: ClusterEvent,
+        old: Option<EventObject>,
+        new: Option<EventObject>,
+        pre_check: Option<&dyn Fn(&Pod) -> bool>,
+    ) {
+        if !self.is_event_of_interest(&event) {
+            return;
+        }
+        let mut inner = self.lock();
+        let candidates: Vec<Uid> = inner
+            .unschedulable
+            .iter()
+            .filter(|(_, p)| pre_check.is_none_or(|f| f(&p.pod)))
+            .map(|(k, _)| k.clone())
+            .collect();
+        let mut moved = false;
+        for uid in candidates {
+            let Some(p) = inner.unschedulable.get(&uid) else {
+                continue;
+            };
+            if let Some(gate) = &p.gating_plugin {
+                let gate_matches = self
+                    .framework(&p.pod)
+                    .and_then(|fw| fw.enqueue_extensions().iter().find(|(n, _)| n == gate))
+                    .is_some_and(|(_, regs)| regs.iter().any(|r| r.event.matches(&event)));
+                if !gate_matches {
+                    continue;
+                }
+            }
+            let s = self.worth_requeuing(p, &event, old.as_ref(), new.as_ref());
+            if s == Strategy::Skip {
+                continue;
+            }
+            let Some(p) = inner.unschedulable.remove(&uid) else {
+                continue;
+            };
+            if self.requeue(&mut inner, p, s, &event) != Placement::Unschedulable {
+                moved = true;
+            }
+        }
+        if !inner.in_flight.is_empty() {
+            let seq = inner.next_seq;
+            inner.next_seq += 1;
+            inner.in_flight_events.push_back(InFlightEvent { seq, event, old, new });
+        }
+        drop(inner);
+        if moved {
+            self.cond.notify_all();
+        }
+    }
+
+    /// A pending pod changed (upstream `Update`).
+    pub fn update(&self, old: &Arc<Pod>, new: Arc<Pod>) {
+        let events = pod_scheduling_properties_change(old, &new);
+        let mut inner = self.lock();
+        let uid = new.uid.clone();
+        if inner.in_flight.contains_key(&uid) {
+            for e in events {
+                let seq = inner.next_seq;
+                inner.next_seq += 1;
+                inner.in_flight_events.push_back(InFlightEvent {
+                    seq,
+                    event: e,
+                    old: Some(EventObject::Pod(old.clone())),
+                    new: Some(EventObject::Pod(new.clone())),
+                });
+            }
+            return;
+        }
+        for which in 0..3 {
+            let heap = match which {
+                0 => &mut inner.active,
+                1 => &mut inner.backoff,
+                _ => &mut inner.error_backoff,
+            };
+            if let Some(p) = heap.get(&uid) {
+                let mut p = p.clone();
+                p.pod = new.clone();
+                heap.add_or_update(p);
+                inner.nominator.update(new);
+                return;
+            }
+        }
+        if let Some(mut p) = inner.unschedulable.remove(&uid) {
+            p.pod = new.clone();
+            inner.nominator.update(new.clone());
+            let old_obj = Some(EventObject::Pod(old.clone()));
+            let new_obj = Some(EventObject::Pod(new.clone()));
+            for e in &events {
+                let s = self.worth_requeuing(&p, e, old_obj.as_ref(), new_obj.as_ref());
+                if s == Strategy::Skip {
+                    continue;
+                }
+                let placement = self.requeue(&mut inner, p, s, e);
+                if placement != Placement::Unschedulable {
+                    drop(inner);
+                    self.cond.notify_one();
+                    return;
+                }
+                // Back in unschedulable pods; try the next event kind.
+                match inner.unschedulable.remove(&uid) {
+                    Some(back) => p = back,
+                    None => return,
+                }
+            }
+            inner.unschedulable.insert(uid, p);
+            return;
+        }
+        let p = QueuedPodInfo::new(new, self.clock.now());
+        let placement = self.move_to_active(&mut inner, p, &EVENT_UNSCHEDULED_POD_UPDATE, false);
+        drop(inner);
+        if placement == Placement::Active {
+            self.cond.notify_one();
+        }
+    }
+
+    /// A pending pod was deleted.
+    pub fn delete(&self, pod: &Pod) {
+        let mut inner = self.lock();
+        inner.nominator.delete(&pod.uid);
+        if inner.active.delete(&pod.uid).is_none()
+            && inner.backoff.delete(&pod.uid).is_none()
+            && inner.error_backoff.delete(&pod.uid).is_none()
+        {
+            inner.unschedulable.remove(&pod.uid);
+        }
+    }
+
+    /// Moves these pods to activeQ now (upstream `Activate`). A pod being scheduled
+    /// gets a targeted event instead, so it is retried when its attempt fails.
+    pub fn activate(&self, pods: &[Arc<Pod>]) {
+        let mut inner = self.lock();
+        let mut moved = false;
+        for pod in pods {
+            let uid = &pod.uid;
+            let p = inner
+                .unschedulable
+                .remove(uid)
+                .or_else(|| inner.backoff.delete(uid))
+                .or_else(|| inner.error_backoff.delete(uid));
+            match p {
+                Some(p) => {
+                    moved |= self.move_to_active(&mut inner, p, &EVENT_FORCE_ACTIVATE, false)
+                        == Placement::Active;
+                }
+                None if inner.in_flight.contains_key(uid) => {
+                    let seq = inner.next_seq;
+                    inner.next_seq += 1;
+                    inner.in_flight_events.push_back(InFlightEvent {
+                        seq,
+                        event: EVENT_FORCE_ACTIVATE,
+                        old: None,
+                        new: Some(EventObject::Pod(pod.clone())),
+                    });
+                }
+                None => {}
+            }
+        }
+        drop(inner);
+        if moved {
+            self.cond.notify_all();
+        }
+    }
+
+    fn flush_backoff_completed_locked(&self, inner: &mut Inner) {
+        let now = self.align(self.clock.now());
+        for which in 0..2 {
+            loop {
+                let heap = if which == 0 { &mut inner.backoff } else { &mut inner.error_backoff };
+                let done = heap
+                    .peek()
+                    .and_then(|p| p.backoff_expiration)
+                    .is_some_and(|t| t < now);
+                if !done {
+                    break;
+                }
+                let Some(p) = heap.pop() else { break };
+                let event = ClusterEvent {
+                    custom_label: Some("BackoffComplete"),
+                    ..EVENT_UNSCHEDULABLE_TIMEOUT
+                };
+                self.move_to_active(inner, p, &event, true);
+            }
+        }
+    }
+
+    /// Moves pods whose backoff is over to activeQ (runs every second).
+    pub fn flush_backoff_completed(&self) {
+        let mut inner = self.lock();
+        let before = inner.active.len();
+        self.flush_backoff_completed_locked(&mut inner);
+        let moved = inner.active.len() > before;
+        drop(inner);
+        if moved {
+            self.cond.notify_all();
+        }
+    }
+
+    /// Retries pods that waited in unschedulable pods longer than the limit (runs every
+    /// 30 seconds). Gated pods stay: only their gate's events move them.
+    pub fn flush_unschedulable_leftover(&self) {
+        let now = self.clock.now();
+        let stale: Vec<Uid> = {
+            let inner = self.lock();
+            inner
+                .unschedulable
+                .iter()
+                .filter(|(_, p)| !p.gated() && now.saturating_duration_since(p.timestamp) > self.max_in_unschedulable)
+                .map(|(k, _)| k.clone())
+                .collect()
+        };
+        if stale.is_empty() {
+            return;
+        }
+        let set: std::collections::HashSet<Uid> = stale.into_iter().collect();
+        self.move_all_to_active_or_backoff(
+            EVENT_UNSCHEDULABLE_TIMEOUT,
+            None,
+            None,
+            Some(&|p: &Pod| set.contains(&p.uid)),
+        );
+    }
+
+    /// Nominates a pod to a node (`Some`), clears it (`None`).
+    pub fn set_nominated(&self, pod: Arc<Pod>, node: Option<Arc<str>>) {
+        self.lock().nominator.add(pod, node);
+    }
+
+    pub fn delete_nominated(&self, uid: &str) {
+        self.lock().nominator.delete(uid);
+    }
+
+    pub fn nominated_node(&self, uid: &str) -> Option<Arc<str>> {
+        self.lock().nominator.node_of(uid).cloned()
+    }
+
+    pub fn nominated_pods(&self) -> NominatedPods {
+        self.lock().nominator.view()
+    }
+
+    pub fn pending(&self) -> PendingCounts {
+        let inner = self.lock();
+        PendingCounts {
+            active: inner.active.len(),
+            backoff: inner.backoff.len() + inner.error_backoff.len(),
+            unschedulable: inner.unschedulable.values().filter(|p| !p.gated()).count(),
+            gated: inner.unschedulable.values().filter(|p| p.gated()).count(),
+            in_flight: inner.in_flight.len(),
+        }
+    }
+
+    /// Pods waiting in unschedulable pods (for reports).
+    pub fn unschedulable_pods(&self) -> Vec<QueuedPodInfo> {
+        self.lock().unschedulable.values().cloned().collect()
+    }
+
+    pub fn scheduling_cycle(&self) -> u64 {
+        self.lock().sched_cycle
+    }
+
+    pub fn close(&self) {
+        self.lock().closed = true;
+        self.cond.notify_all();
+    }
+
+    /// Wakes a blocked `pop` (e.g. after the clock moved in a simulation).
+    pub fn wake(&self) {
+        self.cond.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests;

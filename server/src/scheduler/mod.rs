@@ -1,0 +1,292 @@
+//! The scheduler: owns the queue, the cache and the profiles' frameworks; runs serial
+//! scheduling cycles on one thread (Filter and Score fan out over a rayon pool) and
+//! concurrent binding cycles on tokio. [`schedule_one`] follows one pod's journey;
+//! [`eventhandlers`] turns cluster events into cache and queue updates.
+
+pub mod eventhandlers;
+pub mod schedule_one;
+pub mod stats;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::cache::Cache;
+use crate::clock::{Clock, RealClock};
+use crate::cluster::{ClusterClient, EventSource};
+use crate::config::SchedulerConfig;
+use crate::framework::waiting_pods::WaitingPods;
+use crate::framework::{Framework, Handle, Registry};
+use crate::model::{Pod, Uid};
+use crate::queue::SchedulingQueue;
+pub use stats::{AttemptRecord, Stats};
+
+/// Options that are not part of KubeSchedulerConfiguration.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Seed for tie-breaking among equally scored nodes (reproducible runs).
+    pub seed: u64,
+    /// Threads for parallel Filter/Score; 0 = one per core.
+    pub threads: usize,
+    /// Expiry of assumed pods whose binding finished but never showed up (0 = never).
+    pub assumed_pod_ttl: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            seed: 0x5eed,
+            threads: 0,
+            assumed_pod_ttl: Duration::ZERO,
+        }
+    }
+}
+
+/// State shared by the scheduling thread, the event handler and binding tasks.
+pub struct Scheduler {
+    pub(crate) cache: Mutex<Cache>,
+    pub queue: SchedulingQueue,
+    pub(crate) profiles: HashMap<Arc<str>, Arc<Framework>>,
+    pub(crate) client: Arc<dyn ClusterClient>,
+    /// The latest object of every pod the backend reported (the informer's store).
+    pub(crate) pods: Mutex<HashMap<Uid, Arc<Pod>>>,
+    pub(crate) percentage_of_nodes_to_score: i32,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) runtime: tokio::runtime::Handle,
+    pub(crate) pool: rayon::ThreadPool,
+    pub stats: Stats,
+    /// Binding cycles and backend calls started and not finished.
+    pub(crate) in_flight_ops: AtomicUsize,
+    pub(crate) synced: AtomicBool,
+    pub(crate) seed: u64,
+    /// Events from the backend not yet handled (shared with the event source).
+    pub(crate) event_backlog: Mutex<Option<Arc<AtomicUsize>>>,
+}
+
+/// Errors building a scheduler from configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("{file}: profiles[{index}] ({name}): {message}")]
+    Profile {
+        file: String,
+        index: usize,
+        name: String,
+        message: String,
+    },
+    #[error("cannot start the scheduling thread pool: {0}")]
+    Pool(String),
+}
+
+impl Scheduler {
+    pub fn new(
+        config: &SchedulerConfig,
+        registry: &Registry,
+        client: Arc<dyn ClusterClient>,
+        runtime: tokio::runtime::Handle,
+        options: Options,
+    ) -> Result<Arc<Scheduler>, BuildError> {
+        let waiting_pods = Arc::new(WaitingPods::default());
+        let handle = Arc::new(Handle {
+            waiting_pods,
+            client: client.clone(),
+        });
+        let mut profiles = HashMap::new();
+        for (i, p) in config.profiles.iter().enumerate() {
+            let fw = Framework::new(p, registry, handle.clone()).map_err(|message| {
+                BuildError::Profile {
+                    file: config.source.clone(),
+                    index: i,
+                    name: p.scheduler_name.clone(),
+                    message,
+                }
+            })?;
+            profiles.insert(Arc::from(p.scheduler_name.as_str()), Arc::new(fw));
+        }
+        let clock: Arc<dyn Clock> = Arc::new(RealClock);
+        let queue = SchedulingQueue::new(
+            profiles.clone(),
+            clock.clone(),
+            config.pod_initial_backoff,
+            config.pod_max_backoff,
+        );
+        let threads = if options.threads == 0 {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            options.threads
+        };
+        let threads = threads.min(config.parallelism.max(1) as usize).max(1);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("switchyard-sched-{i}"))
+            .build()
+            .map_err(|e| BuildError::Pool(e.to_string()))?;
+        Ok(Arc::new(Scheduler {
+            cache: Mutex::new(Cache::new(options.assumed_pod_ttl)),
+            queue,
+            profiles,
+            client,
+            pods: Mutex::new(HashMap::new()),
+            percentage_of_nodes_to_score: config.percentage_of_nodes_to_score,
+            clock,
+            runtime,
+            pool,
+            stats: Stats::default(),
+            in_flight_ops: AtomicUsize::new(0),
+            synced: AtomicBool::new(false),
+            seed: options.seed,
+            event_backlog: Mutex::new(None),
+        }))
+    }
+
+    pub(crate) fn cache(&self) -> MutexGuard<'_, Cache> {
+        match self.cache.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    pub(crate) fn pod_store(&self) -> MutexGuard<'_, HashMap<Uid, Arc<Pod>>> {
+        match self.pods.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    pub fn profile(&self, scheduler_name: &str) -> Option<&Arc<Framework>> {
+        self.profiles.get(scheduler_name)
+    }
+
+    pub fn profiles(&self) -> impl Iterator<Item = &Arc<Framework>> {
+        self.profiles.values()
+    }
+
+    /// Whether the initial listing of the cluster has been handled.
+    pub fn is_synced(&self) -> bool {
+        self.synced.load(Ordering::SeqCst)
+    }
+
+    /// Binding cycles and backend calls still running.
+    pub fn in_flight_ops(&self) -> usize {
+        self.in_flight_ops.load(Ordering::SeqCst)
+    }
+
+    /// Events received from the backend and not yet handled.
+    pub fn event_backlog(&self) -> usize {
+        match self.event_backlog.lock() {
+            Ok(g) => g.as_ref().map_or(0, |b| b.load(Ordering::SeqCst)),
+            Err(_) => 0,
+        }
+    }
+
+    /// Nothing left to do right now: no events to handle, no pod ready to schedule or
+    /// being scheduled, no binding or backend call running. Unschedulable pods wait.
+    pub fn is_idle(&self) -> bool {
+        let p = self.queue.pending();
+        self.event_backlog() == 0
+            && p.active == 0
+            && p.backoff == 0
+            && p.in_flight == 0
+            && self.in_flight_ops() == 0
+    }
+
+    pub(crate) fn op_started(&self) {
+        self.in_flight_ops.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub(crate) fn op_finished(&self) {
+        self.in_flight_ops.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Runs a backend call off the scheduling path, counted until it finishes.
+    pub(crate) fn spawn_op<F>(self: &Arc<Self>, fut: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.op_started();
+        let me = self.clone();
+        self.runtime.spawn(async move {
+            fut.await;
+            me.op_finished();
+        });
+    }
+
+    /// Starts the event handler, the scheduling loop and the periodic queue flushes.
+    pub fn start(self: &Arc<Self>, events: EventSource) -> Running {
+        if let Ok(mut b) = self.event_backlog.lock() {
+            *b = Some(events.backlog_counter());
+        }
+        let me = self.clone();
+        let event_thread = std::thread::Builder::new()
+            .name("switchyard-events".into())
+            .spawn(move || {
+                while let Some(ev) = events.recv() {
+                    me.handle_event(ev);
+                    events.handled();
+                }
+            });
+        let me = self.clone();
+        let sched_thread = std::thread::Builder::new()
+            .name("switchyard-scheduling".into())
+            .spawn(move || {
+                let me2 = me.clone();
+                me.pool.install(move || schedule_one::run_scheduling_loop(&me2));
+            });
+        let me = self.clone();
+        let housekeeping = self.runtime.spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            let mut n: u64 = 0;
+            loop {
+                tick.tick().await;
+                n += 1;
+                me.queue.flush_backoff_completed();
+                me.cleanup_expired_assumed_pods();
+                if n % 30 == 0 {
+                    me.queue.flush_unschedulable_leftover();
+                }
+            }
+        });
+        Running {
+            threads: [event_thread.ok(), sched_thread.ok()],
+            housekeeping,
+            scheduler: self.clone(),
+        }
+    }
+
+    fn cleanup_expired_assumed_pods(&self) {
+        let now = self.clock.now();
+        let expired = self.cache().cleanup_expired_assumed_pods(now);
+        for p in expired {
+            tracing::warn!(pod = %p.key(), node = ?p.node_name, "assumed pod expired: its binding was never confirmed");
+            self.queue.move_all_to_active_or_backoff(
+                crate::framework::events::EVENT_ASSIGNED_POD_DELETE,
+                Some(crate::framework::events::EventObject::Pod(p)),
+                None,
+                None,
+            );
+        }
+    }
+}
+
+/// A running scheduler; stopping closes the queue and lets the threads finish.
+pub struct Running {
+    threads: [Option<JoinHandle<()>>; 2],
+    housekeeping: tokio::task::JoinHandle<()>,
+    scheduler: Arc<Scheduler>,
+}
+
+impl Running {
+    pub fn scheduler(&self) -> &Arc<Scheduler> {
+        &self.scheduler
+    }
+
+    /// Stops scheduling new pods. The event thread ends when the backend's sinks drop.
+    pub fn stop(mut self) {
+        self.scheduler.queue.close();
+        self.housekeeping.abort();
+        if let Some(t) = self.threads[1].take() {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,742 @@
+//! One pod's journey (upstream `schedule_one.go`): pop, snapshot, PreFilter, Filter over
+//! nodes (in parallel, stopping once enough fit), PostFilter when none fit, PreScore,
+//! Score, pick a node, assume, Reserve, Permit — then, off the scheduling thread, the
+//! binding cycle: wait on Permit, PreBind, Bind, PostBind. Failures unreserve, forget
+//! the assumed pod and requeue it; every pod ends bound or queued with a reason.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+use rayon::prelude::*;
+
+use super::stats::{AttemptRecord, AttemptResult};
+use super::Scheduler;
+use crate::cache::Snapshot;
+use crate::cluster::{EventType, PodCondition, PodEvent, PodStatusUpdate};
+use crate::framework::events::{EventObject, EVENT_ASSIGNED_POD_DELETE};
+use crate::framework::interface::{NodeToStatus, NominatingInfo, QueuedPodInfo};
+use crate::framework::runtime::{PARALLEL_CHUNK, PARALLEL_THRESHOLD};
+use crate::framework::{Code, CycleState, Framework, NodeInfo, ScoreBuffer, Status};
+use crate::model::Pod;
+use crate::queue::NominatedPods;
+
+/// At least this many nodes are checked for feasibility per cycle.
+pub const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
+/// The adaptive percentage never goes below this.
+pub const MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND: i64 = 5;
+/// Kubernetes event notes are cut at this length (upstream `NoteLengthLimit`).
+const NOTE_LENGTH_LIMIT: usize = 1024;
+
+/// Upstream `numFeasibleNodesToFind`: all nodes under 100; otherwise the percentage
+/// (adaptive `50 - n/125`, at least 5% when unset) of them, at least 100.
+pub fn num_feasible_nodes_to_find(percentage: i32, num_all_nodes: usize) -> usize {
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND {
+        return num_all_nodes;
+    }
+    let n = num_all_nodes as i64;
+    let mut p = i64::from(percentage);
+    if p == 0 {
+        p = (50 - n / 125).max(MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND);
+    }
+    let num = (n * p / 100) as usize;
+    num.max(MIN_FEASIBLE_NODES_TO_FIND)
+}
+
+/// Why no node was chosen, and what each node said (upstream `Diagnosis`).
+#[derive(Default, Debug)]
+pub struct Diagnosis {
+    pub node_to_status: NodeToStatus,
+    pub unschedulable_plugins: HashSet<Arc<str>>,
+    pub pending_plugins: HashSet<Arc<str>>,
+    pub pre_filter_msg: String,
+    pub post_filter_msg: String,
+}
+
+impl Diagnosis {
+    /// Upstream `AddPluginStatus`.
+    pub fn add_plugin_status(&mut self, s: &Status) {
+        let Some(p) = s.plugin() else { return };
+        if s.is_rejected() {
+            if s.code() == Code::Pending {
+                self.pending_plugins.insert(p.clone());
+            } else {
+                self.unschedulable_plugins.insert(p.clone());
+            }
+        }
+    }
+}
+
+/// Upstream `FitError.Error()`: `0/N nodes are available: <reasons>.` with reasons
+/// counted per node, sorted as strings, then the PostFilter message.
+pub fn fit_error_message(num_all_nodes: usize, d: &Diagnosis) -> String {
+    let mut msg = format!("0/{num_all_nodes} nodes are available:");
+    if !d.pre_filter_msg.is_empty() {
+        msg.push_str(&format!(" {}.", d.pre_filter_msg));
+    } else {
+        let mut counts: std::collections::HashMap<&str, usize> = Default::default();
+        for (_, s) in d.node_to_status.iter() {
+            for r in s.reasons() {
+                *counts.entry(r).or_default() += 1;
+            }
+        }
+        let explicit = d.node_to_status.len();
+        if explicit < num_all_nodes {
+            for r in d.node_to_status.absent().reasons() {
+                *counts.entry(r).or_default() += num_all_nodes - explicit;
+            }
+        }
+        let mut strs: Vec<String> = counts.into_iter().map(|(r, c)| format!("{c} {r}")).collect();
+        strs.sort();
+        if !strs.is_empty() {
+            msg.push_str(&format!(" {}.", strs.join(", ")));
+        }
+    }
+    if !d.post_filter_msg.is_empty() {
+        msg.push_str(&format!(" {}", d.post_filter_msg));
+    }
+    msg
+}
+
+fn truncate_message(msg: String) -> String {
+    if msg.len() <= NOTE_LENGTH_LIMIT {
+        return msg;
+    }
+    let mut cut = NOTE_LENGTH_LIMIT - 4;
+    while !msg.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{} ...", &msg[..cut])
+}
+
+/// The outcome of `schedule_pod`.
+enum ScheduleError {
+    /// No nodes in the cluster at all.
+    NoNodes,
+    /// No node fits; the diagnosis says why.
+    Fit(Diagnosis, usize),
+    /// A plugin failed.
+    Error(Status),
+}
+
+pub struct ScheduleResult {
+    pub host: Arc<str>,
+    pub evaluated_nodes: usize,
+    pub feasible_nodes: usize,
+}
+
+/// What the scheduling thread keeps between cycles.
+pub struct LoopState {
+    pub snapshot: Snapshot,
+    next_start_node_index: usize,
+    scores: ScoreBuffer,
+    filter_results: Vec<Status>,
+    rng: SplitMix64,
+}
+
+impl LoopState {
+    pub fn new(seed: u64) -> Self {
+        LoopState {
+            snapshot: Snapshot::default(),
+            next_start_node_index: 0,
+            scores: ScoreBuffer::default(),
+            filter_results: Vec::new(),
+            rng: SplitMix64(seed),
+        }
+    }
+}
+
+/// A small, seedable generator for tie-breaking; reproducible across runs.
+pub struct SplitMix64(pub u64);
+
+impl SplitMix64 {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (n > 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+}
+
+/// The scheduling thread: cycles until the queue closes.
+pub fn run_scheduling_loop(sched: &Arc<Scheduler>) {
+    let mut st = LoopState::new(sched.seed);
+    while let Some(p) = sched.queue.pop() {
+        sched.schedule_one(&mut st, p);
+    }
+}
+
+impl Scheduler {
+    /// One scheduling cycle for a popped pod (upstream `ScheduleOne`).
+    pub fn schedule_one(self: &Arc<Self>, st: &mut LoopState, pinfo: QueuedPodInfo) {
+        let pod = pinfo.pod.clone();
+        let Some(fw) = self.profiles.get(&pod.spec.scheduler_name).cloned() else {
+            tracing::error!(pod = %pod.key(), scheduler = %pod.spec.scheduler_name, "profile not found for scheduler name");
+            self.queue.done(&pod.uid);
+            return;
+        };
+        if pod.deletion_timestamp.is_some() {
+            self.client.record_event(PodEvent::new(
+                &pod,
+                EventType::Warning,
+                "FailedScheduling",
+                "Scheduling",
+                format!("skip schedule deleting pod: {}/{}", pod.namespace, pod.name),
+            ));
+            self.queue.done(&pod.uid);
+            return;
+        }
+        if self.cache().is_assumed(&pod.uid) {
+            self.queue.done(&pod.uid);
+            return;
+        }
+        let start = Instant::now();
+        let mut state = CycleState::new();
+        state.record_plugin_metrics = st.rng.below(100) < 10;
+
+        let result = self.schedule_pod(st, &fw, &mut state, &pod);
+        let host = match result {
+            Ok(r) => r.host,
+            Err(e) => {
+                let (status, diag, nominating) = match e {
+                    ScheduleError::NoNodes => (
+                        Status::unresolvable("no nodes available to schedule pods"),
+                        None,
+                        NominatingInfo::Override(None),
+                    ),
+                    ScheduleError::Error(s) => (s, None, NominatingInfo::Override(None)),
+                    ScheduleError::Fit(mut diag, num_nodes) => {
+                        let mut nominating = NominatingInfo::Override(None);
+                        if fw.has_post_filter_plugins() {
+                            let (r, s) =
+                                fw.run_post_filter_plugins(&mut state, &pod, &diag.node_to_status, &st.snapshot);
+                            diag.post_filter_msg = s.message();
+                            if s.code() == Code::Error {
+                                tracing::error!(pod = %pod.key(), status = %s, "PostFilter failed");
+                            }
+                            nominating = r.map_or(NominatingInfo::Noop, |r| r.nominating_info);
+                        }
+                        let msg = fit_error_message(num_nodes, &diag);
+                        (Status::unschedulable(msg), Some(diag), nominating)
+                    }
+                };
+                self.handle_scheduling_failure(&fw, pinfo, status, diag, nominating, start);
+                return;
+            }
+        };
+
+        // Assume: the cache counts the pod on its node before the binding lands.
+        let assumed = Arc::new(pod.with_node(host.clone()));
+        if let Err(e) = self.cache().assume_pod(assumed.clone()) {
+            self.handle_scheduling_failure(
+                &fw,
+                pinfo,
+                Status::error(e.to_string()),
+                None,
+                NominatingInfo::Override(None),
+                start,
+            );
+            return;
+        }
+        self.queue.delete_nominated(&pod.uid);
+
+        let s = fw.run_reserve_plugins_reserve(&mut state, &assumed, &host);
+        if !s.is_success() {
+            fw.run_reserve_plugins_unreserve(&mut state, &assumed, &host);
+            self.forget(&assumed);
+            let (status, diag) = single_node_failure(s, &host);
+            self.handle_scheduling_failure(&fw, pinfo, status, diag, NominatingInfo::Override(None), start);
+            return;
+        }
+        let s = fw.run_permit_plugins(&mut state, &assumed, &host);
+        if !s.is_success() && !s.is_wait() {
+            fw.run_reserve_plugins_unreserve(&mut state, &assumed, &host);
+            self.forget(&assumed);
+            let (status, diag) = single_node_failure(s, &host);
+            self.handle_scheduling_failure(&fw, pinfo, status, diag, NominatingInfo::Override(None), start);
+            return;
+        }
+        self.stats.record(AttemptRecord {
+            result: AttemptResult::Scheduled,
+            duration: start.elapsed(),
+        });
+
+        // The binding cycle runs concurrently with the next scheduling cycles.
+        let me = self.clone();
+        self.op_started();
+        self.runtime.spawn(async move {
+            me.binding_cycle(fw, state, assumed, pinfo, host).await;
+            me.op_finished();
+        });
+    }
+
+    fn forget(&self, assumed: &Pod) {
+        if let Err(e) = self.cache().forget_pod(assumed) {
+            tracing::error!(pod = %assumed.key(), error = %e, "scheduler cache ForgetPod failed");
+        }
+    }
+
+    /// Upstream `schedulePod`.
+    fn schedule_pod(
+        &self,
+        st: &mut LoopState,
+        fw: &Framework,
+        state: &mut CycleState,
+        pod: &Arc<Pod>,
+    ) -> Result<ScheduleResult, ScheduleError> {
+        self.cache().update_snapshot(&mut st.snapshot);
+        let num_nodes = st.snapshot.num_nodes();
+        if num_nodes == 0 {
+            return Err(ScheduleError::NoNodes);
+        }
+        let nominated = self.queue.nominated_pods();
+        let (feasible, diag) = self.find_nodes_that_fit_pod(st, fw, state, pod, &nominated)?;
+        if feasible.is_empty() {
+            return Err(ScheduleError::Fit(diag, num_nodes));
+        }
+        if feasible.len() == 1 {
+            return Ok(ScheduleResult {
+                host: feasible[0].node().name.clone(),
+                evaluated_nodes: 1 + diag.node_to_status.len(),
+                feasible_nodes: 1,
+            });
+        }
+        let host = self
+            .prioritize_and_select(st, fw, state, pod, &feasible)
+            .map_err(ScheduleError::Error)?;
+        Ok(ScheduleResult {
+            host,
+            evaluated_nodes: feasible.len() + diag.node_to_status.len(),
+            feasible_nodes: feasible.len(),
+        })
+    }
+
+    /// Upstream `findNodesThatFitPod`.
+    fn find_nodes_that_fit_pod(
+        &self,
+        st: &mut LoopState,
+        fw: &Framework,
+        state: &mut CycleState,
+        pod: &Arc<Pod>,
+        nominated: &NominatedPods,
+    ) -> Result<(Vec<Arc<NodeInfo>>, Diagnosis), ScheduleError> {
+        let mut diag = Diagnosis::default();
+        let (pre_res, s, plugins_with_nodes) = fw.run_pre_filter_plugins(state, pod, &st.snapshot);
+        diag.unschedulable_plugins = plugins_with_nodes.iter().cloned().collect();
+        if !s.is_success() {
+            if !s.is_rejected() {
+                return Err(ScheduleError::Error(s));
+            }
+            diag.pre_filter_msg = s.message();
+            diag.add_plugin_status(&s);
+            diag.node_to_status.set_absent(s);
+            return Ok((Vec::new(), diag));
+        }
+
+        // A pod nominated by an earlier preemption tries its nominated node first.
+        if let Some(nnn) = &pod.nominated_node_name {
+            if let Some(ni) = st.snapshot.get(nnn).cloned() {
+                let s = fw.run_filter_plugins_with_nominated_pods(
+                    state,
+                    pod,
+                    &ni,
+                    nominated.get(nnn).map_or(&[][..], |v| &v[..]),
+                );
+                if s.is_success() {
+                    return Ok((vec![ni], diag));
+                }
+                if s.code() == Code::Error {
+                    tracing::error!(pod = %pod.key(), node = %nnn, status = %s, "evaluation failed on nominated node");
+                }
+            }
+        }
+
+        let all = st.snapshot.num_nodes();
+        let nodes: Vec<Arc<NodeInfo>>;
+        let node_list: &[Arc<NodeInfo>] = if pre_res.all_nodes() {
+            st.snapshot.node_infos()
+        } else {
+            let names = pre_res.node_names.as_ref();
+            nodes = st
+                .snapshot
+                .node_infos()
+                .iter()
+                .filter(|ni| names.is_some_and(|n| n.contains(&ni.node().name)))
+                .cloned()
+                .collect();
+            let mut plugins: Vec<&str> = plugins_with_nodes.iter().map(|p| &**p).collect();
+            plugins.sort();
+            diag.node_to_status.set_absent(Status::unresolvable(format!(
+                "node(s) didn't satisfy plugin(s) [{}]",
+                plugins.join(" ")
+            )));
+            &nodes
+        };
+        // Split borrows: the node list may borrow the snapshot.
+        let feasible = {
+            let percentage = fw
+                .percentage_of_nodes_to_score()
+                .unwrap_or(self.percentage_of_nodes_to_score);
+            find_nodes_that_pass_filters(
+                fw,
+                state,
+                pod,
+                &mut diag,
+                node_list,
+                percentage,
+                st.next_start_node_index,
+                &mut st.filter_results,
+                nominated,
+            )
+        };
+        match feasible {
+            Ok(feasible) => {
+                let processed = feasible.len() + diag.node_to_status.len();
+                if all > 0 {
+                    st.next_start_node_index = (st.next_start_node_index + processed) % all;
+                }
+                Ok((feasible, diag))
+            }
+            Err(s) => Err(ScheduleError::Error(s)),
+        }
+    }
+
+    /// PreScore, Score, and a uniformly random pick among the best (upstream
+    /// `prioritizeNodes` + `selectHost`).
+    fn prioritize_and_select(
+        &self,
+        st: &mut LoopState,
+        fw: &Framework,
+        state: &mut CycleState,
+        pod: &Arc<Pod>,
+        feasible: &[Arc<NodeInfo>],
+    ) -> Result<Arc<str>, Status> {
+        if !fw.has_score_plugins() {
+            let i = st.rng.below(feasible.len());
+            return Ok(feasible[i].node().name.clone());
+        }
+        let s = fw.run_pre_score_plugins(state, pod, feasible, &st.snapshot);
+        if !s.is_success() {
+            return Err(s);
+        }
+        fw.run_score_plugins(state, pod, feasible, &mut st.scores)?;
+        let totals = &st.scores.totals;
+        let mut best = i64::MIN;
+        let mut chosen = 0usize;
+        let mut ties = 0usize;
+        for (i, &t) in totals.iter().enumerate() {
+            if t > best {
+                best = t;
+                chosen = i;
+                ties = 1;
+            } else if t == best {
+                ties += 1;
+                if st.rng.below(ties) == 0 {
+                    chosen = i;
+                }
+            }
+        }
+        Ok(feasible[chosen].node().name.clone())
+    }
+
+    /// Upstream `handleSchedulingFailure`: requeue (unless the pod is gone or bound),
+    /// update the nomination, record a FailedScheduling event and the PodScheduled
+    /// condition. Never blocks on the backend.
+    pub(crate) fn handle_scheduling_failure(
+        self: &Arc<Self>,
+        fw: &Framework,
+        mut pinfo: QueuedPodInfo,
+        status: Status,
+        diag: Option<Diagnosis>,
+        nominating: NominatingInfo,
+        start: Instant,
+    ) {
+        let rejected = status.is_rejected();
+        self.stats.record(AttemptRecord {
+            result: if rejected {
+                AttemptResult::Unschedulable
+            } else {
+                AttemptResult::Error
+            },
+            duration: start.elapsed(),
+        });
+        let reason = if rejected { "Unschedulable" } else { "SchedulerError" };
+        if let Some(d) = &diag {
+            pinfo.unschedulable_plugins = d.unschedulable_plugins.clone();
+            pinfo.pending_plugins = d.pending_plugins.clone();
+        } else if rejected {
+            if let Some(p) = status.plugin() {
+                pinfo.unschedulable_plugins.insert(p.clone());
+            }
+        }
+        let msg = status.message();
+        let uid = pinfo.pod.uid.clone();
+        let current = self.pod_store().get(&uid).cloned();
+        let pod = match current {
+            None => {
+                tracing::info!(pod = %pinfo.pod.key(), "pod doesn't exist in informer cache; not requeueing");
+                self.queue.done(&uid);
+                return;
+            }
+            Some(p) if p.node_name.is_some() => {
+                tracing::info!(pod = %p.key(), "pod has been assigned to a node; not requeueing");
+                self.queue.done(&uid);
+                return;
+            }
+            Some(p) => p,
+        };
+        pinfo.pod = pod.clone();
+        let _ = fw;
+        self.queue.add_unschedulable_if_not_present(pinfo);
+        let nominated_update = match &nominating {
+            NominatingInfo::Override(n) => {
+                self.queue.set_nominated(pod.clone(), n.clone());
+                (pod.nominated_node_name != *n).then(|| n.clone())
+            }
+            NominatingInfo::Noop => {
+                if pod.nominated_node_name.is_some() {
+                    self.queue.set_nominated(pod.clone(), pod.nominated_node_name.clone());
+                }
+                None
+            }
+        };
+        tracing::debug!(pod = %pod.key(), reason, message = %msg, "unable to schedule pod");
+        let msg = truncate_message(msg);
+        self.client.record_event(PodEvent::new(
+            &pod,
+            EventType::Warning,
+            "FailedScheduling",
+            "Scheduling",
+            msg.clone(),
+        ));
+        let me = self.clone();
+        self.spawn_op(async move {
+            let update = PodStatusUpdate {
+                condition: Some(PodCondition {
+                    status: "False",
+                    reason,
+                    message: msg,
+                }),
+                nominated_node_name: nominated_update,
+            };
+            if let Err(e) = me.client.update_pod_status(&pod, update).await {
+                tracing::warn!(pod = %pod.key(), error = %e, "error updating pod status");
+            }
+        });
+    }
+
+    /// The binding cycle (upstream `bindingCycle`), on tokio.
+    async fn binding_cycle(
+        self: &Arc<Self>,
+        fw: Arc<Framework>,
+        mut state: CycleState,
+        assumed: Arc<Pod>,
+        pinfo: QueuedPodInfo,
+        host: Arc<str>,
+    ) {
+        let start = Instant::now();
+        let s = fw.wait_on_permit(&assumed).await;
+        if !s.is_success() {
+            let (status, diag) = if s.is_rejected() {
+                single_node_failure(s, &host)
+            } else {
+                (s, None)
+            };
+            self.handle_binding_cycle_error(&fw, &mut state, &assumed, pinfo, &host, status, diag, start);
+            return;
+        }
+        // Failures after Permit are errors, never "unschedulable".
+        self.queue.done(&assumed.uid);
+        let s = fw.run_pre_bind_plugins(&state, &assumed, &host).await;
+        if !s.is_success() {
+            self.handle_binding_cycle_error(&fw, &mut state, &assumed, pinfo, &host, s, None, start);
+            return;
+        }
+        let s = fw.run_bind_plugins(&state, &assumed, &host).await;
+        self.cache().finish_binding(&assumed.uid, self.clock.now());
+        if !s.is_success() {
+            let s = if s.is_skip() {
+                Status::error(format!("no bind plugin bound pod {:?}", assumed.name))
+            } else {
+                s
+            };
+            self.handle_binding_cycle_error(&fw, &mut state, &assumed, pinfo, &host, s, None, start);
+            return;
+        }
+        self.stats
+            .bound
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.client.record_event(PodEvent::new(
+            &assumed,
+            EventType::Normal,
+            "Scheduled",
+            "Binding",
+            format!(
+                "Successfully assigned {}/{} to {}",
+                assumed.namespace, assumed.name, host
+            ),
+        ));
+        fw.run_post_bind_plugins(&state, &assumed, &host).await;
+    }
+
+    /// Upstream `handleBindingCycleError`: Unreserve, forget the assumed pod, let pods
+    /// its resources were blocking try again, and requeue it.
+    #[allow(clippy::too_many_arguments)]
+    fn handle_binding_cycle_error(
+        self: &Arc<Self>,
+        fw: &Arc<Framework>,
+        state: &mut CycleState,
+        assumed: &Arc<Pod>,
+        pinfo: QueuedPodInfo,
+        host: &Arc<str>,
+        status: Status,
+        diag: Option<Diagnosis>,
+        start: Instant,
+    ) {
+        fw.run_reserve_plugins_unreserve(state, assumed, host);
+        let forgot = self.cache().forget_pod(assumed);
+        match forgot {
+            Err(e) => tracing::error!(pod = %assumed.key(), error = %e, "scheduler cache ForgetPod failed"),
+            Ok(()) => {
+                let uid = assumed.uid.clone();
+                let exclude_self = status.is_rejected();
+                let not_self = move |p: &Pod| !exclude_self || p.uid != uid;
+                self.queue.move_all_to_active_or_backoff(
+                    EVENT_ASSIGNED_POD_DELETE,
+                    Some(EventObject::Pod(assumed.clone())),
+                    None,
+                    Some(&not_self),
+                );
+            }
+        }
+        self.handle_scheduling_failure(fw, pinfo, status, diag, NominatingInfo::Override(None), start);
+    }
+}
+
+/// A Reserve/Permit rejection reported as a one-node FitError; errors stay errors.
+fn single_node_failure(s: Status, host: &Arc<str>) -> (Status, Option<Diagnosis>) {
+    if !s.is_rejected() {
+        return (s, None);
+    }
+    let mut d = Diagnosis::default();
+    d.add_plugin_status(&s);
+    let code = s.code();
+    d.node_to_status.set(host.clone(), s);
+    let msg = fit_error_message(1, &d);
+    (Status::new(code, msg), Some(d))
+}
+
+/// Upstream `findNodesThatPassFilters`: checks nodes from `start` onwards (wrapping) in
+/// parallel and in rounds, stopping once `numFeasibleNodesToFind` fit. Rounds keep the
+/// result deterministic: the feasible nodes are the first ones in list order.
+#[allow(clippy::too_many_arguments)]
+fn find_nodes_that_pass_filters(
+    fw: &Framework,
+    state: &CycleState,
+    pod: &Pod,
+    diag: &mut Diagnosis,
+    nodes: &[Arc<NodeInfo>],
+    percentage: i32,
+    start: usize,
+    results: &mut Vec<Status>,
+    nominated: &NominatedPods,
+) -> Result<Vec<Arc<NodeInfo>>, Status> {
+    let n = nodes.len();
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let mut to_find = num_feasible_nodes_to_find(percentage, n);
+    if !fw.has_score_plugins() {
+        to_find = 1;
+    }
+    let at = |i: usize| &nodes[(start + i) % n];
+    if !fw.has_filter_plugins() {
+        return Ok((0..to_find.min(n)).map(|i| at(i).clone()).collect());
+    }
+    let mut feasible: Vec<Arc<NodeInfo>> = Vec::with_capacity(to_find);
+    let mut offset = 0usize;
+    let check = |ni: &Arc<NodeInfo>| -> Status {
+        if nominated.is_empty() {
+            fw.run_filter_plugins(state, pod, ni)
+        } else {
+            match nominated.get(&ni.node().name) {
+                Some(np) => fw.run_filter_plugins_with_nominated_pods(state, pod, ni, np),
+                None => fw.run_filter_plugins(state, pod, ni),
+            }
+        }
+    };
+    while offset < n && feasible.len() < to_find {
+        let need = to_find - feasible.len();
+        let round = (need + need / 4 + 16).min(n - offset);
+        results.clear();
+        results.resize(round, Status::success());
+        if round >= PARALLEL_THRESHOLD {
+            results
+                .par_iter_mut()
+                .enumerate()
+                .with_min_len(PARALLEL_CHUNK)
+                .for_each(|(i, out)| *out = check(at(offset + i)));
+        } else {
+            for (i, out) in results.iter_mut().enumerate() {
+                *out = check(at(offset + i));
+            }
+        }
+        for (i, s) in results.drain(..).enumerate() {
+            let ni = at(offset + i);
+            if s.is_success() {
+                feasible.push(ni.clone());
+                if feasible.len() == to_find {
+                    break;
+                }
+            } else if s.code() == Code::Error {
+                return Err(s);
+            } else {
+                diag.add_plugin_status(&s);
+                diag.node_to_status.set(ni.node().name.clone(), s);
+            }
+        }
+        offset += round;
+    }
+    Ok(feasible)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adaptive_percentage_of_nodes_to_score() {
+        assert_eq!(num_feasible_nodes_to_find(0, 50), 50);
+        assert_eq!(num_feasible_nodes_to_find(0, 100), 100);
+        // 50 - 5000/125 = 10% of 5000
+        assert_eq!(num_feasible_nodes_to_find(0, 5000), 500);
+        // below 5% floors at 5%: 50 - 6000/125 = 2 -> 5% of 6000
+        assert_eq!(num_feasible_nodes_to_find(0, 6000), 300);
+        assert_eq!(num_feasible_nodes_to_find(0, 1000), 420);
+        assert_eq!(num_feasible_nodes_to_find(10, 500), 100);
+        assert_eq!(num_feasible_nodes_to_find(100, 500), 500);
+    }
+
+    #[test]
+    fn fit_error_messages() {
+        let mut d = Diagnosis::default();
+        d.node_to_status.set("a".into(), Status::unresolvable("node(s) had untolerated taint(s)"));
+        d.node_to_status.set("b".into(), Status::unschedulable("Insufficient cpu"));
+        d.node_to_status.set("c".into(), Status::with_reasons(Code::Unschedulable, vec!["Insufficient cpu".into(), "Insufficient memory".into()]));
+        assert_eq!(
+            fit_error_message(3, &d),
+            "0/3 nodes are available: 1 Insufficient memory, 1 node(s) had untolerated taint(s), 2 Insufficient cpu."
+        );
+        d.post_filter_msg = "preemption: not helpful".into();
+        assert!(fit_error_message(3, &d).ends_with("2 Insufficient cpu. preemption: not helpful"));
+        let mut p = Diagnosis::default();
+        p.pre_filter_msg = "pod affinity terms conflict".into();
+        assert_eq!(fit_error_message(5, &p), "0/5 nodes are available: pod affinity terms conflict.");
+    }
+}
