@@ -24,4 +24,6 @@ pub mod model;
 pub mod plugins;
 pub mod queue;
 pub mod scheduler;
+pub mod simulate;
 pub mod testing;
+pub mod yaml;

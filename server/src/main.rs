@@ -1,1 +1,158 @@
-fn main(){}
+//! The `switchyard` command.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+
+use switchyard::plugins::in_tree_registry;
+use switchyard::simulate::{self, SimulateOptions};
+
+/// A Kubernetes pod scheduler whose plugins can live outside it.
+///
+/// Switchyard decides like kube-scheduler (queue, cache and snapshot, serial scheduling
+/// cycles, every feature a plugin at a framework extension point) and can run on an
+/// embedded in-memory cluster for simulations, demos and benchmarks.
+#[derive(Parser, Debug)]
+#[command(name = "switchyard", version, about, long_about)]
+struct Cli {
+    /// Log level (error, warn, info, debug, trace) or a tracing filter such as
+    /// `switchyard=debug`. RUST_LOG overrides it.
+    #[arg(long, global = true, default_value = "warn", value_name = "FILTER")]
+    log_level: String,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Schedule pods on the embedded in-memory cluster until the queue settles, then
+    /// report where every pod went, or why it could not be placed.
+    ///
+    /// With no arguments it runs the built-in demo cluster
+    /// (examples/demo/cluster.yaml).
+    ///
+    /// Exit status: 0 when the run settled and every invariant held (no node
+    /// over-committed, no pod bound twice, every pod accounted for); 1 on bad input or
+    /// a failed run; 3 when an invariant was violated.
+    Simulate(SimulateArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct SimulateArgs {
+    /// Kubernetes manifests to load: files or directories of multi-document YAML/JSON
+    /// (Nodes, Pods, Namespaces, PriorityClasses, PodDisruptionBudgets; `kind: List`
+    /// works). Other kinds are skipped with a warning.
+    #[arg(short, long, value_name = "PATH", num_args = 1..)]
+    cluster: Vec<PathBuf>,
+
+    /// A workload in kube-scheduler's scheduler_perf format (test cases with ops such as
+    /// createNodes and createPods from templates), run after the --cluster manifests.
+    #[arg(short, long, value_name = "FILE")]
+    workload: Option<PathBuf>,
+
+    /// Which workload of the file to run, as `Case/Workload` (or just `Workload` when
+    /// unique). Needed when the file has more than one.
+    #[arg(long, value_name = "NAME")]
+    workload_name: Option<String>,
+
+    /// List the workloads in --workload and exit.
+    #[arg(long, requires = "workload")]
+    list_workloads: bool,
+
+    /// A KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1). Without it,
+    /// one `default-scheduler` profile with the default plugins.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+
+    /// Output format of the report.
+    #[arg(short, long, value_enum, default_value_t = OutputFormat::Table)]
+    output_format: OutputFormat,
+
+    /// Print every pod in the table, even for large runs.
+    #[arg(long)]
+    all_pods: bool,
+
+    /// Seed for breaking ties between equally scored nodes (same seed, same input:
+    /// same placements).
+    #[arg(long, default_value_t = 0x5eed, value_name = "N")]
+    seed: u64,
+
+    /// Give up if the queue has not settled after this many seconds.
+    #[arg(long, default_value_t = 600, value_name = "SECONDS")]
+    timeout: u64,
+
+    /// Threads for parallel Filter and Score (0 = one per core).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    threads: usize,
+
+    /// Do not show the progress line on a terminal.
+    #[arg(long)]
+    no_progress: bool,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum OutputFormat {
+    Table,
+    Json,
+}
+
+fn init_logging(filter: &str) {
+    let env = std::env::var("RUST_LOG").unwrap_or_else(|_| filter.to_string());
+    let filter = tracing_subscriber::EnvFilter::try_new(&env)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
+    if args.list_workloads {
+        if let Some(w) = &args.workload {
+            for name in simulate::workload::list_workloads(w)? {
+                println!("{name}");
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let opts = SimulateOptions {
+        cluster: args.cluster,
+        workload: args.workload,
+        workload_name: args.workload_name,
+        config: args.config,
+        seed: args.seed,
+        timeout: Duration::from_secs(args.timeout),
+        progress: !args.no_progress,
+        threads: args.threads,
+        ..SimulateOptions::default()
+    };
+    let report = simulate::run(&opts, &in_tree_registry()).context("simulation failed")?;
+    match args.output_format {
+        OutputFormat::Json => println!("{}", report.to_json()),
+        OutputFormat::Table => print!("{}", report.to_table(args.all_pods)),
+    }
+    if !report.invariants.ok {
+        eprintln!("error: an invariant was violated (see the report)");
+        return Ok(ExitCode::from(3));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(&cli.log_level);
+    let result = match cli.command {
+        Command::Simulate(a) => simulate(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use crate::model::labels::{NodeSelector, NodeSelectorTerm, Operator, PreferredSchedulingTerm, Requirement};
+use crate::model::labels::{
+    NodeSelector, NodeSelectorTerm, Operator, PreferredSchedulingTerm, Requirement,
+};
 use crate::model::pod::{HostPort, PodSpec, Protocol};
 use crate::model::resource::ResourceName;
 use crate::model::{Labels, Node, NodeImage, Pod, Resource, Taint, TaintEffect, Toleration};
@@ -46,15 +48,23 @@ impl NodeBuilder {
         self
     }
     pub fn label(mut self, k: &str, v: &str) -> Self {
-        let mut pairs: Vec<(String, String)> =
-            self.0.labels.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+        let mut pairs: Vec<(String, String)> = self
+            .0
+            .labels
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
         pairs.push((k.to_string(), v.to_string()));
         self.0.labels = Labels::new(pairs);
         self
     }
     pub fn taint(mut self, k: &str, v: &str, effect: TaintEffect) -> Self {
         let mut t = self.0.taints.to_vec();
-        t.push(Taint { key: k.into(), value: v.into(), effect });
+        t.push(Taint {
+            key: k.into(),
+            value: v.into(),
+            effect,
+        });
         self.0.taints = t.into();
         self
     }
@@ -64,7 +74,10 @@ impl NodeBuilder {
     }
     pub fn image(mut self, name: &str, size: i64) -> Self {
         let mut v = self.0.images.to_vec();
-        v.push(NodeImage { name: name.into(), size });
+        v.push(NodeImage {
+            name: name.into(),
+            size,
+        });
         v.sort_by(|a, b| a.name.cmp(&b.name));
         self.0.images = v.into();
         self
@@ -141,8 +154,12 @@ impl PodBuilder {
         self
     }
     pub fn label(mut self, k: &str, v: &str) -> Self {
-        let mut pairs: Vec<(String, String)> =
-            self.spec.labels.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+        let mut pairs: Vec<(String, String)> = self
+            .spec
+            .labels
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
         pairs.push((k.to_string(), v.to_string()));
         self.spec.labels = Labels::new(pairs);
         self
@@ -155,7 +172,11 @@ impl PodBuilder {
     }
     pub fn host_port(mut self, port: i32) -> Self {
         let mut v = self.spec.host_ports.to_vec();
-        v.push(HostPort { ip: "0.0.0.0".into(), protocol: Protocol::Tcp, port });
+        v.push(HostPort {
+            ip: "0.0.0.0".into(),
+            protocol: Protocol::Tcp,
+            port,
+        });
         self.spec.host_ports = v.into();
         self
     }
@@ -172,8 +193,12 @@ impl PodBuilder {
     }
     /// Required node affinity: one term `key In values`.
     pub fn node_affinity_in(mut self, key: &str, values: &[&str]) -> Self {
-        let req = Requirement::new(key, Operator::In, values.iter().map(|s| s.to_string()).collect())
-            .expect("valid requirement in test");
+        let req = Requirement::new(
+            key,
+            Operator::In,
+            values.iter().map(|s| s.to_string()).collect(),
+        )
+        .expect("valid requirement in test");
         self.spec.required_node_affinity = Some(NodeSelector {
             terms: Box::new([NodeSelectorTerm {
                 match_expressions: Box::new([req]),
@@ -184,12 +209,20 @@ impl PodBuilder {
         self
     }
     pub fn preferred_node_affinity(mut self, weight: i32, key: &str, values: &[&str]) -> Self {
-        let req = Requirement::new(key, Operator::In, values.iter().map(|s| s.to_string()).collect())
-            .expect("valid requirement in test");
+        let req = Requirement::new(
+            key,
+            Operator::In,
+            values.iter().map(|s| s.to_string()).collect(),
+        )
+        .expect("valid requirement in test");
         let mut v = self.spec.preferred_node_affinity.to_vec();
         v.push(PreferredSchedulingTerm {
             weight,
-            term: NodeSelectorTerm { match_expressions: Box::new([req]), valid: true, ..Default::default() },
+            term: NodeSelectorTerm {
+                match_expressions: Box::new([req]),
+                valid: true,
+                ..Default::default()
+            },
         });
         self.spec.preferred_node_affinity = v.into();
         self
@@ -252,7 +285,11 @@ pub fn default_framework() -> Arc<crate::framework::Framework> {
         waiting_pods: Arc::new(crate::framework::waiting_pods::WaitingPods::default()),
         client: Arc::new(NoopClient),
     });
-    match crate::framework::Framework::new(&config.profiles[0], &crate::plugins::in_tree_registry(), handle) {
+    match crate::framework::Framework::new(
+        &config.profiles[0],
+        &crate::plugins::in_tree_registry(),
+        handle,
+    ) {
         Ok(f) => Arc::new(f),
         Err(e) => panic!("default framework must build: {e}"),
     }

@@ -7,7 +7,9 @@
 mod node_tree;
 mod snapshot;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -55,12 +57,12 @@ struct PodState {
 
 pub struct Cache {
     /// Every node info, including ghosts (node deleted, pods not yet).
-    nodes: HashMap<Arc<str>, Arc<NodeInfo>>,
-    pod_states: HashMap<Uid, PodState>,
-    assumed: HashSet<Uid>,
+    nodes: FxHashMap<Arc<str>, Arc<NodeInfo>>,
+    pod_states: FxHashMap<Uid, PodState>,
+    assumed: FxHashSet<Uid>,
     node_tree: NodeTree,
     /// Nodes changed since the last snapshot.
-    dirty: HashSet<Arc<str>>,
+    dirty: FxHashSet<Arc<str>>,
     /// A node was added or removed: the snapshot's node list must be rebuilt.
     structure_changed: bool,
     image_nodes: HashMap<Box<str>, usize>,
@@ -81,11 +83,11 @@ fn pod_key(pod: &Pod) -> String {
 impl Cache {
     pub fn new(assumed_pod_ttl: Duration) -> Self {
         Cache {
-            nodes: HashMap::new(),
-            pod_states: HashMap::new(),
-            assumed: HashSet::new(),
+            nodes: FxHashMap::default(),
+            pod_states: FxHashMap::default(),
+            assumed: FxHashSet::default(),
             node_tree: NodeTree::default(),
-            dirty: HashSet::new(),
+            dirty: FxHashSet::default(),
             structure_changed: true,
             image_nodes: HashMap::new(),
             images_changed: true,
@@ -328,7 +330,8 @@ impl Cache {
     }
 
     pub fn remove_pdb(&mut self, namespace: &str, name: &str) {
-        self.pdbs.retain(|(ns, n), _| !(**ns == *namespace && **n == *name));
+        self.pdbs
+            .retain(|(ns, n), _| !(**ns == *namespace && **n == *name));
         self.pdbs_changed = true;
     }
 
@@ -426,7 +429,10 @@ mod tests {
         let p = pod("p", Some("n1"), 300);
         c.assume_pod(p.clone()).unwrap();
         assert!(c.is_assumed(&p.uid));
-        assert_eq!(c.assume_pod(p.clone()), Err(CacheError::AlreadyCached("default/p(uid-p)".into())));
+        assert_eq!(
+            c.assume_pod(p.clone()),
+            Err(CacheError::AlreadyCached("default/p(uid-p)".into()))
+        );
         c.update_snapshot(&mut snap);
         assert_eq!(snap.get("n1").unwrap().requested.milli_cpu, 300);
         // Untouched nodes are shared, not copied.
@@ -435,7 +441,10 @@ mod tests {
         // Informer confirms the binding.
         c.add_pod(p.clone()).unwrap();
         assert!(!c.is_assumed(&p.uid));
-        assert_eq!(c.forget_pod(&p), Err(CacheError::NotAssumed("default/p(uid-p)".into())));
+        assert_eq!(
+            c.forget_pod(&p),
+            Err(CacheError::NotAssumed("default/p(uid-p)".into()))
+        );
 
         let q = pod("q", Some("n2"), 200);
         c.assume_pod(q.clone()).unwrap();
@@ -465,17 +474,27 @@ mod tests {
         c.add_node(node("n1", 1000));
         let p = pod("p", Some("n1"), 300);
         c.assume_pod(p.clone()).unwrap();
-        assert!(c.cleanup_expired_assumed_pods(t0 + Duration::from_secs(3600)).is_empty());
+        assert!(c
+            .cleanup_expired_assumed_pods(t0 + Duration::from_secs(3600))
+            .is_empty());
         c.finish_binding(&p.uid, t0);
-        assert!(c.cleanup_expired_assumed_pods(t0 + Duration::from_secs(10)).is_empty());
-        assert_eq!(c.cleanup_expired_assumed_pods(t0 + Duration::from_secs(31)).len(), 1);
+        assert!(c
+            .cleanup_expired_assumed_pods(t0 + Duration::from_secs(10))
+            .is_empty());
+        assert_eq!(
+            c.cleanup_expired_assumed_pods(t0 + Duration::from_secs(31))
+                .len(),
+            1
+        );
         assert_eq!(c.pod_count(), 0);
 
         let mut never = Cache::new(Duration::ZERO);
         never.add_node(node("n1", 1000));
         never.assume_pod(p.clone()).unwrap();
         never.finish_binding(&p.uid, t0);
-        assert!(never.cleanup_expired_assumed_pods(t0 + Duration::from_secs(1 << 30)).is_empty());
+        assert!(never
+            .cleanup_expired_assumed_pods(t0 + Duration::from_secs(1 << 30))
+            .is_empty());
     }
 
     #[test]

@@ -43,7 +43,7 @@ impl NodeTree {
                 &mut self.zones[last].1
             }
         };
-        if zone.iter().any(|n| *n == node.name) {
+        if zone.contains(&node.name) {
             return;
         }
         zone.push(node.name.clone());

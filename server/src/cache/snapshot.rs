@@ -12,7 +12,7 @@ use crate::model::{Labels, PodDisruptionBudget};
 pub struct Snapshot {
     /// Nodes in node-tree order (zones interleaved).
     pub(crate) node_infos: Vec<Arc<NodeInfo>>,
-    pub(crate) index: HashMap<Arc<str>, usize>,
+    pub(crate) index: rustc_hash::FxHashMap<Arc<str>, usize>,
     /// Positions of nodes that have pods with (anti-)affinity, in list order.
     pub(crate) have_pods_with_affinity: Vec<usize>,
     /// Positions of nodes that have pods with required anti-affinity, in list order.
@@ -73,7 +73,9 @@ impl Snapshot {
     }
 
     pub fn have_pods_with_affinity(&self) -> impl Iterator<Item = &Arc<NodeInfo>> {
-        self.have_pods_with_affinity.iter().map(|&i| &self.node_infos[i])
+        self.have_pods_with_affinity
+            .iter()
+            .map(|&i| &self.node_infos[i])
     }
 
     pub fn have_pods_with_required_anti_affinity(&self) -> impl Iterator<Item = &Arc<NodeInfo>> {

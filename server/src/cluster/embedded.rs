@@ -3,15 +3,17 @@
 //! bindings and deletions, records conditions, events and nominations, and lets a
 //! workload add or remove objects while the scheduler runs.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use k8s_openapi::api::core::v1 as core;
 
 use super::manifest::{ManifestError, ManifestObject, Object, Source};
 use super::{
-    ClientError, ClusterBackend, ClusterClient, EventSink, PodCondition, PodEvent,
-    PodStatusUpdate, WatchEvent,
+    ClientError, ClusterBackend, ClusterClient, EventSink, PodCondition, PodEvent, PodStatusUpdate,
+    WatchEvent,
 };
 use crate::framework::interface::BoxFuture;
 use crate::model::convert::{
@@ -47,8 +49,8 @@ pub struct Eviction {
 #[derive(Default)]
 struct State {
     nodes: BTreeMap<Arc<str>, Arc<Node>>,
-    pods: HashMap<Uid, PodRecord>,
-    names: HashMap<(Arc<str>, Arc<str>), Uid>,
+    pods: FxHashMap<Uid, PodRecord>,
+    names: FxHashMap<(Arc<str>, Arc<str>), Uid>,
     namespaces: BTreeMap<Arc<str>, Namespace>,
     priority_classes: BTreeMap<Arc<str>, PriorityClass>,
     pdbs: BTreeMap<(Arc<str>, Arc<str>), Arc<PodDisruptionBudget>>,
@@ -57,6 +59,7 @@ struct State {
     next_order: u64,
     next_rv: u64,
     bindings: u64,
+    bind_conflicts: u64,
     sinks: Vec<EventSink>,
 }
 
@@ -68,7 +71,10 @@ impl PriorityResolver for State {
             .or_else(|| system_priority_class(name))
     }
     fn global_default(&self) -> Option<PriorityClass> {
-        self.priority_classes.values().find(|c| c.global_default).cloned()
+        self.priority_classes
+            .values()
+            .find(|c| c.global_default)
+            .cloned()
     }
 }
 
@@ -177,7 +183,7 @@ impl EmbeddedCluster {
     /// a kubelet would).
     pub fn create_node(&self, node: &core::Node) -> Result<Arc<str>, FieldError> {
         let mut st = self.lock();
-        let mut n = node_from_k8s(node, || String::new())?;
+        let mut n = node_from_k8s(node, String::new)?;
         if n.uid.is_empty() {
             n.uid = st.gen_uid().into();
         }
@@ -218,7 +224,10 @@ impl EmbeddedCluster {
         Ok(())
     }
 
-    pub fn create_pdb(&self, pdb: &k8s_openapi::api::policy::v1::PodDisruptionBudget) -> Result<(), FieldError> {
+    pub fn create_pdb(
+        &self,
+        pdb: &k8s_openapi::api::policy::v1::PodDisruptionBudget,
+    ) -> Result<(), FieldError> {
         let pdb = Arc::new(pdb_from_k8s(pdb)?);
         let mut st = self.lock();
         st.pdbs
@@ -241,9 +250,16 @@ impl EmbeddedCluster {
             };
             let n = st.next_uid + st.pods.len() as u64 + 1;
             let mut name = format!("{prefix}{}", name_suffix(n));
-            let ns = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+            let ns = pod
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into());
             let mut k = n;
-            while st.names.contains_key(&(Arc::from(ns.as_str()), Arc::from(name.as_str()))) {
+            while st
+                .names
+                .contains_key(&(Arc::from(ns.as_str()), Arc::from(name.as_str())))
+            {
                 k += 7919;
                 name = format!("{prefix}{}", name_suffix(k));
             }
@@ -274,11 +290,17 @@ impl EmbeddedCluster {
         st.next_order += 1;
         let order = st.next_order;
         st.names.insert(key, p.uid.clone());
+        // The API server marks gated pods itself (upstream `SchedulingGated`).
+        let condition = (!p.spec.scheduling_gates.is_empty()).then(|| PodCondition {
+            status: "False",
+            reason: "SchedulingGated",
+            message: "Scheduling is blocked due to non-empty scheduling gates".into(),
+        });
         st.pods.insert(
             p.uid.clone(),
             PodRecord {
                 pod: p.clone(),
-                condition: None,
+                condition,
                 events: Vec::new(),
                 order,
             },
@@ -324,9 +346,14 @@ impl EmbeddedCluster {
         self.lock().evictions.clone()
     }
 
-    /// Successful bind calls (a pod bound twice would show here and in `pods`).
+    /// Successful bind calls.
     pub fn bindings(&self) -> u64 {
         self.lock().bindings
+    }
+
+    /// Bind calls for pods that were already bound (the scheduler must never make one).
+    pub fn bind_conflicts(&self) -> u64 {
+        self.lock().bind_conflicts
     }
 
     fn update_pod(st: &mut State, uid: &str, f: impl FnOnce(&mut Pod)) -> Option<Arc<Pod>> {
@@ -350,7 +377,8 @@ impl ClusterClient for EmbeddedCluster {
             let Some(rec) = st.pods.get(&pod.uid) else {
                 return Err(ClientError::NotFound(pod.name.to_string()));
             };
-            if let Some(existing) = &rec.pod.node_name {
+            if let Some(existing) = rec.pod.node_name.clone() {
+                st.bind_conflicts += 1;
                 return Err(ClientError::Conflict(format!(
                     "pod {} is already assigned to node {existing:?}",
                     pod.key()
@@ -426,7 +454,8 @@ impl ClusterClient for EmbeddedCluster {
             let Some(rec) = st.pods.remove(&pod.uid) else {
                 return Err(ClientError::NotFound(pod.name.to_string()));
             };
-            st.names.remove(&(rec.pod.namespace.clone(), rec.pod.name.clone()));
+            st.names
+                .remove(&(rec.pod.namespace.clone(), rec.pod.name.clone()));
             st.evictions.push(Eviction {
                 namespace: rec.pod.namespace.clone(),
                 name: rec.pod.name.clone(),
@@ -453,7 +482,12 @@ impl ClusterBackend for EmbeddedCluster {
     fn start(&self, sink: EventSink) {
         let mut st = self.lock();
         let mut initial = Vec::new();
-        initial.extend(st.namespaces.values().cloned().map(WatchEvent::NamespaceUpsert));
+        initial.extend(
+            st.namespaces
+                .values()
+                .cloned()
+                .map(WatchEvent::NamespaceUpsert),
+        );
         initial.extend(st.nodes.values().cloned().map(WatchEvent::NodeAdd));
         initial.extend(st.pdbs.values().cloned().map(WatchEvent::PdbUpsert));
         let mut pods: Vec<&PodRecord> = st.pods.values().collect();
@@ -479,29 +513,41 @@ mod tests {
     use crate::cluster::event_channel;
 
     fn node_yaml(name: &str) -> core::Node {
-        serde_saphyr::from_str(&format!("metadata: {{name: {name}}}\nstatus: {{capacity: {{cpu: '2', memory: 4Gi, pods: '10'}}}}")).unwrap()
+        crate::yaml::from_str(&format!("metadata: {{name: {name}}}\nstatus: {{capacity: {{cpu: '2', memory: 4Gi, pods: '10'}}}}")).unwrap()
     }
 
     #[test]
     fn lists_then_streams_and_applies_bindings() {
         let c = EmbeddedCluster::new();
         c.create_node(&node_yaml("n1")).unwrap();
-        let p: core::Pod = serde_saphyr::from_str("metadata: {generateName: web-}\nspec: {containers: [{name: c}]}").unwrap();
+        let p: core::Pod = crate::yaml::from_str(
+            "metadata: {generateName: web-}\nspec: {containers: [{name: c}]}",
+        )
+        .unwrap();
         let key = c.create_pod(&p).unwrap();
         assert!(key.starts_with("default/web-"));
         let (sink, source) = event_channel();
         c.start(sink);
         let mut kinds = Vec::new();
-        while source.backlog_counter().load(std::sync::atomic::Ordering::SeqCst) > 0 {
+        while source
+            .backlog_counter()
+            .load(std::sync::atomic::Ordering::SeqCst)
+            > 0
+        {
             let ev = source.recv().unwrap();
             source.handled();
             kinds.push(format!("{ev:?}").split('(').next().unwrap().to_string());
         }
         assert_eq!(kinds, ["NamespaceUpsert", "NodeAdd", "PodAdd", "Synced"]);
         let pod = c.pods()[0].pod.clone();
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
         rt.block_on(c.bind(&pod, "n1")).unwrap();
-        assert!(matches!(rt.block_on(c.bind(&pod, "n1")), Err(ClientError::Conflict(_))));
+        assert!(matches!(
+            rt.block_on(c.bind(&pod, "n1")),
+            Err(ClientError::Conflict(_))
+        ));
         assert!(matches!(source.recv(), Some(WatchEvent::PodUpdate(_, _))));
         assert_eq!(c.pods()[0].pod.node_name.as_deref(), Some("n1"));
         assert_eq!(c.bindings(), 1);

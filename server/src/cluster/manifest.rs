@@ -189,7 +189,7 @@ pub fn parse_str(
         if doc_text.trim().is_empty() {
             continue;
         }
-        let doc: Value = serde_saphyr::from_str(&doc_text).map_err(|e| ManifestError::Syntax {
+        let doc: Value = crate::yaml::from_str(&doc_text).map_err(|e| ManifestError::Syntax {
             file: file.to_string(),
             message: format!("document {} (from line {line}): {e}", i + 1),
         })?;
@@ -208,12 +208,22 @@ fn parse_value(
     skipped: &mut Skipped,
 ) -> Result<(), ManifestError> {
     let Value::Object(map) = &doc else {
-        return Err(ManifestError::field(&source, "<document>", "expected a Kubernetes object (a mapping with apiVersion and kind)"));
+        return Err(ManifestError::field(
+            &source,
+            "<document>",
+            "expected a Kubernetes object (a mapping with apiVersion and kind)",
+        ));
     };
     let kind = match map.get("kind") {
         Some(Value::String(k)) => k.clone(),
         Some(_) => return Err(ManifestError::field(&source, "kind", "must be a string")),
-        None => return Err(ManifestError::field(&source, "kind", "Required value: every object needs a kind")),
+        None => {
+            return Err(ManifestError::field(
+                &source,
+                "kind",
+                "Required value: every object needs a kind",
+            ))
+        }
     };
     if kind == "List" || kind.ends_with("List") && map.contains_key("items") {
         let items = match map.get("items") {
@@ -248,7 +258,11 @@ fn parse_value(
 fn decode<T: serde::de::DeserializeOwned>(doc: Value, source: &Source) -> Result<T, ManifestError> {
     serde_path_to_error::deserialize(doc).map_err(|e| {
         let path = e.path().to_string();
-        let field = if path == "." { "<document>".to_string() } else { path };
+        let field = if path == "." {
+            "<document>".to_string()
+        } else {
+            path
+        };
         ManifestError::field(source, field, e.inner().to_string())
     })
 }
@@ -280,9 +294,15 @@ mod tests {
         let e = parse("kind: Node\nmetadata: {name: a}\n---\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, ports: [{containerPort: eighty}]}]}\n")
             .unwrap_err()
             .to_string();
-        assert!(e.starts_with("f.yaml: document 2: spec.containers[0].ports[0].containerPort: "), "{e}");
+        assert!(
+            e.starts_with("f.yaml: document 2: spec.containers[0].ports[0].containerPort: "),
+            "{e}"
+        );
         let e = parse("metadata: {name: a}\n").unwrap_err().to_string();
-        assert_eq!(e, "f.yaml: document 1: kind: Required value: every object needs a kind");
+        assert_eq!(
+            e,
+            "f.yaml: document 1: kind: Required value: every object needs a kind"
+        );
         let e = parse("kind: Node\n---\nkind: [\n").unwrap_err().to_string();
         assert!(e.starts_with("f.yaml: document 2 (from line 3): "), "{e}");
     }

@@ -26,7 +26,10 @@ pub enum WatchEvent {
     NamespaceUpsert(Namespace),
     NamespaceDelete(Arc<str>),
     PdbUpsert(Arc<PodDisruptionBudget>),
-    PdbDelete { namespace: Arc<str>, name: Arc<str> },
+    PdbDelete {
+        namespace: Arc<str>,
+        name: Arc<str>,
+    },
     /// The initial listing is complete: the cache is warm.
     Synced,
 }
@@ -61,9 +64,11 @@ pub fn event_channel() -> (EventSink, EventSource) {
 impl EventSink {
     /// Sends an event; false if the scheduler has stopped listening.
     pub fn send(&self, ev: WatchEvent) -> bool {
-        self.backlog.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.backlog
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         if self.tx.send(ev).is_err() {
-            self.backlog.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            self.backlog
+                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
             return false;
         }
         true
@@ -83,7 +88,8 @@ impl EventSource {
 
     /// Marks one received event as fully handled.
     pub fn handled(&self) {
-        self.backlog.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.backlog
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     }
 
     pub fn backlog_counter(&self) -> Arc<std::sync::atomic::AtomicUsize> {

@@ -225,7 +225,7 @@ impl SchedulerConfig {
             },
             "<default>",
         )
-        .unwrap_or_else(|e| unreachable_default(e))
+        .unwrap_or_else(unreachable_default)
     }
 
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
@@ -239,7 +239,7 @@ impl SchedulerConfig {
 
     pub fn from_yaml(text: &str, file: &str) -> Result<Self, ConfigError> {
         let raw: KubeSchedulerConfiguration =
-            serde_saphyr::from_str(text).map_err(|e| ConfigError::Parse {
+            crate::yaml::from_str(text).map_err(|e| ConfigError::Parse {
                 file: file.to_string(),
                 message: e.to_string(),
             })?;
@@ -255,13 +255,19 @@ impl SchedulerConfig {
         if raw.api_version != API_VERSION {
             return Err(invalid(
                 "apiVersion",
-                format!("Unsupported value: {:?}: supported values: \"{API_VERSION}\"", raw.api_version),
+                format!(
+                    "Unsupported value: {:?}: supported values: \"{API_VERSION}\"",
+                    raw.api_version
+                ),
             ));
         }
         if raw.kind != KIND {
             return Err(invalid(
                 "kind",
-                format!("Unsupported value: {:?}: supported values: \"{KIND}\"", raw.kind),
+                format!(
+                    "Unsupported value: {:?}: supported values: \"{KIND}\"",
+                    raw.kind
+                ),
             ));
         }
         if !raw.extenders.is_empty() {
@@ -274,7 +280,9 @@ impl SchedulerConfig {
         if parallelism <= 0 {
             return Err(invalid(
                 "parallelism",
-                format!("Invalid value: {parallelism}: should be an integer value greater than zero"),
+                format!(
+                    "Invalid value: {parallelism}: should be an integer value greater than zero"
+                ),
             ));
         }
         let pct = raw.percentage_of_nodes_to_score.unwrap_or(0);
@@ -300,19 +308,35 @@ impl SchedulerConfig {
         }
 
         let le = raw.leader_election.as_ref();
-        let dur = |v: Option<&String>, field: &str, default: u64| -> Result<Duration, ConfigError> {
-            match v {
-                None => Ok(Duration::from_secs(default)),
-                Some(s) => parse_go_duration(s).ok_or_else(|| {
-                    invalid(field, format!("Invalid value: {s:?}: not a duration such as \"15s\""))
-                }),
-            }
-        };
+        let dur =
+            |v: Option<&String>, field: &str, default: u64| -> Result<Duration, ConfigError> {
+                match v {
+                    None => Ok(Duration::from_secs(default)),
+                    Some(s) => parse_go_duration(s).ok_or_else(|| {
+                        invalid(
+                            field,
+                            format!("Invalid value: {s:?}: not a duration such as \"15s\""),
+                        )
+                    }),
+                }
+            };
         let leader_election = LeaderElectionConfig {
             leader_elect: le.and_then(|l| l.leader_elect).unwrap_or(true),
-            lease_duration: dur(le.and_then(|l| l.lease_duration.as_ref()), "leaderElection.leaseDuration", 15)?,
-            renew_deadline: dur(le.and_then(|l| l.renew_deadline.as_ref()), "leaderElection.renewDeadline", 10)?,
-            retry_period: dur(le.and_then(|l| l.retry_period.as_ref()), "leaderElection.retryPeriod", 2)?,
+            lease_duration: dur(
+                le.and_then(|l| l.lease_duration.as_ref()),
+                "leaderElection.leaseDuration",
+                15,
+            )?,
+            renew_deadline: dur(
+                le.and_then(|l| l.renew_deadline.as_ref()),
+                "leaderElection.renewDeadline",
+                10,
+            )?,
+            retry_period: dur(
+                le.and_then(|l| l.retry_period.as_ref()),
+                "leaderElection.retryPeriod",
+                2,
+            )?,
             resource_name: le
                 .and_then(|l| l.resource_name.clone())
                 .unwrap_or_else(|| "kube-scheduler".into()),
@@ -344,17 +368,21 @@ impl SchedulerConfig {
             let scheduler_name = match p.scheduler_name {
                 Some(n) if !n.is_empty() => n,
                 None if single => DEFAULT_SCHEDULER_NAME.to_string(),
-                _ => {
-                    return Err(invalid(
-                        &format!("{path}.schedulerName"),
-                        "Required value: every profile needs a schedulerName when there are several".into(),
-                    ))
-                }
+                _ => return Err(invalid(
+                    &format!("{path}.schedulerName"),
+                    "Required value: every profile needs a schedulerName when there are several"
+                        .into(),
+                )),
             };
-            if let Some(j) = profiles.iter().position(|q| q.scheduler_name == scheduler_name) {
+            if let Some(j) = profiles
+                .iter()
+                .position(|q| q.scheduler_name == scheduler_name)
+            {
                 return Err(invalid(
                     &format!("{path}.schedulerName"),
-                    format!("Duplicate value: {scheduler_name:?} (also profiles[{j}].schedulerName)"),
+                    format!(
+                        "Duplicate value: {scheduler_name:?} (also profiles[{j}].schedulerName)"
+                    ),
                 ));
             }
             if let Some(pp) = p.percentage_of_nodes_to_score {
@@ -408,7 +436,10 @@ impl SchedulerConfig {
                         format!("Duplicate value: {:?}", pc.name),
                     ));
                 }
-                let args = pc.args.clone().unwrap_or(serde_json::Value::Object(Default::default()));
+                let args = pc
+                    .args
+                    .clone()
+                    .unwrap_or(serde_json::Value::Object(Default::default()));
                 plugin_args.insert(pc.name.clone(), strip_type_meta(args));
             }
             profiles.push(ResolvedProfile {
@@ -476,12 +507,16 @@ mod tests {
         assert_eq!(c.profiles[0].scheduler_name, "default-scheduler");
         assert_eq!(c.pod_initial_backoff, Duration::from_secs(1));
         assert_eq!(c.pod_max_backoff, Duration::from_secs(10));
-        assert_eq!(c.profiles[0].plugins.multi_point.enabled.len(), DEFAULT_MULTI_POINT.len());
+        assert_eq!(
+            c.profiles[0].plugins.multi_point.enabled.len(),
+            DEFAULT_MULTI_POINT.len()
+        );
     }
 
     #[test]
     fn merges_custom_weights_in_place_and_disables() {
-        let c = load(r#"
+        let c = load(
+            r#"
 apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 profiles:
@@ -498,7 +533,8 @@ profiles:
     args:
       scoringStrategy:
         type: MostAllocated
-"#)
+"#,
+        )
         .unwrap();
         let mp = &c.profiles[0].plugins.multi_point.enabled;
         assert!(!mp.iter().any(|p| p.name == "NodePorts"));
@@ -512,19 +548,45 @@ profiles:
     #[test]
     fn clear_errors_for_bad_input() {
         let base = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n";
-        let e = load(&format!("{base}percentageOfNodesToScore: 101\n")).unwrap_err().to_string();
-        assert_eq!(e, "test.yaml: percentageOfNodesToScore: Invalid value: 101: not in valid range [0-100]");
+        let e = load(&format!("{base}percentageOfNodesToScore: 101\n"))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "test.yaml: percentageOfNodesToScore: Invalid value: 101: not in valid range [0-100]"
+        );
         let e = load(&format!("{base}bogus: 1\n")).unwrap_err().to_string();
         assert!(e.starts_with("test.yaml: ") && e.contains("bogus"), "{e}");
         let e = load(&format!("{base}profiles:\n- schedulerName: a\n  plugins:\n    score:\n      enabled:\n      - name: ImageLocality\n        weight: -1\n")).unwrap_err().to_string();
-        assert!(e.contains("profiles[0].plugins.score.enabled[0].weight: Invalid value: -1"), "{e}");
-        let e = load(&format!("{base}profiles:\n- schedulerName: a\n- schedulerName: a\n")).unwrap_err().to_string();
-        assert!(e.contains("profiles[1].schedulerName: Duplicate value"), "{e}");
-        let e = load(&format!("{base}profiles:\n- {{}}\n- schedulerName: b\n")).unwrap_err().to_string();
-        assert!(e.contains("profiles[0].schedulerName: Required value"), "{e}");
-        let e = load("apiVersion: v1\nkind: KubeSchedulerConfiguration\n").unwrap_err().to_string();
+        assert!(
+            e.contains("profiles[0].plugins.score.enabled[0].weight: Invalid value: -1"),
+            "{e}"
+        );
+        let e = load(&format!(
+            "{base}profiles:\n- schedulerName: a\n- schedulerName: a\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("profiles[1].schedulerName: Duplicate value"),
+            "{e}"
+        );
+        let e = load(&format!("{base}profiles:\n- {{}}\n- schedulerName: b\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("profiles[0].schedulerName: Required value"),
+            "{e}"
+        );
+        let e = load("apiVersion: v1\nkind: KubeSchedulerConfiguration\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("apiVersion: Unsupported value"), "{e}");
-        let e = load(&format!("{base}podInitialBackoffSeconds: 5\npodMaxBackoffSeconds: 2\n")).unwrap_err().to_string();
+        let e = load(&format!(
+            "{base}podInitialBackoffSeconds: 5\npodMaxBackoffSeconds: 2\n"
+        ))
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("podMaxBackoffSeconds"), "{e}");
     }
 

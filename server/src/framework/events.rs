@@ -77,12 +77,21 @@ impl ActionType {
             (ActionType::UPDATE_NODE_TAINT, "UpdateNodeTaint"),
             (ActionType::UPDATE_NODE_CONDITION, "UpdateNodeCondition"),
             (ActionType::UPDATE_NODE_ANNOTATION, "UpdateNodeAnnotation"),
-            (ActionType::UPDATE_NODE_DECLARED_FEATURE, "UpdateNodeDeclaredFeature"),
+            (
+                ActionType::UPDATE_NODE_DECLARED_FEATURE,
+                "UpdateNodeDeclaredFeature",
+            ),
             (ActionType::UPDATE_POD_LABEL, "UpdatePodLabel"),
             (ActionType::UPDATE_POD_SCALE_DOWN, "UpdatePodScaleDown"),
             (ActionType::UPDATE_POD_TOLERATION, "UpdatePodToleration"),
-            (ActionType::UPDATE_POD_SCHEDULING_GATES_ELIMINATED, "UpdatePodSchedulingGatesEliminated"),
-            (ActionType::UPDATE_POD_GENERATED_RESOURCE_CLAIM, "UpdatePodGeneratedResourceClaim"),
+            (
+                ActionType::UPDATE_POD_SCHEDULING_GATES_ELIMINATED,
+                "UpdatePodSchedulingGatesEliminated",
+            ),
+            (
+                ActionType::UPDATE_POD_GENERATED_RESOURCE_CLAIM,
+                "UpdatePodGeneratedResourceClaim",
+            ),
         ];
         if self == ActionType::ALL {
             return "All".into();
@@ -215,9 +224,8 @@ pub enum QueueingHint {
 
 /// `(pod, old, new) -> hint`. Must be cheap and must not panic: it runs on the event
 /// path for every unschedulable pod the plugin rejected.
-pub type QueueingHintFn = Arc<
-    dyn Fn(&Pod, Option<&EventObject>, Option<&EventObject>) -> QueueingHint + Send + Sync,
->;
+pub type QueueingHintFn =
+    Arc<dyn Fn(&Pod, Option<&EventObject>, Option<&EventObject>) -> QueueingHint + Send + Sync>;
 
 /// One registration: an event and the hint that filters it (`None` = always Queue).
 #[derive(Clone)]
@@ -251,7 +259,12 @@ impl ClusterEventWithHint {
 
 impl fmt::Debug for ClusterEventWithHint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}{}", self.event, if self.hint.is_some() { "+hint" } else { "" })
+        write!(
+            f,
+            "{:?}{}",
+            self.event,
+            if self.hint.is_some() { "+hint" } else { "" }
+        )
     }
 }
 
@@ -324,17 +337,28 @@ mod tests {
 
     #[test]
     fn matching_follows_upstream() {
-        let reg = ClusterEvent::new(EventResource::Node, ActionType::ADD.union(ActionType::UPDATE_NODE_TAINT));
+        let reg = ClusterEvent::new(
+            EventResource::Node,
+            ActionType::ADD.union(ActionType::UPDATE_NODE_TAINT),
+        );
         assert!(reg.matches(&EVENT_NODE_ADD));
-        assert!(reg.matches(&ClusterEvent::new(EventResource::Node, ActionType::UPDATE_NODE_TAINT)));
-        assert!(!reg.matches(&ClusterEvent::new(EventResource::Node, ActionType::UPDATE_NODE_LABEL)));
+        assert!(reg.matches(&ClusterEvent::new(
+            EventResource::Node,
+            ActionType::UPDATE_NODE_TAINT
+        )));
+        assert!(!reg.matches(&ClusterEvent::new(
+            EventResource::Node,
+            ActionType::UPDATE_NODE_LABEL
+        )));
         assert!(!reg.matches(&EVENT_NODE_DELETE));
         let pod_delete = ClusterEvent::new(EventResource::Pod, ActionType::DELETE);
         assert!(pod_delete.matches(&EVENT_ASSIGNED_POD_DELETE));
         assert!(!pod_delete.matches(&EVENT_ASSIGNED_POD_ADD));
         // An incoming wildcard only matches a wildcard registration.
         assert!(!reg.matches(&EVENT_UNSCHEDULABLE_TIMEOUT));
-        assert!(ClusterEvent::new(EventResource::WildCard, ActionType::ALL).matches(&EVENT_NODE_ADD));
+        assert!(
+            ClusterEvent::new(EventResource::WildCard, ActionType::ALL).matches(&EVENT_NODE_ADD)
+        );
         assert_eq!(EVENT_ASSIGNED_POD_DELETE.label(), "AssignedPodDelete");
         assert_eq!(EVENT_UNSCHEDULABLE_TIMEOUT.label(), "UnschedulableTimeout");
     }

@@ -98,8 +98,12 @@ impl PreFilterResult {
         let Some(other) = other else { return self };
         match (self.node_names, other.node_names) {
             (None, None) => PreFilterResult::default(),
-            (None, Some(b)) => PreFilterResult { node_names: Some(b) },
-            (Some(a), None) => PreFilterResult { node_names: Some(a) },
+            (None, Some(b)) => PreFilterResult {
+                node_names: Some(b),
+            },
+            (Some(a), None) => PreFilterResult {
+                node_names: Some(a),
+            },
             (Some(a), Some(b)) => PreFilterResult {
                 node_names: Some(a.intersection(&b).cloned().collect()),
             },
@@ -284,8 +288,24 @@ pub trait PreScorePlugin: Plugin {
 }
 
 pub trait ScorePlugin: Plugin {
-    /// A score for one node; runs in parallel over nodes.
+    /// A score for one node.
     fn score(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status>;
+
+    /// Scores a batch of nodes into `out` (same length). The runtime calls this on
+    /// chunks of the feasible nodes in parallel; override it to read cycle state once
+    /// per batch, or to send the whole batch in one message (remote plugins).
+    fn score_nodes(
+        &self,
+        state: &CycleState,
+        pod: &Pod,
+        nodes: &[Arc<NodeInfo>],
+        out: &mut [i64],
+    ) -> Result<(), Status> {
+        for (n, o) in nodes.iter().zip(out.iter_mut()) {
+            *o = self.score(state, pod, n)?;
+        }
+        Ok(())
+    }
 
     /// Whether [`normalize_score`](Self::normalize_score) should run.
     fn has_normalize_score(&self) -> bool {
@@ -356,6 +376,9 @@ mod tests {
         let all = PreFilterResult::default();
         assert!(all.clone().merge(None).all_nodes());
         let r = all.merge(set(&["a", "b"])).merge(set(&["b", "c"]));
-        assert_eq!(r.node_names.unwrap().into_iter().collect::<Vec<_>>(), vec![Arc::from("b")]);
+        assert_eq!(
+            r.node_names.unwrap().into_iter().collect::<Vec<_>>(),
+            vec![Arc::from("b")]
+        );
     }
 }

@@ -82,29 +82,38 @@ pub struct NonZeroResource {
     pub memory: i64,
 }
 
+/// Fields are laid out hot-first (`repr(C)`): a filter pass over hundreds of nodes then
+/// touches the first cache lines of each node info and rarely the `Node` itself.
 #[derive(Clone, Debug)]
+#[repr(C)]
 pub struct NodeInfo {
     /// `None` for a "ghost": the node was deleted while pods on it still await their
     /// delete events. Ghosts never appear in snapshots.
     node: Option<Arc<Node>>,
+    /// Copied from the node: cordoned.
+    pub unschedulable: bool,
+    /// Copied from the node: it has a NoSchedule or NoExecute taint.
+    pub has_hard_taints: bool,
     pub pods: Vec<Arc<Pod>>,
+    /// Sum of the pods' effective requests.
+    pub requested: Resource,
+    pub allocatable: Resource,
+    /// Sum of the pods' non-zero CPU and memory (spreading only).
+    pub non_zero_requested: NonZeroResource,
+    pub used_ports: HostPortInfo,
+    pub generation: u64,
     /// Pods with any inter-pod (anti-)affinity term.
     pub pods_with_affinity: Vec<Arc<Pod>>,
     /// Pods with a required anti-affinity term.
     pub pods_with_required_anti_affinity: Vec<Arc<Pod>>,
-    pub used_ports: HostPortInfo,
-    /// Sum of the pods' effective requests.
-    pub requested: Resource,
-    /// Sum of the pods' non-zero CPU and memory (spreading only).
-    pub non_zero_requested: NonZeroResource,
-    pub allocatable: Resource,
-    pub generation: u64,
 }
 
 impl Default for NodeInfo {
     fn default() -> Self {
         NodeInfo {
             node: None,
+            unschedulable: false,
+            has_hard_taints: false,
             pods: Vec::new(),
             pods_with_affinity: Vec::new(),
             pods_with_required_anti_affinity: Vec::new(),
@@ -147,6 +156,13 @@ impl NodeInfo {
 
     pub fn set_node(&mut self, node: Arc<Node>) {
         self.allocatable = node.allocatable.clone();
+        self.unschedulable = node.unschedulable;
+        self.has_hard_taints = node.taints.iter().any(|t| {
+            matches!(
+                t.effect,
+                crate::model::TaintEffect::NoSchedule | crate::model::TaintEffect::NoExecute
+            )
+        });
         self.node = Some(node);
         self.generation = next_generation();
     }
@@ -171,7 +187,10 @@ impl NodeInfo {
     pub fn remove_pod(&mut self, uid: &str) -> Option<Arc<Pod>> {
         let i = self.pods.iter().position(|p| *p.uid == *uid)?;
         let pod = self.pods.swap_remove(i);
-        for list in [&mut self.pods_with_affinity, &mut self.pods_with_required_anti_affinity] {
+        for list in [
+            &mut self.pods_with_affinity,
+            &mut self.pods_with_required_anti_affinity,
+        ] {
             if let Some(j) = list.iter().position(|p| *p.uid == *uid) {
                 list.swap_remove(j);
             }
@@ -217,7 +236,11 @@ mod tests {
     use super::*;
 
     fn hp(ip: &str, port: i32) -> HostPort {
-        HostPort { ip: ip.into(), protocol: Protocol::Tcp, port }
+        HostPort {
+            ip: ip.into(),
+            protocol: Protocol::Tcp,
+            port,
+        }
     }
 
     #[test]
@@ -227,7 +250,11 @@ mod tests {
         assert!(used.conflicts(&hp("127.0.0.1", 8080)));
         assert!(used.conflicts(&hp("0.0.0.0", 8080)));
         assert!(!used.conflicts(&hp("127.0.0.2", 8080)));
-        assert!(!used.conflicts(&HostPort { ip: "127.0.0.1".into(), protocol: Protocol::Udp, port: 8080 }));
+        assert!(!used.conflicts(&HostPort {
+            ip: "127.0.0.1".into(),
+            protocol: Protocol::Udp,
+            port: 8080
+        }));
         used.add(&hp("0.0.0.0", 9090));
         assert!(used.conflicts(&hp("10.0.0.1", 9090)));
         used.remove(&hp("0.0.0.0", 9090));

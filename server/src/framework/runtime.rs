@@ -125,7 +125,8 @@ impl Framework {
                 )
             })?;
             let args = profile.plugin_args.get(name);
-            let p = factory(args, &handle).map_err(|e| format!("initializing plugin {name:?}: {e}"))?;
+            let p =
+                factory(args, &handle).map_err(|e| format!("initializing plugin {name:?}: {e}"))?;
             instances.insert(name.to_string(), p);
         }
 
@@ -151,9 +152,9 @@ impl Framework {
             let set = plugins.get(ep);
             let mut specific: Vec<Entry> = Vec::new();
             for r in &set.enabled {
-                let p = instances.get(&r.name).ok_or_else(|| {
-                    format!("{} {:?} does not exist", ep.interface(), r.name)
-                })?;
+                let p = instances
+                    .get(&r.name)
+                    .ok_or_else(|| format!("{} {:?} does not exist", ep.interface(), r.name))?;
                 if !implements(p, ep) {
                     return Err(format!(
                         "plugin {:?} does not extend {} plugin",
@@ -181,9 +182,9 @@ impl Framework {
                 let mut overrides: Vec<&str> = Vec::new();
                 let mut multi: Vec<Entry> = Vec::new();
                 for r in &plugins.multi_point.enabled {
-                    let p = instances.get(&r.name).ok_or_else(|| {
-                        format!("{} {:?} does not exist", ep.interface(), r.name)
-                    })?;
+                    let p = instances
+                        .get(&r.name)
+                        .ok_or_else(|| format!("{} {:?} does not exist", ep.interface(), r.name))?;
                     if !implements(p, ep) || disabled.contains(r.name.as_str()) {
                         continue;
                     }
@@ -463,8 +464,12 @@ impl Framework {
                         state.skip_filter_plugins = skip;
                         return (
                             PreFilterResult::default(),
-                            wrap(format!("running PreFilter plugin {:?}: {}", e.name, s.message()))
-                                .with_plugin(&e.name),
+                            wrap(format!(
+                                "running PreFilter plugin {:?}: {}",
+                                e.name,
+                                s.message()
+                            ))
+                            .with_plugin(&e.name),
                             Vec::new(),
                         );
                     }
@@ -486,11 +491,7 @@ impl Framework {
                     )
                 };
                 state.skip_filter_plugins = skip;
-                return (
-                    result,
-                    Status::unresolvable(msg),
-                    plugins_with_nodes,
-                );
+                return (result, Status::unresolvable(msg), plugins_with_nodes);
             }
         }
         state.skip_filter_plugins = skip;
@@ -507,10 +508,15 @@ impl Framework {
         node: &NodeInfo,
     ) -> Status {
         for (i, e) in self.pre_filter.iter().enumerate() {
-            if self.pre_filter_to_filter[i].is_some_and(|fi| state.skip_filter_plugins.contains(fi)) {
+            if self.pre_filter_to_filter[i].is_some_and(|fi| state.skip_filter_plugins.contains(fi))
+            {
                 continue;
             }
-            let Some(ext) = e.plugin.as_pre_filter().and_then(|p| p.pre_filter_extensions()) else {
+            let Some(ext) = e
+                .plugin
+                .as_pre_filter()
+                .and_then(|p| p.pre_filter_extensions())
+            else {
                 continue;
             };
             let s = ext.add_pod(state, pod, pod_to_add, node);
@@ -534,10 +540,15 @@ impl Framework {
         node: &NodeInfo,
     ) -> Status {
         for (i, e) in self.pre_filter.iter().enumerate() {
-            if self.pre_filter_to_filter[i].is_some_and(|fi| state.skip_filter_plugins.contains(fi)) {
+            if self.pre_filter_to_filter[i].is_some_and(|fi| state.skip_filter_plugins.contains(fi))
+            {
                 continue;
             }
-            let Some(ext) = e.plugin.as_pre_filter().and_then(|p| p.pre_filter_extensions()) else {
+            let Some(ext) = e
+                .plugin
+                .as_pre_filter()
+                .and_then(|p| p.pre_filter_extensions())
+            else {
                 continue;
             };
             let s = ext.remove_pod(state, pod, pod_to_remove, node);
@@ -568,7 +579,11 @@ impl Framework {
                 let s = if s.is_rejected() {
                     s
                 } else {
-                    wrap(format!("running {:?} filter plugin: {}", e.name, s.message()))
+                    wrap(format!(
+                        "running {:?} filter plugin: {}",
+                        e.name,
+                        s.message()
+                    ))
                 };
                 return s.with_plugin(&e.name);
             }
@@ -672,8 +687,12 @@ impl Framework {
             }
             if !s.is_success() {
                 state.skip_score_plugins = skip;
-                return wrap(format!("running PreScore plugin {:?}: {}", e.name, s.message()))
-                    .with_plugin(&e.name);
+                return wrap(format!(
+                    "running PreScore plugin {:?}: {}",
+                    e.name,
+                    s.message()
+                ))
+                .with_plugin(&e.name);
             }
         }
         state.skip_score_plugins = skip;
@@ -681,7 +700,8 @@ impl Framework {
     }
 
     /// Score, NormalizeScore and weighting over `nodes` (upstream `RunScorePlugins`):
-    /// in parallel over nodes; totals land in `buf.totals` in input order.
+    /// nodes are split into chunks scored in parallel, each plugin scoring a whole chunk
+    /// at once; totals land in `buf.totals` in input order.
     pub fn run_score_plugins(
         &self,
         state: &CycleState,
@@ -693,62 +713,64 @@ impl Framework {
             .filter(|i| !state.skip_score_plugins.contains(*i))
             .collect();
         let np = active.len();
+        let n = nodes.len();
         buf.totals.clear();
-        buf.totals.resize(nodes.len(), 0);
-        if np == 0 {
+        buf.totals.resize(n, 0);
+        if np == 0 || n == 0 {
             return Ok(());
         }
         buf.scores.clear();
-        buf.scores.resize(nodes.len() * np, 0);
-        let failure: std::sync::Mutex<Option<Status>> = std::sync::Mutex::new(None);
+        buf.scores.resize(n * np, 0);
+        // Chunk-major layout: chunk k holds, plugin by plugin, the scores of its nodes.
+        let chunk = if n >= PARALLEL_THRESHOLD {
+            n.div_ceil(rayon::current_num_threads().max(1) * 4)
+                .max(PARALLEL_CHUNK)
+        } else {
+            n
+        };
         let entries = &self.score;
-        let score_node = |(row, node): (&mut [i64], &Arc<NodeInfo>)| {
+        let score_chunk = |(scores, nodes): (&mut [i64], &[Arc<NodeInfo>])| -> Result<(), Status> {
+            let len = nodes.len();
             for (slot, &pi) in active.iter().enumerate() {
                 let e = &entries[pi].entry;
                 let Some(p) = e.plugin.as_score() else {
                     continue;
                 };
-                match p.score(state, pod, node) {
-                    Ok(v) => row[slot] = v,
-                    Err(s) => {
-                        if let Ok(mut f) = failure.lock() {
-                            f.get_or_insert_with(|| {
-                                wrap(format!(
-                                    "running Score plugins: plugin {:?} failed with: {}",
-                                    e.name,
-                                    s.message()
-                                ))
-                                .with_plugin(&e.name)
-                            });
-                        }
-                        return;
-                    }
-                }
+                p.score_nodes(state, pod, nodes, &mut scores[slot * len..(slot + 1) * len])
+                    .map_err(|s| {
+                        wrap(format!(
+                            "running Score plugins: plugin {:?} failed with: {}",
+                            e.name,
+                            s.message()
+                        ))
+                        .with_plugin(&e.name)
+                    })?;
             }
+            Ok(())
         };
-        if nodes.len() >= PARALLEL_THRESHOLD {
+        if chunk < n {
             buf.scores
-                .par_chunks_mut(np)
-                .zip(nodes.par_iter())
-                .with_min_len(PARALLEL_CHUNK)
-                .for_each(score_node);
+                .par_chunks_mut(chunk * np)
+                .zip(nodes.par_chunks(chunk))
+                .try_for_each(score_chunk)?;
         } else {
-            buf.scores.chunks_mut(np).zip(nodes.iter()).for_each(score_node);
+            score_chunk((&mut buf.scores[..], nodes))?;
         }
-        if let Some(s) = failure.into_inner().ok().flatten() {
-            return Err(s);
-        }
+        let at = |node: usize, slot: usize| -> usize {
+            let k = node / chunk;
+            let start = k * chunk;
+            let len = chunk.min(n - start);
+            start * np + slot * len + (node - start)
+        };
         // NormalizeScore per plugin, then range check and weights.
         for (slot, &pi) in active.iter().enumerate() {
             let e = &self.score[pi];
             let Some(p) = e.entry.plugin.as_score() else {
                 continue;
             };
-            let normalize = p.has_normalize_score();
-            if normalize {
-                buf.column.clear();
-                buf.column
-                    .extend(buf.scores.iter().skip(slot).step_by(np).copied());
+            buf.column.clear();
+            buf.column.extend((0..n).map(|i| buf.scores[at(i, slot)]));
+            if p.has_normalize_score() {
                 let s = p.normalize_score(state, pod, nodes, &mut buf.column);
                 if !s.is_success() {
                     return Err(wrap(format!(
@@ -759,12 +781,7 @@ impl Framework {
                     .with_plugin(&e.entry.name));
                 }
             }
-            for n in 0..nodes.len() {
-                let v = if normalize {
-                    buf.column[n]
-                } else {
-                    buf.scores[n * np + slot]
-                };
+            for (total, &v) in buf.totals.iter_mut().zip(buf.column.iter()) {
                 if !(MIN_NODE_SCORE..=MAX_NODE_SCORE).contains(&v) {
                     return Err(wrap(format!(
                         "applying score defaultWeights on Score plugins: plugin {:?} returns an invalid score {v}, it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
@@ -772,21 +789,10 @@ impl Framework {
                     ))
                     .with_plugin(&e.entry.name));
                 }
-                buf.totals[n] += v * e.weight;
+                *total += v * e.weight;
             }
         }
         Ok(())
-    }
-
-    /// Per-plugin weighted scores of one node from the last `run_score_plugins`, for
-    /// explanations (`--explain`) and tests.
-    pub fn score_plugin_names(&self, state: &CycleState) -> Vec<(Arc<str>, i64)> {
-        self.score
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| !state.skip_score_plugins.contains(*i))
-            .map(|(_, s)| (s.entry.name.clone(), s.weight))
-            .collect()
     }
 
     pub fn run_reserve_plugins_reserve(
@@ -804,8 +810,12 @@ impl Framework {
                 if s.is_rejected() {
                     return s.with_plugin(&e.name);
                 }
-                return wrap(format!("running Reserve plugin {:?}: {}", e.name, s.message()))
-                    .with_plugin(&e.name);
+                return wrap(format!(
+                    "running Reserve plugin {:?}: {}",
+                    e.name,
+                    s.message()
+                ))
+                .with_plugin(&e.name);
             }
         }
         Status::success()
@@ -843,8 +853,12 @@ impl Framework {
                 waits.push((e.name.clone(), timeout.min(MAX_PERMIT_TIMEOUT)));
                 continue;
             }
-            return wrap(format!("running Permit plugin {:?}: {}", e.name, s.message()))
-                .with_plugin(&e.name);
+            return wrap(format!(
+                "running Permit plugin {:?}: {}",
+                e.name,
+                s.message()
+            ))
+            .with_plugin(&e.name);
         }
         if waits.is_empty() {
             return Status::success();
@@ -896,8 +910,12 @@ impl Framework {
             if s.is_rejected() {
                 return s.with_plugin(&e.name);
             }
-            return wrap(format!("running PreBind plugin {:?}: {}", e.name, s.message()))
-                .with_plugin(&e.name);
+            return wrap(format!(
+                "running PreBind plugin {:?}: {}",
+                e.name,
+                s.message()
+            ))
+            .with_plugin(&e.name);
         }
         Status::success()
     }

@@ -66,7 +66,11 @@ impl Status {
         let reason = reason.into();
         Status {
             code: (code != Code::Success).then_some(code),
-            reasons: if reason.is_empty() { Vec::new() } else { vec![reason] },
+            reasons: if reason.is_empty() {
+                Vec::new()
+            } else {
+                vec![reason]
+            },
             plugin: None,
         }
     }
@@ -207,7 +211,10 @@ mod tests {
         assert!(Status::unresolvable("x").is_rejected());
         assert!(Status::code_only(Code::Pending).is_rejected());
         assert!(!Status::error("x").is_rejected());
-        let s = Status::with_reasons(Code::Unschedulable, vec!["Insufficient cpu".into(), "Insufficient memory".into()]);
+        let s = Status::with_reasons(
+            Code::Unschedulable,
+            vec!["Insufficient cpu".into(), "Insufficient memory".into()],
+        );
         assert_eq!(s.message(), "Insufficient cpu, Insufficient memory");
     }
 }

@@ -233,7 +233,15 @@ mod tests {
     async fn allowed_by_all_plugins_proceeds() {
         let w = Arc::new(WaitingPods::default());
         let p = pod("p").node("n").build();
-        w.add(p.clone(), "n".into(), vec![("a".into(), Duration::from_secs(60)), ("b".into(), Duration::from_secs(60))], Instant::now());
+        w.add(
+            p.clone(),
+            "n".into(),
+            vec![
+                ("a".into(), Duration::from_secs(60)),
+                ("b".into(), Duration::from_secs(60)),
+            ],
+            Instant::now(),
+        );
         let w2 = w.clone();
         let uid = p.uid.clone();
         let waiter = tokio::spawn(async move { w2.wait(&uid).await });
@@ -249,10 +257,18 @@ mod tests {
     async fn timeout_rejects_naming_the_plugin() {
         let w = WaitingPods::default();
         let p = pod("p").node("n").build();
-        w.add(p.clone(), "n".into(), vec![("gang".into(), Duration::from_millis(30))], Instant::now());
+        w.add(
+            p.clone(),
+            "n".into(),
+            vec![("gang".into(), Duration::from_millis(30))],
+            Instant::now(),
+        );
         let s = w.wait(&p.uid).await;
         assert_eq!(s.code(), Code::Unschedulable);
-        assert_eq!(s.message(), "rejected due to timeout after waiting 30ms at plugin gang");
+        assert_eq!(
+            s.message(),
+            "rejected due to timeout after waiting 30ms at plugin gang"
+        );
         assert_eq!(s.plugin().map(|p| &**p), Some("gang"));
     }
 
@@ -260,7 +276,12 @@ mod tests {
     async fn reject_from_elsewhere() {
         let w = WaitingPods::default();
         let p = pod("p").node("n").build();
-        w.add(p.clone(), "n".into(), vec![("gang".into(), Duration::from_secs(60))], Instant::now());
+        w.add(
+            p.clone(),
+            "n".into(),
+            vec![("gang".into(), Duration::from_secs(60))],
+            Instant::now(),
+        );
         assert!(w.get(&p.uid).unwrap().reject("gang", "group failed"));
         let s = w.wait(&p.uid).await;
         assert_eq!(s.message(), "group failed");

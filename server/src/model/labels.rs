@@ -15,8 +15,10 @@ impl Labels {
         K: Into<Box<str>>,
         V: Into<Box<str>>,
     {
-        let mut v: Vec<(Box<str>, Box<str>)> =
-            pairs.into_iter().map(|(k, v)| (k.into(), v.into())).collect();
+        let mut v: Vec<(Box<str>, Box<str>)> = pairs
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
         v.sort_by(|a, b| a.0.cmp(&b.0));
         v.dedup_by(|a, b| a.0 == b.0);
         Labels(v.into_boxed_slice())
@@ -70,7 +72,9 @@ pub fn is_qualified_name(v: &str) -> bool {
             && p.len() <= 253
             && p.split('.').all(|label| {
                 !label.is_empty()
-                    && label.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                    && label
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
                     && !label.starts_with('-')
                     && !label.ends_with('-')
             });
@@ -86,7 +90,8 @@ fn is_dns_like_name(v: &str) -> bool {
     let alnum = |c: u8| c.is_ascii_alphanumeric();
     alnum(b[0])
         && alnum(b[b.len() - 1])
-        && b.iter().all(|&c| alnum(c) || c == b'-' || c == b'_' || c == b'.')
+        && b.iter()
+            .all(|&c| alnum(c) || c == b'-' || c == b'_' || c == b'.')
 }
 
 /// Selector operators, covering both label selectors and node selector requirements.
@@ -265,7 +270,11 @@ impl NodeSelectorTerm {
         }
         self.match_expressions.iter().all(|r| r.matches(labels))
             && self.match_fields.iter().all(|r| {
-                let value = if &*r.key == NODE_FIELD_NAME { node_name } else { "" };
+                let value = if &*r.key == NODE_FIELD_NAME {
+                    node_name
+                } else {
+                    ""
+                };
                 match r.op {
                     Operator::In => *r.values[0] == *value,
                     _ => *r.values[0] != *value,
@@ -336,7 +345,10 @@ mod tests {
     #[test]
     fn empty_or_invalid_node_selector_term_matches_nothing() {
         let l = labels(&[("a", "b")]);
-        let empty = NodeSelectorTerm { valid: true, ..Default::default() };
+        let empty = NodeSelectorTerm {
+            valid: true,
+            ..Default::default()
+        };
         assert!(!empty.matches("n", &l));
         let field = NodeSelectorTerm {
             match_fields: Box::new([Requirement::field(NODE_FIELD_NAME, Operator::In, "n")]),
@@ -345,7 +357,10 @@ mod tests {
         };
         assert!(field.matches("n", &l));
         assert!(!field.matches("m", &l));
-        let invalid = NodeSelectorTerm { valid: false, ..field };
+        let invalid = NodeSelectorTerm {
+            valid: false,
+            ..field
+        };
         assert!(!invalid.matches("n", &l));
     }
 }

@@ -103,8 +103,14 @@ mod tests {
     fn image_names_normalise_like_upstream() {
         assert_eq!(normalized_image_name("nginx"), "nginx:latest");
         assert_eq!(normalized_image_name("nginx:1.2"), "nginx:1.2");
-        assert_eq!(normalized_image_name("registry:5000/nginx"), "registry:5000/nginx:latest");
-        assert_eq!(normalized_image_name("gcr.io/a/b@sha256:abc"), "gcr.io/a/b@sha256:abc");
+        assert_eq!(
+            normalized_image_name("registry:5000/nginx"),
+            "registry:5000/nginx:latest"
+        );
+        assert_eq!(
+            normalized_image_name("gcr.io/a/b@sha256:abc"),
+            "gcr.io/a/b@sha256:abc"
+        );
         assert_eq!(normalized_image_name("repo@digest"), "repo@digest:latest");
     }
 }

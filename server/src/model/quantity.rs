@@ -207,7 +207,10 @@ impl Quantity {
 }
 
 fn suffix_error(suffix: &str) -> QuantityError {
-    if suffix.bytes().all(|b| b"eEinumkKMGTP+-0123456789".contains(&b)) {
+    if suffix
+        .bytes()
+        .all(|b| b"eEinumkKMGTP+-0123456789".contains(&b))
+    {
         QuantityError::Suffix
     } else {
         QuantityError::Format
@@ -269,7 +272,9 @@ mod tests {
 
     #[test]
     fn rejects_what_kubernetes_rejects() {
-        for bad in ["", "Gi", "1 Gi", "1KiB", "1.5.5", "abc", "1e", "1e+", "1ee3", ".", "+", "1Gi1", "--1"] {
+        for bad in [
+            "", "Gi", "1 Gi", "1KiB", "1.5.5", "abc", "1e", "1e+", "1ee3", ".", "+", "1Gi1", "--1",
+        ] {
             assert!(Quantity::parse(bad).is_err(), "{bad:?} should be rejected");
         }
     }

@@ -69,7 +69,9 @@ impl ScalarResources {
 
 impl fmt::Debug for ScalarResources {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_map().entries(self.0.iter().map(|(k, v)| (k, v))).finish()
+        f.debug_map()
+            .entries(self.0.iter().map(|(k, v)| (k, v)))
+            .finish()
     }
 }
 
@@ -89,8 +91,12 @@ impl Resource {
     pub fn add(&mut self, other: &Resource) {
         self.milli_cpu = self.milli_cpu.saturating_add(other.milli_cpu);
         self.memory = self.memory.saturating_add(other.memory);
-        self.ephemeral_storage = self.ephemeral_storage.saturating_add(other.ephemeral_storage);
-        self.allowed_pod_number = self.allowed_pod_number.saturating_add(other.allowed_pod_number);
+        self.ephemeral_storage = self
+            .ephemeral_storage
+            .saturating_add(other.ephemeral_storage);
+        self.allowed_pod_number = self
+            .allowed_pod_number
+            .saturating_add(other.allowed_pod_number);
         for (n, v) in other.scalar.iter() {
             self.scalar.add(n, v);
         }
@@ -100,8 +106,12 @@ impl Resource {
     pub fn sub(&mut self, other: &Resource) {
         self.milli_cpu = self.milli_cpu.saturating_sub(other.milli_cpu);
         self.memory = self.memory.saturating_sub(other.memory);
-        self.ephemeral_storage = self.ephemeral_storage.saturating_sub(other.ephemeral_storage);
-        self.allowed_pod_number = self.allowed_pod_number.saturating_sub(other.allowed_pod_number);
+        self.ephemeral_storage = self
+            .ephemeral_storage
+            .saturating_sub(other.ephemeral_storage);
+        self.allowed_pod_number = self
+            .allowed_pod_number
+            .saturating_sub(other.allowed_pod_number);
         for (n, v) in other.scalar.iter() {
             self.scalar.add(n, v.saturating_neg());
         }
@@ -181,9 +191,16 @@ mod tests {
     fn add_sub_max_keep_scalars_sorted() {
         let gpu: ResourceName = Arc::from("nvidia.com/gpu");
         let hp: ResourceName = Arc::from("hugepages-2Mi");
-        let mut a = Resource { milli_cpu: 100, memory: 10, ..Default::default() };
+        let mut a = Resource {
+            milli_cpu: 100,
+            memory: 10,
+            ..Default::default()
+        };
         a.scalar.set(&gpu, 1);
-        let mut b = Resource { milli_cpu: 50, ..Default::default() };
+        let mut b = Resource {
+            milli_cpu: 50,
+            ..Default::default()
+        };
         b.scalar.set(&hp, 4);
         b.scalar.set(&gpu, 3);
         a.add(&b);
@@ -194,9 +211,16 @@ mod tests {
         assert_eq!(names, ["hugepages-2Mi", "nvidia.com/gpu"]);
         a.sub(&b);
         assert_eq!(a.get("nvidia.com/gpu"), 1);
-        let mut c = Resource { milli_cpu: 10, memory: 99, ..Default::default() };
+        let mut c = Resource {
+            milli_cpu: 10,
+            memory: 99,
+            ..Default::default()
+        };
         c.set_max(&a);
-        assert_eq!((c.milli_cpu, c.memory, c.get("nvidia.com/gpu")), (100, 99, 1));
+        assert_eq!(
+            (c.milli_cpu, c.memory, c.get("nvidia.com/gpu")),
+            (100, 99, 1)
+        );
     }
 
     #[test]

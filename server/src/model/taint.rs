@@ -105,27 +105,60 @@ mod tests {
     use super::*;
 
     fn taint(k: &str, v: &str, e: TaintEffect) -> Taint {
-        Taint { key: k.into(), value: v.into(), effect: e }
+        Taint {
+            key: k.into(),
+            value: v.into(),
+            effect: e,
+        }
     }
     fn tol(k: &str, op: TolerationOperator, v: &str, e: Option<TaintEffect>) -> Toleration {
-        Toleration { key: k.into(), operator: op, value: v.into(), effect: e, toleration_seconds: None }
+        Toleration {
+            key: k.into(),
+            operator: op,
+            value: v.into(),
+            effect: e,
+            toleration_seconds: None,
+        }
     }
 
     #[test]
     fn toleration_matching() {
         let t = taint("dedicated", "gpu", TaintEffect::NoSchedule);
-        assert!(tol("dedicated", TolerationOperator::Equal, "gpu", Some(TaintEffect::NoSchedule)).tolerates(&t));
+        assert!(tol(
+            "dedicated",
+            TolerationOperator::Equal,
+            "gpu",
+            Some(TaintEffect::NoSchedule)
+        )
+        .tolerates(&t));
         assert!(tol("dedicated", TolerationOperator::Equal, "gpu", None).tolerates(&t));
         assert!(!tol("dedicated", TolerationOperator::Equal, "cpu", None).tolerates(&t));
         assert!(tol("dedicated", TolerationOperator::Exists, "", None).tolerates(&t));
         assert!(tol("", TolerationOperator::Exists, "", None).tolerates(&t));
-        assert!(!tol("", TolerationOperator::Exists, "", Some(TaintEffect::NoExecute)).tolerates(&t));
+        assert!(!tol(
+            "",
+            TolerationOperator::Exists,
+            "",
+            Some(TaintEffect::NoExecute)
+        )
+        .tolerates(&t));
         assert!(!tol("other", TolerationOperator::Exists, "", None).tolerates(&t));
     }
 
     #[test]
     fn taint_display_matches_upstream() {
-        assert_eq!(taint("dedicated", "gpu", TaintEffect::NoSchedule).to_string(), "{dedicated: gpu}");
-        assert_eq!(taint("node.kubernetes.io/unschedulable", "", TaintEffect::NoSchedule).to_string(), "{node.kubernetes.io/unschedulable}");
+        assert_eq!(
+            taint("dedicated", "gpu", TaintEffect::NoSchedule).to_string(),
+            "{dedicated: gpu}"
+        );
+        assert_eq!(
+            taint(
+                "node.kubernetes.io/unschedulable",
+                "",
+                TaintEffect::NoSchedule
+            )
+            .to_string(),
+            "{node.kubernetes.io/unschedulable}"
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! (upstream `heap.Heap`). The order is a caller-supplied "less" function so activeQ can
 //! follow the QueueSort plugin.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use crate::framework::QueuedPodInfo;
 use crate::model::Uid;
@@ -11,7 +11,7 @@ pub type LessFn = Box<dyn Fn(&QueuedPodInfo, &QueuedPodInfo) -> bool + Send + Sy
 
 pub struct PodHeap {
     items: Vec<QueuedPodInfo>,
-    index: HashMap<Uid, usize>,
+    index: FxHashMap<Uid, usize>,
     less: LessFn,
 }
 
@@ -19,7 +19,7 @@ impl PodHeap {
     pub fn new(less: LessFn) -> Self {
         PodHeap {
             items: Vec::new(),
-            index: HashMap::new(),
+            index: FxHashMap::default(),
             less,
         }
     }
@@ -151,7 +151,9 @@ mod tests {
         }
         h.delete("uid-d");
         h.add_or_update(QueuedPodInfo::new(pod("a").priority(10).build(), now));
-        let order: Vec<String> = std::iter::from_fn(|| h.pop()).map(|p| p.pod.name.to_string()).collect();
+        let order: Vec<String> = std::iter::from_fn(|| h.pop())
+            .map(|p| p.pod.name.to_string())
+            .collect();
         assert_eq!(order, ["a", "b", "c", "e"]);
         assert!(h.is_empty());
     }

@@ -17,10 +17,11 @@ use std::time::{Duration, Instant};
 
 use heap::PodHeap;
 pub use nominator::{NominatedPods, Nominator};
+use rustc_hash::FxHashMap;
 
 use crate::clock::Clock;
 use crate::framework::events::{
-    pod_scheduling_properties_change, ClusterEvent, EventObject, EventResource, ActionType,
+    pod_scheduling_properties_change, ActionType, ClusterEvent, EventObject, EventResource,
     EVENT_FORCE_ACTIVATE, EVENT_UNSCHEDULABLE_TIMEOUT,
 };
 use crate::framework::{Framework, QueuedPodInfo};
@@ -76,9 +77,9 @@ struct Inner {
     backoff: PodHeap,
     /// Pods that hit an error, ordered by backoff expiry.
     error_backoff: PodHeap,
-    unschedulable: HashMap<Uid, QueuedPodInfo>,
+    unschedulable: FxHashMap<Uid, QueuedPodInfo>,
     /// Popped and not yet done: the event sequence number at pop.
-    in_flight: HashMap<Uid, u64>,
+    in_flight: FxHashMap<Uid, u64>,
     in_flight_events: VecDeque<InFlightEvent>,
     next_seq: u64,
     nominator: Nominator,
@@ -136,8 +137,8 @@ impl SchedulingQueue {
                 active: PodHeap::new(active_less),
                 backoff: PodHeap::new(backoff_then_sort),
                 error_backoff: PodHeap::new(Box::new(backoff_less)),
-                unschedulable: HashMap::new(),
-                in_flight: HashMap::new(),
+                unschedulable: FxHashMap::default(),
+                in_flight: FxHashMap::default(),
                 in_flight_events: VecDeque::new(),
                 next_seq: 0,
                 nominator: Nominator::default(),
@@ -281,7 +282,12 @@ impl SchedulingQueue {
         Placement::Active
     }
 
-    fn move_to_backoff(&self, inner: &mut Inner, mut p: QueuedPodInfo, event: &ClusterEvent) -> Placement {
+    fn move_to_backoff(
+        &self,
+        inner: &mut Inner,
+        mut p: QueuedPodInfo,
+        event: &ClusterEvent,
+    ) -> Placement {
         if !self.run_pre_enqueue(&mut p) {
             inner.unschedulable.entry(p.pod.uid.clone()).or_insert(p);
             self.count(Placement::Unschedulable, event);
@@ -299,14 +305,22 @@ impl SchedulingQueue {
         Placement::Backoff
     }
 
-    fn requeue(&self, inner: &mut Inner, mut p: QueuedPodInfo, s: Strategy, event: &ClusterEvent) -> Placement {
+    fn requeue(
+        &self,
+        inner: &mut Inner,
+        mut p: QueuedPodInfo,
+        s: Strategy,
+        event: &ClusterEvent,
+    ) -> Placement {
         match s {
             Strategy::Skip => {
                 inner.unschedulable.insert(p.pod.uid.clone(), p);
                 self.count(Placement::Unschedulable, event);
                 Placement::Unschedulable
             }
-            Strategy::AfterBackoff if self.is_backing_off(&mut p) => self.move_to_backoff(inner, p, event),
+            Strategy::AfterBackoff if self.is_backing_off(&mut p) => {
+                self.move_to_backoff(inner, p, event)
+            }
             _ => self.move_to_active(inner, p, event, false),
         }
     }
@@ -448,7 +462,11 @@ impl SchedulingQueue {
         match inner.in_flight.values().min().copied() {
             None => inner.in_flight_events.clear(),
             Some(oldest) => {
-                while inner.in_flight_events.front().is_some_and(|e| e.seq < oldest) {
+                while inner
+                    .in_flight_events
+                    .front()
+                    .is_some_and(|e| e.seq < oldest)
+                {
                     inner.in_flight_events.pop_front();
                 }
             }
@@ -561,7 +579,12 @@ impl SchedulingQueue {
         if !inner.in_flight.is_empty() {
             let seq = inner.next_seq;
             inner.next_seq += 1;
-            inner.in_flight_events.push_back(InFlightEvent { seq, event, old, new });
+            inner.in_flight_events.push_back(InFlightEvent {
+                seq,
+                event,
+                old,
+                new,
+            });
         }
         drop(inner);
         if moved {
@@ -686,7 +709,11 @@ impl SchedulingQueue {
         let now = self.align(self.clock.now());
         for which in 0..2 {
             loop {
-                let heap = if which == 0 { &mut inner.backoff } else { &mut inner.error_backoff };
+                let heap = if which == 0 {
+                    &mut inner.backoff
+                } else {
+                    &mut inner.error_backoff
+                };
                 let done = heap
                     .peek()
                     .and_then(|p| p.backoff_expiration)
@@ -725,7 +752,10 @@ impl SchedulingQueue {
             inner
                 .unschedulable
                 .iter()
-                .filter(|(_, p)| !p.gated() && now.saturating_duration_since(p.timestamp) > self.max_in_unschedulable)
+                .filter(|(_, p)| {
+                    !p.gated()
+                        && now.saturating_duration_since(p.timestamp) > self.max_in_unschedulable
+                })
                 .map(|(k, _)| k.clone())
                 .collect()
         };
@@ -776,6 +806,10 @@ impl SchedulingQueue {
 
     pub fn scheduling_cycle(&self) -> u64 {
         self.lock().sched_cycle
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.lock().closed
     }
 
     pub fn close(&self) {

@@ -1,17 +1,17 @@
 //! Nominated pods: pods that preemption made room for, by node. Scheduling cycles read
 //! a copy-on-write view, so Filter can consult it from many threads without locks.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 use crate::model::{Pod, Uid};
 
-pub type NominatedPods = Arc<HashMap<Arc<str>, Vec<Arc<Pod>>>>;
+pub type NominatedPods = Arc<FxHashMap<Arc<str>, Vec<Arc<Pod>>>>;
 
 #[derive(Default)]
 pub struct Nominator {
     by_node: NominatedPods,
-    node_of: HashMap<Uid, Arc<str>>,
+    node_of: FxHashMap<Uid, Arc<str>>,
 }
 
 impl Nominator {
@@ -80,7 +80,11 @@ mod tests {
         n.add(p.clone(), Some("a".into()));
         let view = n.view();
         n.add(p.clone(), Some("b".into()));
-        assert_eq!(view.get("a").map(|v| v.len()), Some(1), "views are snapshots");
+        assert_eq!(
+            view.get("a").map(|v| v.len()),
+            Some(1),
+            "views are snapshots"
+        );
         assert!(n.view().get("a").is_none());
         assert_eq!(n.node_of(&p.uid).map(|s| &**s), Some("b"));
         n.update(p.clone());

@@ -11,7 +11,12 @@ fn queue() -> (SchedulingQueue, Arc<FakeClock>) {
     let clock = Arc::new(FakeClock::new());
     let mut profiles = HashMap::new();
     profiles.insert(Arc::from("default-scheduler"), default_framework());
-    let q = SchedulingQueue::new(profiles, clock.clone(), Duration::from_secs(1), Duration::from_secs(10));
+    let q = SchedulingQueue::new(
+        profiles,
+        clock.clone(),
+        Duration::from_secs(1),
+        Duration::from_secs(10),
+    );
     (q, clock)
 }
 
@@ -28,7 +33,9 @@ fn pops_by_priority_then_arrival() {
     q.add(pod("high").priority(9).build());
     clock.step(Duration::from_millis(1));
     q.add(pod("low2").priority(1).build());
-    let order: Vec<String> = std::iter::from_fn(|| q.try_pop()).map(|p| p.pod.name.to_string()).collect();
+    let order: Vec<String> = std::iter::from_fn(|| q.try_pop())
+        .map(|p| p.pod.name.to_string())
+        .collect();
     assert_eq!(order, ["high", "low", "low2"]);
 }
 
@@ -44,11 +51,19 @@ fn gated_pods_wait_until_their_gates_go() {
     q.update(&gated, relabelled.clone());
     assert!(q.try_pop().is_none());
     // A cluster event never moves a gated pod.
-    q.move_all_to_active_or_backoff(EVENT_NODE_ADD, None, Some(EventObject::Node(node("n").build())), None);
+    q.move_all_to_active_or_backoff(
+        EVENT_NODE_ADD,
+        None,
+        Some(EventObject::Node(node("n").build())),
+        None,
+    );
     assert!(q.try_pop().is_none());
     let ungated = pod("g").label("a", "b").build();
     q.update(&relabelled, ungated);
-    assert_eq!(q.try_pop().map(|p| p.pod.name.to_string()), Some("g".into()));
+    assert_eq!(
+        q.try_pop().map(|p| p.pod.name.to_string()),
+        Some("g".into())
+    );
 }
 
 #[test]
@@ -56,9 +71,17 @@ fn unschedulable_pods_move_only_on_events_their_plugins_registered() {
     let (q, clock) = queue();
     q.add(pod("p").cpu(8000).build());
     let p = q.try_pop().unwrap();
-    assert_eq!(q.add_unschedulable_if_not_present(rejected_by(p, "NodeResourcesFit")), Placement::Unschedulable);
+    assert_eq!(
+        q.add_unschedulable_if_not_present(rejected_by(p, "NodeResourcesFit")),
+        Placement::Unschedulable
+    );
     // A pod being bound elsewhere does not free resources: NodeResourcesFit ignores it.
-    q.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_ADD, None, Some(EventObject::Pod(pod("x").node("n").build())), None);
+    q.move_all_to_active_or_backoff(
+        EVENT_ASSIGNED_POD_ADD,
+        None,
+        Some(EventObject::Pod(pod("x").node("n").build())),
+        None,
+    );
     assert_eq!(q.pending().unschedulable, 1);
     // A node too small for the pod does not help either (queueing hint).
     let small = node("small").cpu(1000).build();
@@ -80,7 +103,12 @@ fn events_during_an_attempt_are_replayed_when_it_fails() {
     q.add(pod("p").cpu(8000).build());
     let p = q.try_pop().unwrap();
     // While the pod is being scheduled, a big node arrives.
-    q.move_all_to_active_or_backoff(EVENT_NODE_ADD, None, Some(EventObject::Node(node("big").cpu(16000).build())), None);
+    q.move_all_to_active_or_backoff(
+        EVENT_NODE_ADD,
+        None,
+        Some(EventObject::Node(node("big").cpu(16000).build())),
+        None,
+    );
     let placement = q.add_unschedulable_if_not_present(rejected_by(p, "NodeResourcesFit"));
     assert_eq!(placement, Placement::Backoff);
 }

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use super::Scheduler;
 use crate::cluster::WatchEvent;
 use crate::framework::events::{
-    node_scheduling_properties_change, pod_scheduling_properties_change, ActionType,
-    ClusterEvent, EventObject, EventResource, EVENT_ASSIGNED_POD_ADD, EVENT_ASSIGNED_POD_DELETE,
-    EVENT_NODE_ADD, EVENT_NODE_DELETE,
+    node_scheduling_properties_change, pod_scheduling_properties_change, ActionType, ClusterEvent,
+    EventObject, EventResource, EVENT_ASSIGNED_POD_ADD, EVENT_ASSIGNED_POD_DELETE, EVENT_NODE_ADD,
+    EVENT_NODE_DELETE,
 };
 use crate::model::Pod;
 
@@ -26,8 +26,12 @@ impl Scheduler {
             }
             WatchEvent::NodeAdd(node) => {
                 self.cache().add_node(node.clone());
-                self.queue
-                    .move_all_to_active_or_backoff(EVENT_NODE_ADD, None, Some(EventObject::Node(node)), None);
+                self.queue.move_all_to_active_or_backoff(
+                    EVENT_NODE_ADD,
+                    None,
+                    Some(EventObject::Node(node)),
+                    None,
+                );
             }
             WatchEvent::NodeUpdate(old, new) => {
                 self.cache().update_node(&old, new.clone());
@@ -99,8 +103,12 @@ impl Scheduler {
         if let Err(e) = self.cache().add_pod(pod.clone()) {
             tracing::warn!(pod = %pod.key(), error = %e, "adding pod to cache");
         }
-        self.queue
-            .move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_ADD, None, Some(EventObject::Pod(pod)), None);
+        self.queue.move_all_to_active_or_backoff(
+            EVENT_ASSIGNED_POD_ADD,
+            None,
+            Some(EventObject::Pod(pod)),
+            None,
+        );
     }
 
     fn on_pod_update(&self, old: Arc<Pod>, new: Arc<Pod>) {

@@ -51,7 +51,7 @@ pub struct Scheduler {
     pub(crate) profiles: HashMap<Arc<str>, Arc<Framework>>,
     pub(crate) client: Arc<dyn ClusterClient>,
     /// The latest object of every pod the backend reported (the informer's store).
-    pub(crate) pods: Mutex<HashMap<Uid, Arc<Pod>>>,
+    pub(crate) pods: Mutex<rustc_hash::FxHashMap<Uid, Arc<Pod>>>,
     pub(crate) percentage_of_nodes_to_score: i32,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) runtime: tokio::runtime::Handle,
@@ -127,7 +127,7 @@ impl Scheduler {
             queue,
             profiles,
             client,
-            pods: Mutex::new(HashMap::new()),
+            pods: Mutex::new(Default::default()),
             percentage_of_nodes_to_score: config.percentage_of_nodes_to_score,
             clock,
             runtime,
@@ -147,7 +147,7 @@ impl Scheduler {
         }
     }
 
-    pub(crate) fn pod_store(&self) -> MutexGuard<'_, HashMap<Uid, Arc<Pod>>> {
+    pub(crate) fn pod_store(&self) -> MutexGuard<'_, rustc_hash::FxHashMap<Uid, Arc<Pod>>> {
         match self.pods.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
@@ -231,7 +231,8 @@ impl Scheduler {
             .name("switchyard-scheduling".into())
             .spawn(move || {
                 let me2 = me.clone();
-                me.pool.install(move || schedule_one::run_scheduling_loop(&me2));
+                me.pool
+                    .install(move || schedule_one::run_scheduling_loop(&me2));
             });
         let me = self.clone();
         let housekeeping = self.runtime.spawn(async move {
@@ -242,7 +243,7 @@ impl Scheduler {
                 n += 1;
                 me.queue.flush_backoff_completed();
                 me.cleanup_expired_assumed_pods();
-                if n % 30 == 0 {
+                if n.is_multiple_of(30) {
                     me.queue.flush_unschedulable_leftover();
                 }
             }

@@ -86,7 +86,10 @@ pub fn fit_error_message(num_all_nodes: usize, d: &Diagnosis) -> String {
                 *counts.entry(r).or_default() += num_all_nodes - explicit;
             }
         }
-        let mut strs: Vec<String> = counts.into_iter().map(|(r, c)| format!("{c} {r}")).collect();
+        let mut strs: Vec<String> = counts
+            .into_iter()
+            .map(|(r, c)| format!("{c} {r}"))
+            .collect();
         strs.sort();
         if !strs.is_empty() {
             msg.push_str(&format!(" {}.", strs.join(", ")));
@@ -114,7 +117,7 @@ enum ScheduleError {
     /// No nodes in the cluster at all.
     NoNodes,
     /// No node fits; the diagnosis says why.
-    Fit(Diagnosis, usize),
+    Fit(Box<Diagnosis>, usize),
     /// A plugin failed.
     Error(Status),
 }
@@ -130,7 +133,7 @@ pub struct LoopState {
     pub snapshot: Snapshot,
     next_start_node_index: usize,
     scores: ScoreBuffer,
-    filter_results: Vec<Status>,
+    filter_failures: Vec<(usize, Status)>,
     rng: SplitMix64,
 }
 
@@ -140,7 +143,7 @@ impl LoopState {
             snapshot: Snapshot::default(),
             next_start_node_index: 0,
             scores: ScoreBuffer::default(),
-            filter_results: Vec::new(),
+            filter_failures: Vec::new(),
             rng: SplitMix64(seed),
         }
     }
@@ -166,6 +169,14 @@ impl SplitMix64 {
 
 /// The scheduling thread: cycles until the queue closes.
 pub fn run_scheduling_loop(sched: &Arc<Scheduler>) {
+    // Like kube-scheduler, schedule only once the initial listing is in the cache and
+    // queue: decisions then see the whole cluster, and priorities order the backlog.
+    while !sched.is_synced() {
+        if sched.queue.is_closed() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
     let mut st = LoopState::new(sched.seed);
     while let Some(p) = sched.queue.pop() {
         sched.schedule_one(&mut st, p);
@@ -214,8 +225,12 @@ impl Scheduler {
                     ScheduleError::Fit(mut diag, num_nodes) => {
                         let mut nominating = NominatingInfo::Override(None);
                         if fw.has_post_filter_plugins() {
-                            let (r, s) =
-                                fw.run_post_filter_plugins(&mut state, &pod, &diag.node_to_status, &st.snapshot);
+                            let (r, s) = fw.run_post_filter_plugins(
+                                &mut state,
+                                &pod,
+                                &diag.node_to_status,
+                                &st.snapshot,
+                            );
                             diag.post_filter_msg = s.message();
                             if s.code() == Code::Error {
                                 tracing::error!(pod = %pod.key(), status = %s, "PostFilter failed");
@@ -223,7 +238,7 @@ impl Scheduler {
                             nominating = r.map_or(NominatingInfo::Noop, |r| r.nominating_info);
                         }
                         let msg = fit_error_message(num_nodes, &diag);
-                        (Status::unschedulable(msg), Some(diag), nominating)
+                        (Status::unschedulable(msg), Some(*diag), nominating)
                     }
                 };
                 self.handle_scheduling_failure(&fw, pinfo, status, diag, nominating, start);
@@ -251,7 +266,14 @@ impl Scheduler {
             fw.run_reserve_plugins_unreserve(&mut state, &assumed, &host);
             self.forget(&assumed);
             let (status, diag) = single_node_failure(s, &host);
-            self.handle_scheduling_failure(&fw, pinfo, status, diag, NominatingInfo::Override(None), start);
+            self.handle_scheduling_failure(
+                &fw,
+                pinfo,
+                status,
+                diag,
+                NominatingInfo::Override(None),
+                start,
+            );
             return;
         }
         let s = fw.run_permit_plugins(&mut state, &assumed, &host);
@@ -259,7 +281,14 @@ impl Scheduler {
             fw.run_reserve_plugins_unreserve(&mut state, &assumed, &host);
             self.forget(&assumed);
             let (status, diag) = single_node_failure(s, &host);
-            self.handle_scheduling_failure(&fw, pinfo, status, diag, NominatingInfo::Override(None), start);
+            self.handle_scheduling_failure(
+                &fw,
+                pinfo,
+                status,
+                diag,
+                NominatingInfo::Override(None),
+                start,
+            );
             return;
         }
         self.stats.record(AttemptRecord {
@@ -298,7 +327,7 @@ impl Scheduler {
         let nominated = self.queue.nominated_pods();
         let (feasible, diag) = self.find_nodes_that_fit_pod(st, fw, state, pod, &nominated)?;
         if feasible.is_empty() {
-            return Err(ScheduleError::Fit(diag, num_nodes));
+            return Err(ScheduleError::Fit(Box::new(diag), num_nodes));
         }
         if feasible.len() == 1 {
             return Ok(ScheduleResult {
@@ -391,7 +420,7 @@ impl Scheduler {
                 node_list,
                 percentage,
                 st.next_start_node_index,
-                &mut st.filter_results,
+                &mut st.filter_failures,
                 nominated,
             )
         };
@@ -466,7 +495,11 @@ impl Scheduler {
             },
             duration: start.elapsed(),
         });
-        let reason = if rejected { "Unschedulable" } else { "SchedulerError" };
+        let reason = if rejected {
+            "Unschedulable"
+        } else {
+            "SchedulerError"
+        };
         if let Some(d) = &diag {
             pinfo.unschedulable_plugins = d.unschedulable_plugins.clone();
             pinfo.pending_plugins = d.pending_plugins.clone();
@@ -501,7 +534,8 @@ impl Scheduler {
             }
             NominatingInfo::Noop => {
                 if pod.nominated_node_name.is_some() {
-                    self.queue.set_nominated(pod.clone(), pod.nominated_node_name.clone());
+                    self.queue
+                        .set_nominated(pod.clone(), pod.nominated_node_name.clone());
                 }
                 None
             }
@@ -548,14 +582,18 @@ impl Scheduler {
             } else {
                 (s, None)
             };
-            self.handle_binding_cycle_error(&fw, &mut state, &assumed, pinfo, &host, status, diag, start);
+            self.handle_binding_cycle_error(
+                &fw, &mut state, &assumed, pinfo, &host, status, diag, start,
+            );
             return;
         }
         // Failures after Permit are errors, never "unschedulable".
         self.queue.done(&assumed.uid);
         let s = fw.run_pre_bind_plugins(&state, &assumed, &host).await;
         if !s.is_success() {
-            self.handle_binding_cycle_error(&fw, &mut state, &assumed, pinfo, &host, s, None, start);
+            self.handle_binding_cycle_error(
+                &fw, &mut state, &assumed, pinfo, &host, s, None, start,
+            );
             return;
         }
         let s = fw.run_bind_plugins(&state, &assumed, &host).await;
@@ -566,7 +604,9 @@ impl Scheduler {
             } else {
                 s
             };
-            self.handle_binding_cycle_error(&fw, &mut state, &assumed, pinfo, &host, s, None, start);
+            self.handle_binding_cycle_error(
+                &fw, &mut state, &assumed, pinfo, &host, s, None, start,
+            );
             return;
         }
         self.stats
@@ -602,7 +642,9 @@ impl Scheduler {
         fw.run_reserve_plugins_unreserve(state, assumed, host);
         let forgot = self.cache().forget_pod(assumed);
         match forgot {
-            Err(e) => tracing::error!(pod = %assumed.key(), error = %e, "scheduler cache ForgetPod failed"),
+            Err(e) => {
+                tracing::error!(pod = %assumed.key(), error = %e, "scheduler cache ForgetPod failed")
+            }
             Ok(()) => {
                 let uid = assumed.uid.clone();
                 let exclude_self = status.is_rejected();
@@ -615,7 +657,14 @@ impl Scheduler {
                 );
             }
         }
-        self.handle_scheduling_failure(fw, pinfo, status, diag, NominatingInfo::Override(None), start);
+        self.handle_scheduling_failure(
+            fw,
+            pinfo,
+            status,
+            diag,
+            NominatingInfo::Override(None),
+            start,
+        );
     }
 }
 
@@ -644,7 +693,7 @@ fn find_nodes_that_pass_filters(
     nodes: &[Arc<NodeInfo>],
     percentage: i32,
     start: usize,
-    results: &mut Vec<Status>,
+    failures: &mut Vec<(usize, Status)>,
     nominated: &NominatedPods,
 ) -> Result<Vec<Arc<NodeInfo>>, Status> {
     let n = nodes.len();
@@ -674,31 +723,43 @@ fn find_nodes_that_pass_filters(
     while offset < n && feasible.len() < to_find {
         let need = to_find - feasible.len();
         let round = (need + need / 4 + 16).min(n - offset);
-        results.clear();
-        results.resize(round, Status::success());
+        // Only failures are materialised; most nodes usually pass.
+        failures.clear();
         if round >= PARALLEL_THRESHOLD {
-            results
-                .par_iter_mut()
-                .enumerate()
-                .with_min_len(PARALLEL_CHUNK)
-                .for_each(|(i, out)| *out = check(at(offset + i)));
+            let min_len = (round / (rayon::current_num_threads().max(1) * 4)).max(PARALLEL_CHUNK);
+            let found: Vec<(usize, Status)> = (0..round)
+                .into_par_iter()
+                .with_min_len(min_len)
+                .filter_map(|i| {
+                    let s = check(at(offset + i));
+                    (!s.is_success()).then_some((i, s))
+                })
+                .collect();
+            failures.extend(found);
         } else {
-            for (i, out) in results.iter_mut().enumerate() {
-                *out = check(at(offset + i));
+            for i in 0..round {
+                let s = check(at(offset + i));
+                if !s.is_success() {
+                    failures.push((i, s));
+                }
             }
         }
-        for (i, s) in results.drain(..).enumerate() {
+        let mut next_failure = 0usize;
+        for i in 0..round {
             let ni = at(offset + i);
-            if s.is_success() {
+            if failures.get(next_failure).is_some_and(|(fi, _)| *fi == i) {
+                let s = std::mem::take(&mut failures[next_failure].1);
+                next_failure += 1;
+                if s.code() == Code::Error {
+                    return Err(s);
+                }
+                diag.add_plugin_status(&s);
+                diag.node_to_status.set(ni.node().name.clone(), s);
+            } else {
                 feasible.push(ni.clone());
                 if feasible.len() == to_find {
                     break;
                 }
-            } else if s.code() == Code::Error {
-                return Err(s);
-            } else {
-                diag.add_plugin_status(&s);
-                diag.node_to_status.set(ni.node().name.clone(), s);
             }
         }
         offset += round;
@@ -726,17 +787,32 @@ mod tests {
     #[test]
     fn fit_error_messages() {
         let mut d = Diagnosis::default();
-        d.node_to_status.set("a".into(), Status::unresolvable("node(s) had untolerated taint(s)"));
-        d.node_to_status.set("b".into(), Status::unschedulable("Insufficient cpu"));
-        d.node_to_status.set("c".into(), Status::with_reasons(Code::Unschedulable, vec!["Insufficient cpu".into(), "Insufficient memory".into()]));
+        d.node_to_status.set(
+            "a".into(),
+            Status::unresolvable("node(s) had untolerated taint(s)"),
+        );
+        d.node_to_status
+            .set("b".into(), Status::unschedulable("Insufficient cpu"));
+        d.node_to_status.set(
+            "c".into(),
+            Status::with_reasons(
+                Code::Unschedulable,
+                vec!["Insufficient cpu".into(), "Insufficient memory".into()],
+            ),
+        );
         assert_eq!(
             fit_error_message(3, &d),
             "0/3 nodes are available: 1 Insufficient memory, 1 node(s) had untolerated taint(s), 2 Insufficient cpu."
         );
         d.post_filter_msg = "preemption: not helpful".into();
         assert!(fit_error_message(3, &d).ends_with("2 Insufficient cpu. preemption: not helpful"));
-        let mut p = Diagnosis::default();
-        p.pre_filter_msg = "pod affinity terms conflict".into();
-        assert_eq!(fit_error_message(5, &p), "0/5 nodes are available: pod affinity terms conflict.");
+        let p = Diagnosis {
+            pre_filter_msg: "pod affinity terms conflict".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            fit_error_message(5, &p),
+            "0/5 nodes are available: pod affinity terms conflict."
+        );
     }
 }

@@ -70,7 +70,9 @@ fn calculate_priority(sum: i64, slots: usize) -> i64 {
 impl ScorePlugin for ImageLocality {
     fn score(&self, state: &CycleState, _pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
         let Some(s) = state.read::<PreScoreState>() else {
-            return Err(crate::plugins::helper::missing_state("PreScoreImageLocality"));
+            return Err(crate::plugins::helper::missing_state(
+                "PreScoreImageLocality",
+            ));
         };
         let n = node.node();
         if n.images.is_empty() {
@@ -83,6 +85,29 @@ impl ScorePlugin for ImageLocality {
             }
         }
         Ok(calculate_priority(sum, s.slots))
+    }
+
+    fn score_nodes(
+        &self,
+        state: &CycleState,
+        pod: &Pod,
+        nodes: &[Arc<NodeInfo>],
+        out: &mut [i64],
+    ) -> Result<(), Status> {
+        let Some(s) = state.read::<PreScoreState>() else {
+            return Err(crate::plugins::helper::missing_state(
+                "PreScoreImageLocality",
+            ));
+        };
+        if s.images.iter().all(|(_, spread)| *spread == 0.0) {
+            // No node has any of the pod's images.
+            out.fill(calculate_priority(0, s.slots));
+            return Ok(());
+        }
+        for (n, o) in nodes.iter().zip(out.iter_mut()) {
+            *o = self.score(state, pod, n)?;
+        }
+        Ok(())
     }
 }
 

@@ -107,7 +107,10 @@ impl PreFilterPlugin for NodeAffinity {
         _snapshot: &Snapshot,
     ) -> (Option<PreFilterResult>, Status) {
         let required = pod.spec.required_node_affinity.as_ref();
-        if required.is_none() && self.added_node_selector.is_none() && pod.spec.node_selector.is_none() {
+        if required.is_none()
+            && self.added_node_selector.is_none()
+            && pod.spec.node_selector.is_none()
+        {
             return (None, Status::skip());
         }
         let Some(required) = required.filter(|r| !r.terms.is_empty()) else {
@@ -125,7 +128,12 @@ impl PreFilterPlugin for NodeAffinity {
         }
         match names {
             Some(n) if n.is_empty() => (None, Status::unresolvable(ERR_REASON_CONFLICT)),
-            Some(n) => (Some(PreFilterResult { node_names: Some(n) }), Status::success()),
+            Some(n) => (
+                Some(PreFilterResult {
+                    node_names: Some(n),
+                }),
+                Status::success(),
+            ),
             None => (None, Status::success()),
         }
     }
@@ -224,7 +232,10 @@ pub fn factory() -> PluginFactory {
                         "parsing addedAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}]: invalid term"
                     ));
                 }
-                added_pref_terms.push(PreferredSchedulingTerm { weight: p.weight, term });
+                added_pref_terms.push(PreferredSchedulingTerm {
+                    weight: p.weight,
+                    term,
+                });
             }
         }
         Ok(Arc::new(NodeAffinity {
@@ -240,16 +251,29 @@ mod tests {
     use crate::testing::{node, pod};
 
     fn plugin() -> NodeAffinity {
-        NodeAffinity { added_node_selector: None, added_pref_terms: vec![] }
+        NodeAffinity {
+            added_node_selector: None,
+            added_pref_terms: vec![],
+        }
     }
 
     #[test]
     fn selector_and_required_affinity_are_anded() {
         let n = NodeInfo::new(node("n").label("zone", "a").label("disk", "ssd").build());
         let st = CycleState::new();
-        assert!(plugin().filter(&st, &pod("p").node_selector("zone", "a").build(), &n).is_success());
-        assert_eq!(plugin().filter(&st, &pod("p").node_selector("zone", "b").build(), &n).message(), ERR_REASON_POD);
-        let both = pod("p").node_selector("zone", "a").node_affinity_in("disk", &["hdd"]).build();
+        assert!(plugin()
+            .filter(&st, &pod("p").node_selector("zone", "a").build(), &n)
+            .is_success());
+        assert_eq!(
+            plugin()
+                .filter(&st, &pod("p").node_selector("zone", "b").build(), &n)
+                .message(),
+            ERR_REASON_POD
+        );
+        let both = pod("p")
+            .node_selector("zone", "a")
+            .node_affinity_in("disk", &["hdd"])
+            .build();
         assert_eq!(plugin().filter(&st, &both, &n).message(), ERR_REASON_POD);
     }
 
@@ -258,8 +282,13 @@ mod tests {
         let p = pod("p").build();
         let (_, s) = plugin().pre_filter(&mut CycleState::new(), &p, &Snapshot::default());
         assert!(s.is_skip());
-        assert!(plugin().pre_score(&mut CycleState::new(), &p, &[], &Snapshot::default()).is_skip());
-        let p = pod("p").preferred_node_affinity(30, "zone", &["a"]).preferred_node_affinity(5, "disk", &["ssd"]).build();
+        assert!(plugin()
+            .pre_score(&mut CycleState::new(), &p, &[], &Snapshot::default())
+            .is_skip());
+        let p = pod("p")
+            .preferred_node_affinity(30, "zone", &["a"])
+            .preferred_node_affinity(5, "disk", &["ssd"])
+            .build();
         let n = NodeInfo::new(node("n").label("zone", "a").label("disk", "ssd").build());
         assert_eq!(plugin().score(&CycleState::new(), &p, &n).unwrap(), 35);
     }

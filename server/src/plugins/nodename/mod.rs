@@ -20,7 +20,10 @@ impl Plugin for NodeName {
         Some(self)
     }
     fn events_to_register(&self) -> Option<Vec<ClusterEventWithHint>> {
-        Some(vec![ClusterEventWithHint::new(EventResource::Node, ActionType::ADD)])
+        Some(vec![ClusterEventWithHint::new(
+            EventResource::Node,
+            ActionType::ADD,
+        )])
     }
 }
 
@@ -45,8 +48,17 @@ mod tests {
     #[test]
     fn only_the_named_node() {
         let n = NodeInfo::new(node("a").build());
-        assert!(NodeName.filter(&CycleState::new(), &pod("p").build(), &n).is_success());
-        assert!(NodeName.filter(&CycleState::new(), &pod("p").node("a").build(), &n).is_success());
-        assert_eq!(NodeName.filter(&CycleState::new(), &pod("p").node("b").build(), &n).message(), ERR_REASON);
+        assert!(NodeName
+            .filter(&CycleState::new(), &pod("p").build(), &n)
+            .is_success());
+        assert!(NodeName
+            .filter(&CycleState::new(), &pod("p").node("a").build(), &n)
+            .is_success());
+        assert_eq!(
+            NodeName
+                .filter(&CycleState::new(), &pod("p").node("b").build(), &n)
+                .message(),
+            ERR_REASON
+        );
     }
 }

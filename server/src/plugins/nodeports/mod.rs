@@ -25,26 +25,30 @@ impl Plugin for NodePorts {
     }
     fn events_to_register(&self) -> Option<Vec<ClusterEventWithHint>> {
         Some(vec![
-            ClusterEventWithHint::with_hint(EventResource::Pod, ActionType::DELETE, |pod, old, _new| {
-                let Some(deleted) = old.and_then(|o| o.as_pod()) else {
-                    return QueueingHint::Queue;
-                };
-                if deleted.node_name.is_none() && deleted.nominated_node_name.is_none() {
-                    return QueueingHint::QueueSkip;
-                }
-                let shares_port = deleted.spec.host_ports.iter().any(|d| {
-                    pod.spec.host_ports.iter().any(|p| {
-                        p.port == d.port
-                            && p.protocol == d.protocol
-                            && (p.ip == d.ip || &*p.ip == "0.0.0.0" || &*d.ip == "0.0.0.0")
-                    })
-                });
-                if shares_port {
-                    QueueingHint::Queue
-                } else {
-                    QueueingHint::QueueSkip
-                }
-            }),
+            ClusterEventWithHint::with_hint(
+                EventResource::Pod,
+                ActionType::DELETE,
+                |pod, old, _new| {
+                    let Some(deleted) = old.and_then(|o| o.as_pod()) else {
+                        return QueueingHint::Queue;
+                    };
+                    if deleted.node_name.is_none() && deleted.nominated_node_name.is_none() {
+                        return QueueingHint::QueueSkip;
+                    }
+                    let shares_port = deleted.spec.host_ports.iter().any(|d| {
+                        pod.spec.host_ports.iter().any(|p| {
+                            p.port == d.port
+                                && p.protocol == d.protocol
+                                && (p.ip == d.ip || &*p.ip == "0.0.0.0" || &*d.ip == "0.0.0.0")
+                        })
+                    });
+                    if shares_port {
+                        QueueingHint::Queue
+                    } else {
+                        QueueingHint::QueueSkip
+                    }
+                },
+            ),
             ClusterEventWithHint::new(EventResource::Node, ActionType::ADD),
         ])
     }
@@ -69,7 +73,12 @@ impl FilterPlugin for NodePorts {
         if node.used_ports.is_empty() {
             return Status::success();
         }
-        if pod.spec.host_ports.iter().any(|p| node.used_ports.conflicts(p)) {
+        if pod
+            .spec
+            .host_ports
+            .iter()
+            .any(|p| node.used_ports.conflicts(p))
+        {
             return Status::unschedulable(ERR_REASON);
         }
         Status::success()
@@ -93,8 +102,14 @@ mod tests {
         let s = NodePorts.filter(&CycleState::new(), &pod("b").host_port(8080).build(), &n);
         assert_eq!(s.code(), Code::Unschedulable);
         assert_eq!(s.message(), ERR_REASON);
-        assert!(NodePorts.filter(&CycleState::new(), &pod("c").host_port(9090).build(), &n).is_success());
-        let (_, s) = NodePorts.pre_filter(&mut CycleState::new(), &pod("d").build(), &Snapshot::default());
+        assert!(NodePorts
+            .filter(&CycleState::new(), &pod("c").host_port(9090).build(), &n)
+            .is_success());
+        let (_, s) = NodePorts.pre_filter(
+            &mut CycleState::new(),
+            &pod("d").build(),
+            &Snapshot::default(),
+        );
         assert!(s.is_skip());
     }
 }

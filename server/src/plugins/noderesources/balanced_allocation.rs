@@ -113,6 +113,28 @@ impl PreScorePlugin for BalancedAllocation {
 }
 
 impl ScorePlugin for BalancedAllocation {
+    fn score_nodes(
+        &self,
+        state: &CycleState,
+        pod: &Pod,
+        nodes: &[Arc<NodeInfo>],
+        out: &mut [i64],
+    ) -> Result<(), Status> {
+        match state.read::<PreScoreState>() {
+            Some(s) => {
+                for (n, o) in nodes.iter().zip(out.iter_mut()) {
+                    *o = self.score_with(&s.requests, n);
+                }
+            }
+            None => {
+                for (n, o) in nodes.iter().zip(out.iter_mut()) {
+                    *o = self.score(state, pod, n)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn score(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
         let owned;
         let requests: &[i64] = match state.read::<PreScoreState>() {
@@ -126,6 +148,21 @@ impl ScorePlugin for BalancedAllocation {
                 &owned
             }
         };
+        Ok(self.score_with(requests, node))
+    }
+}
+
+impl BalancedAllocation {
+    #[inline]
+    fn score_with(&self, requests: &[i64], node: &NodeInfo) -> i64 {
+        if let ([k0, k1], [r0, r1]) = (&self.resources[..], requests) {
+            // The common cpu+memory case, without arrays.
+            let (a0, w0) = allocatable_and_requested(node, k0, *r0, true);
+            let (a1, w1) = allocatable_and_requested(node, k1, *r1, true);
+            let with_score = balanced2(w0, a0, w1, a1);
+            let without_score = balanced2(w0 - r0, a0, w1 - r1, a1);
+            return MAX_NODE_SCORE / 2 + (MAX_NODE_SCORE / 2 + with_score - without_score) / 2;
+        }
         let n = self.resources.len().min(8);
         let mut with_pod = [0i64; 8];
         let mut without = [0i64; 8];
@@ -141,20 +178,40 @@ impl ScorePlugin for BalancedAllocation {
         }
         let with_score = balanced_resource_score(&with_pod[..n], &alloc[..n]);
         let without_score = balanced_resource_score(&without[..n], &alloc[..n]);
-        Ok(MAX_NODE_SCORE / 2 + (MAX_NODE_SCORE / 2 + with_score - without_score) / 2)
+        MAX_NODE_SCORE / 2 + (MAX_NODE_SCORE / 2 + with_score - without_score) / 2
     }
+}
+
+/// `balanced_resource_score` for two resources, same float operations.
+#[inline]
+fn balanced2(r0: i64, a0: i64, r1: i64, a1: i64) -> i64 {
+    let frac = |r: i64, a: i64| (r as f64 / a as f64).min(1.0);
+    let std = match (a0 != 0, a1 != 0) {
+        (true, true) => ((frac(r0, a0) - frac(r1, a1)) / 2.0).abs(),
+        _ => 0.0,
+    };
+    ((1.0 - std) * MAX_NODE_SCORE as f64) as i64
 }
 
 fn build(args: Option<&serde_json::Value>) -> Result<BalancedAllocation, String> {
     let a: BalancedAllocationArgs = decode_args(args)?;
-    let resources = if a.resources.is_empty() { default_resources() } else { a.resources };
+    let resources = if a.resources.is_empty() {
+        default_resources()
+    } else {
+        a.resources
+    };
     for (i, r) in resources.iter().enumerate() {
         if resources[..i].iter().any(|p| p.name == r.name) {
-            return Err(format!("resources[{i}].name: Duplicate value: {:?}", r.name));
+            return Err(format!(
+                "resources[{i}].name: Duplicate value: {:?}",
+                r.name
+            ));
         }
         if let Some(w) = r.weight {
             if w != 1 && w != 0 {
-                return Err(format!("resources[{i}].weight: Invalid value: {w}: must be 1"));
+                return Err(format!(
+                    "resources[{i}].weight: Invalid value: {w}: must be 1"
+                ));
             }
         }
     }
@@ -184,6 +241,17 @@ mod tests {
         assert_eq!(balanced_resource_score(&[53, 35], &[100, 100]), 90);
         assert_eq!(balanced_resource_score(&[3000, 5000], &[4000, 10000]), 87);
         assert_eq!(balanced_resource_score(&[5, 0], &[10, 0]), 100);
+        for (r0, a0, r1, a1) in [
+            (53, 100, 35, 100),
+            (3000, 4000, 5000, 10000),
+            (5, 10, 0, 0),
+            (7, 3, 1, 9),
+        ] {
+            assert_eq!(
+                balanced2(r0, a0, r1, a1),
+                balanced_resource_score(&[r0, r1], &[a0, a1])
+            );
+        }
     }
 
     #[test]
@@ -191,7 +259,9 @@ mod tests {
         let b = build(None).unwrap();
         let p = pod("p").cpu(1000).memory(1 << 30).build();
         let mut st = CycleState::new();
-        assert!(b.pre_score(&mut st, &p, &[], &Snapshot::default()).is_success());
+        assert!(b
+            .pre_score(&mut st, &p, &[], &Snapshot::default())
+            .is_success());
         // Empty 4-CPU/4Gi node: with the pod, cpu 0.25 and memory 0.25: still balanced.
         let n = NodeInfo::new(node("n").cpu(4000).memory(4 << 30).build());
         assert_eq!(b.score(&st, &p, &n).unwrap(), 75);
@@ -203,6 +273,13 @@ mod tests {
         b.pre_score(&mut st2, &mem_pod, &[], &Snapshot::default());
         assert!(b.score(&st2, &mem_pod, &busy).unwrap() > 75);
         // Best-effort pods skip the plugin.
-        assert!(b.pre_score(&mut CycleState::new(), &pod("be").build(), &[], &Snapshot::default()).is_skip());
+        assert!(b
+            .pre_score(
+                &mut CycleState::new(),
+                &pod("be").build(),
+                &[],
+                &Snapshot::default()
+            )
+            .is_skip());
     }
 }

@@ -103,7 +103,11 @@ impl Fit {
                 unresolvable: false,
             });
         }
-        if req.milli_cpu == 0 && req.memory == 0 && req.ephemeral_storage == 0 && req.scalar.is_empty() {
+        if req.milli_cpu == 0
+            && req.memory == 0
+            && req.ephemeral_storage == 0
+            && req.scalar.is_empty()
+        {
             return;
         }
         if req.milli_cpu > 0 && req.milli_cpu > a.milli_cpu - r.milli_cpu {
@@ -118,7 +122,9 @@ impl Fit {
                 unresolvable: req.memory > a.memory,
             });
         }
-        if req.ephemeral_storage > 0 && req.ephemeral_storage > a.ephemeral_storage - r.ephemeral_storage {
+        if req.ephemeral_storage > 0
+            && req.ephemeral_storage > a.ephemeral_storage - r.ephemeral_storage
+        {
             out.push(Insufficient {
                 reason: Cow::Borrowed("Insufficient ephemeral-storage"),
                 unresolvable: req.ephemeral_storage > a.ephemeral_storage,
@@ -175,14 +181,16 @@ impl Plugin for Fit {
             shape: BrokenLinear(vec![]),
         });
         Some(vec![
-            ClusterEventWithHint::with_hint(EventResource::Pod, ActionType::DELETE, |_pod, old, _new| {
-                match old.and_then(|o| o.as_pod()) {
+            ClusterEventWithHint::with_hint(
+                EventResource::Pod,
+                ActionType::DELETE,
+                |_pod, old, _new| match old.and_then(|o| o.as_pod()) {
                     Some(p) if p.node_name.is_none() && p.nominated_node_name.is_none() => {
                         QueueingHint::QueueSkip
                     }
                     _ => QueueingHint::Queue,
-                }
-            }),
+                },
+            ),
             ClusterEventWithHint::with_hint(
                 EventResource::Node,
                 ActionType::ADD.union(ActionType::UPDATE_NODE_ALLOCATABLE),
@@ -201,7 +209,9 @@ impl Plugin for Fit {
                         || (r.milli_cpu > 0 && n.milli_cpu > o.milli_cpu)
                         || (r.memory > 0 && n.memory > o.memory)
                         || (r.ephemeral_storage > 0 && n.ephemeral_storage > o.ephemeral_storage)
-                        || r.scalar.iter().any(|(k, v)| v > 0 && n.scalar.get(k) > o.scalar.get(k));
+                        || r.scalar
+                            .iter()
+                            .any(|(k, v)| v > 0 && n.scalar.get(k) > o.scalar.get(k));
                     if grew {
                         QueueingHint::Queue
                     } else {
@@ -254,6 +264,29 @@ impl ScorePlugin for Fit {
         let s = state
             .read::<PreScoreState>()
             .ok_or_else(|| missing_state("PreScoreNodeResourcesFit"))?;
+        Ok(self.score_with(s, node))
+    }
+
+    fn score_nodes(
+        &self,
+        state: &CycleState,
+        _pod: &Pod,
+        nodes: &[Arc<NodeInfo>],
+        out: &mut [i64],
+    ) -> Result<(), Status> {
+        let s = state
+            .read::<PreScoreState>()
+            .ok_or_else(|| missing_state("PreScoreNodeResourcesFit"))?;
+        for (n, o) in nodes.iter().zip(out.iter_mut()) {
+            *o = self.score_with(s, n);
+        }
+        Ok(())
+    }
+}
+
+impl Fit {
+    #[inline]
+    fn score_with(&self, s: &PreScoreState, node: &NodeInfo) -> i64 {
         let mut node_score: i64 = 0;
         let mut weight_sum: i64 = 0;
         match self.strategy {
@@ -275,9 +308,9 @@ impl ScorePlugin for Fit {
                     }
                 }
                 if weight_sum == 0 {
-                    return Ok(0);
+                    return 0;
                 }
-                Ok((node_score as f64 / weight_sum as f64).round() as i64)
+                (node_score as f64 / weight_sum as f64).round() as i64
             }
             strategy => {
                 for (r, &req) in self.resources.iter().zip(s.requests.iter()) {
@@ -294,9 +327,9 @@ impl ScorePlugin for Fit {
                     weight_sum += r.weight;
                 }
                 if weight_sum == 0 {
-                    return Ok(0);
+                    return 0;
                 }
-                Ok(node_score / weight_sum)
+                node_score / weight_sum
             }
         }
     }
@@ -306,7 +339,9 @@ fn build(args: Option<&serde_json::Value>) -> Result<Fit, String> {
     let a: FitArgs = decode_args(args)?;
     for (i, r) in a.ignored_resources.iter().enumerate() {
         if !is_qualified_name(r) {
-            return Err(format!("ignoredResources[{i}]: Invalid value: {r:?}: must be a valid resource name"));
+            return Err(format!(
+                "ignoredResources[{i}]: Invalid value: {r:?}: must be a valid resource name"
+            ));
         }
     }
     for (i, g) in a.ignored_resource_groups.iter().enumerate() {
@@ -314,7 +349,9 @@ fn build(args: Option<&serde_json::Value>) -> Result<Fit, String> {
             return Err(format!("ignoredResourceGroups[{i}]: Invalid value: {g:?}: resource group name can't contain '/'"));
         }
         if !is_qualified_name(g) {
-            return Err(format!("ignoredResourceGroups[{i}]: Invalid value: {g:?}: must be a valid name"));
+            return Err(format!(
+                "ignoredResourceGroups[{i}]: Invalid value: {g:?}: must be a valid name"
+            ));
         }
     }
     let (strategy, resources, shape) = match a.scoring_strategy {
@@ -330,7 +367,11 @@ fn build(args: Option<&serde_json::Value>) -> Result<Fit, String> {
                     ))
                 }
             };
-            let resources = if s.resources.is_empty() { default_resources() } else { s.resources };
+            let resources = if s.resources.is_empty() {
+                default_resources()
+            } else {
+                s.resources
+            };
             for (i, r) in resources.iter().enumerate() {
                 let w = r.weight.unwrap_or(1);
                 if !(0..=100).contains(&w) {
@@ -364,7 +405,9 @@ fn build(args: Option<&serde_json::Value>) -> Result<Fit, String> {
 /// Validates a utilisation shape and scales scores to 0..=100.
 pub fn validate_shape(shape: &[ShapePoint], field: &str) -> Result<BrokenLinear, String> {
     if shape.is_empty() {
-        return Err(format!("{field}: Required value: at least one point must be specified"));
+        return Err(format!(
+            "{field}: Required value: at least one point must be specified"
+        ));
     }
     for (i, p) in shape.iter().enumerate() {
         if i > 0 && p.utilization <= shape[i - 1].utilization {
@@ -374,10 +417,16 @@ pub fn validate_shape(shape: &[ShapePoint], field: &str) -> Result<BrokenLinear,
             ));
         }
         if !(0..=100).contains(&p.utilization) {
-            return Err(format!("{field}[{i}].utilization: Invalid value: {}: not in valid range [0, 100]", p.utilization));
+            return Err(format!(
+                "{field}[{i}].utilization: Invalid value: {}: not in valid range [0, 100]",
+                p.utilization
+            ));
         }
         if !(0..=10).contains(&p.score) {
-            return Err(format!("{field}[{i}].score: Invalid value: {}: not in valid range [0, 10]", p.score));
+            return Err(format!(
+                "{field}[{i}].score: Invalid value: {}: not in valid range [0, 10]",
+                p.score
+            ));
         }
     }
     Ok(BrokenLinear(
@@ -413,17 +462,33 @@ mod tests {
         let s = f.filter(&st, &pod("p").cpu(500).memory(500).build(), &n);
         assert_eq!(s.code(), Code::Unschedulable);
         assert_eq!(s.message(), "Too many pods, Insufficient cpu");
-        let gpu = f.filter(&st, &pod("g").scalar("nvidia.com/gpu", 1).build(), &NodeInfo::new(node("m").build()));
+        let gpu = f.filter(
+            &st,
+            &pod("g").scalar("nvidia.com/gpu", 1).build(),
+            &NodeInfo::new(node("m").build()),
+        );
         assert_eq!(gpu.message(), "Insufficient nvidia.com/gpu");
         let ignoring = fit(serde_json::json!({"ignoredResourceGroups": ["nvidia.com"]}));
-        assert!(ignoring.filter(&st, &pod("g").scalar("nvidia.com/gpu", 1).build(), &NodeInfo::new(node("m").build())).is_success());
+        assert!(ignoring
+            .filter(
+                &st,
+                &pod("g").scalar("nvidia.com/gpu", 1).build(),
+                &NodeInfo::new(node("m").build())
+            )
+            .is_success());
     }
 
     #[test]
     fn least_and_most_allocated() {
         let n = NodeInfo::new(node("n").cpu(4000).memory(10000).build());
         let p = pod("p").cpu(3000).memory(5000).build();
-        for (args, want) in [(serde_json::json!({}), 37), (serde_json::json!({"scoringStrategy": {"type": "MostAllocated"}}), 62)] {
+        for (args, want) in [
+            (serde_json::json!({}), 37),
+            (
+                serde_json::json!({"scoringStrategy": {"type": "MostAllocated"}}),
+                62,
+            ),
+        ] {
             let f = fit(args);
             let mut st = CycleState::new();
             f.pre_score(&mut st, &p, &[], &Snapshot::default());
@@ -433,8 +498,10 @@ mod tests {
 
     #[test]
     fn requested_to_capacity_ratio() {
-        let f = fit(serde_json::json!({"scoringStrategy": {"type": "RequestedToCapacityRatio",
-            "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]}}}));
+        let f = fit(
+            serde_json::json!({"scoringStrategy": {"type": "RequestedToCapacityRatio",
+            "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]}}}),
+        );
         let n = NodeInfo::new(node("n").cpu(4000).memory(10000).build());
         let p = pod("p").cpu(3000).memory(5000).build();
         let mut st = CycleState::new();
@@ -445,10 +512,24 @@ mod tests {
 
     #[test]
     fn bad_args_name_the_field() {
-        let e = build(Some(&serde_json::json!({"scoringStrategy": {"type": "Nope"}}))).err().unwrap();
-        assert!(e.starts_with("scoringStrategy.type: Unsupported value"), "{e}");
-        let e = build(Some(&serde_json::json!({"scoringStrategy": {"type": "RequestedToCapacityRatio"}}))).err().unwrap();
-        assert!(e.contains("requestedToCapacityRatio: Required value"), "{e}");
+        let e = build(Some(
+            &serde_json::json!({"scoringStrategy": {"type": "Nope"}}),
+        ))
+        .err()
+        .unwrap();
+        assert!(
+            e.starts_with("scoringStrategy.type: Unsupported value"),
+            "{e}"
+        );
+        let e = build(Some(
+            &serde_json::json!({"scoringStrategy": {"type": "RequestedToCapacityRatio"}}),
+        ))
+        .err()
+        .unwrap();
+        assert!(
+            e.contains("requestedToCapacityRatio: Required value"),
+            "{e}"
+        );
         let e = build(Some(&serde_json::json!({"bogus": 1}))).err().unwrap();
         assert!(e.contains("bogus"), "{e}");
         let e = build(Some(&serde_json::json!({"scoringStrategy": {"resources": [{"name": "cpu", "weight": 101}]}}))).err().unwrap();

@@ -5,7 +5,9 @@
 use serde::Deserialize;
 
 use crate::framework::NodeInfo;
-use crate::model::resource::{is_scalar_resource_name, ResourceName, CPU, EPHEMERAL_STORAGE, MEMORY};
+use crate::model::resource::{
+    is_scalar_resource_name, ResourceName, CPU, EPHEMERAL_STORAGE, MEMORY,
+};
 use crate::model::Pod;
 
 /// A configured resource, resolved once so the per-node loop does no string matching.
@@ -55,8 +57,14 @@ impl WeightedResource {
 /// The default resources: cpu and memory, weight 1.
 pub fn default_resources() -> Vec<ResourceSpec> {
     vec![
-        ResourceSpec { name: CPU.into(), weight: Some(1) },
-        ResourceSpec { name: MEMORY.into(), weight: Some(1) },
+        ResourceSpec {
+            name: CPU.into(),
+            weight: Some(1),
+        },
+        ResourceSpec {
+            name: MEMORY.into(),
+            weight: Some(1),
+        },
     ]
 }
 
@@ -88,14 +96,25 @@ pub fn allocatable_and_requested(
     let a = &node.allocatable;
     match kind {
         ResourceKind::Cpu => {
-            let nr = if use_requested { node.requested.milli_cpu } else { node.non_zero_requested.milli_cpu };
+            let nr = if use_requested {
+                node.requested.milli_cpu
+            } else {
+                node.non_zero_requested.milli_cpu
+            };
             (a.milli_cpu, nr + pod_req)
         }
         ResourceKind::Memory => {
-            let nr = if use_requested { node.requested.memory } else { node.non_zero_requested.memory };
+            let nr = if use_requested {
+                node.requested.memory
+            } else {
+                node.non_zero_requested.memory
+            };
             (a.memory, nr + pod_req)
         }
-        ResourceKind::EphemeralStorage => (a.ephemeral_storage, node.requested.ephemeral_storage + pod_req),
+        ResourceKind::EphemeralStorage => (
+            a.ephemeral_storage,
+            node.requested.ephemeral_storage + pod_req,
+        ),
         ResourceKind::Scalar(n) => {
             if pod_req == 0 || !a.scalar.contains(n) {
                 (0, 0)
@@ -136,7 +155,8 @@ impl BrokenLinear {
                 if i == 0 {
                     return s[0].1;
                 }
-                return s[i - 1].1 + (s[i].1 - s[i - 1].1) * (p - s[i - 1].0) / (s[i].0 - s[i - 1].0);
+                return s[i - 1].1
+                    + (s[i].1 - s[i - 1].1) * (p - s[i - 1].0) / (s[i].0 - s[i - 1].0);
             }
         }
         s.last().map_or(0, |l| l.1)

@@ -40,7 +40,9 @@ impl Plugin for NodeUnschedulable {
                     let old = old.and_then(|o| o.as_node());
                     match (old, new) {
                         (None, Some(n)) if !n.unschedulable => QueueingHint::Queue,
-                        (Some(o), Some(n)) if o.unschedulable && !n.unschedulable => QueueingHint::Queue,
+                        (Some(o), Some(n)) if o.unschedulable && !n.unschedulable => {
+                            QueueingHint::Queue
+                        }
                         _ => QueueingHint::QueueSkip,
                     }
                 },
@@ -51,7 +53,10 @@ impl Plugin for NodeUnschedulable {
                 |pod, _old, new| match new.and_then(|n| n.as_pod()) {
                     Some(p)
                         if p.uid == pod.uid
-                            && tolerations_tolerate_taint(&p.spec.tolerations, &unschedulable_taint()) =>
+                            && tolerations_tolerate_taint(
+                                &p.spec.tolerations,
+                                &unschedulable_taint(),
+                            ) =>
                     {
                         QueueingHint::Queue
                     }
@@ -64,7 +69,7 @@ impl Plugin for NodeUnschedulable {
 
 impl FilterPlugin for NodeUnschedulable {
     fn filter(&self, _state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
-        if !node.node().unschedulable
+        if !node.unschedulable
             || tolerations_tolerate_taint(&pod.spec.tolerations, &unschedulable_taint())
         {
             return Status::success();
@@ -89,10 +94,20 @@ mod tests {
         let s = NodeUnschedulable.filter(&CycleState::new(), &pod("p").build(), &n);
         assert_eq!(s.message(), ERR_REASON_UNSCHEDULABLE);
         let tolerant = pod("p")
-            .toleration(Toleration { key: TAINT_NODE_UNSCHEDULABLE.into(), operator: TolerationOperator::Exists, value: "".into(), effect: None, toleration_seconds: None })
+            .toleration(Toleration {
+                key: TAINT_NODE_UNSCHEDULABLE.into(),
+                operator: TolerationOperator::Exists,
+                value: "".into(),
+                effect: None,
+                toleration_seconds: None,
+            })
             .build();
-        assert!(NodeUnschedulable.filter(&CycleState::new(), &tolerant, &n).is_success());
+        assert!(NodeUnschedulable
+            .filter(&CycleState::new(), &tolerant, &n)
+            .is_success());
         let ok = NodeInfo::new(node("n").build());
-        assert!(NodeUnschedulable.filter(&CycleState::new(), &pod("p").build(), &ok).is_success());
+        assert!(NodeUnschedulable
+            .filter(&CycleState::new(), &pod("p").build(), &ok)
+            .is_success());
     }
 }

@@ -42,7 +42,8 @@ mod tests {
         let t = Instant::now();
         let hi = QueuedPodInfo::new(pod("hi").priority(10).build(), t + Duration::from_secs(5));
         let lo = QueuedPodInfo::new(pod("lo").priority(1).build(), t);
-        let lo_later = QueuedPodInfo::new(pod("lo2").priority(1).build(), t + Duration::from_secs(1));
+        let lo_later =
+            QueuedPodInfo::new(pod("lo2").priority(1).build(), t + Duration::from_secs(1));
         assert!(PrioritySort.less(&hi, &lo));
         assert!(!PrioritySort.less(&lo, &hi));
         assert!(PrioritySort.less(&lo, &lo_later));

@@ -38,7 +38,10 @@ impl PreEnqueuePlugin for SchedulingGates {
             return Status::success();
         }
         let names: Vec<&str> = gates.iter().map(|g| &**g).collect();
-        Status::unresolvable(format!("waiting for scheduling gates: [{}]", names.join(" ")))
+        Status::unresolvable(format!(
+            "waiting for scheduling gates: [{}]",
+            names.join(" ")
+        ))
     }
 }
 

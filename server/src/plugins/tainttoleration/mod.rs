@@ -82,8 +82,9 @@ impl Plugin for TaintToleration {
 
 impl FilterPlugin for TaintToleration {
     fn filter(&self, _state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
-        let taints = &node.node().taints;
-        if taints.is_empty() || !has_untolerated_do_not_schedule_taint(taints, &pod.spec.tolerations) {
+        if !node.has_hard_taints
+            || !has_untolerated_do_not_schedule_taint(&node.node().taints, &pod.spec.tolerations)
+        {
             return Status::success();
         }
         Status::unresolvable(ERR_REASON_UNTOLERATED)
@@ -128,6 +129,33 @@ impl ScorePlugin for TaintToleration {
             .count() as i64)
     }
 
+    fn score_nodes(
+        &self,
+        state: &CycleState,
+        _pod: &Pod,
+        nodes: &[Arc<NodeInfo>],
+        out: &mut [i64],
+    ) -> Result<(), Status> {
+        let s = state
+            .read::<PreScoreState>()
+            .ok_or_else(|| missing_state("PreScoreTaintToleration"))?;
+        for (n, o) in nodes.iter().zip(out.iter_mut()) {
+            let taints = &n.node().taints;
+            *o = if taints.is_empty() {
+                0
+            } else {
+                taints
+                    .iter()
+                    .filter(|t| {
+                        t.effect == TaintEffect::PreferNoSchedule
+                            && !tolerations_tolerate_taint(&s.tolerations_prefer_no_schedule, t)
+                    })
+                    .count() as i64
+            };
+        }
+        Ok(())
+    }
+
     fn has_normalize_score(&self) -> bool {
         true
     }
@@ -157,16 +185,39 @@ mod tests {
 
     #[test]
     fn filter_and_score() {
-        let tainted = NodeInfo::new(node("n").taint("dedicated", "gpu", TaintEffect::NoSchedule).build());
+        let tainted = NodeInfo::new(
+            node("n")
+                .taint("dedicated", "gpu", TaintEffect::NoSchedule)
+                .build(),
+        );
         let s = TaintToleration.filter(&CycleState::new(), &pod("p").build(), &tainted);
         assert_eq!(s.code(), Code::UnschedulableAndUnresolvable);
         assert_eq!(s.message(), ERR_REASON_UNTOLERATED);
-        let tol = Toleration { key: "dedicated".into(), operator: TolerationOperator::Equal, value: "gpu".into(), effect: Some(TaintEffect::NoSchedule), toleration_seconds: None };
-        assert!(TaintToleration.filter(&CycleState::new(), &pod("p").toleration(tol).build(), &tainted).is_success());
+        let tol = Toleration {
+            key: "dedicated".into(),
+            operator: TolerationOperator::Equal,
+            value: "gpu".into(),
+            effect: Some(TaintEffect::NoSchedule),
+            toleration_seconds: None,
+        };
+        assert!(TaintToleration
+            .filter(
+                &CycleState::new(),
+                &pod("p").toleration(tol).build(),
+                &tainted
+            )
+            .is_success());
         // PreferNoSchedule never filters; it counts in the score.
-        let soft = NodeInfo::new(node("m").taint("a", "", TaintEffect::PreferNoSchedule).taint("b", "", TaintEffect::PreferNoSchedule).build());
+        let soft = NodeInfo::new(
+            node("m")
+                .taint("a", "", TaintEffect::PreferNoSchedule)
+                .taint("b", "", TaintEffect::PreferNoSchedule)
+                .build(),
+        );
         let p = pod("p").build();
-        assert!(TaintToleration.filter(&CycleState::new(), &p, &soft).is_success());
+        assert!(TaintToleration
+            .filter(&CycleState::new(), &p, &soft)
+            .is_success());
         let mut st = CycleState::new();
         TaintToleration.pre_score(&mut st, &p, &[], &Snapshot::default());
         assert_eq!(TaintToleration.score(&st, &p, &soft).unwrap(), 2);

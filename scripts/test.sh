@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Runs every test of the project: formatting and lint checks, unit tests, scenario
+# tests (manifests in, placements out) and end-to-end tests that start the real
+# binaries. This is what CI runs (.ci/run).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+
+echo "== build binaries (end-to-end tests start them)"
+cargo build --workspace --bins --quiet
+
+echo "== tests"
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --no-fail-fast
+else
+  cargo test --workspace --no-fail-fast
+fi

@@ -1,0 +1,361 @@
+//! The simulation report: where every pod went (or why not), what was evicted, a
+//! summary, and the invariants checked on the final state. Printed as a table or JSON.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::Measured;
+use crate::cluster::embedded::EmbeddedCluster;
+use crate::config::SchedulerConfig;
+use crate::model::Resource;
+use crate::scheduler::Scheduler;
+
+#[derive(Serialize, Clone, Debug)]
+#[serde(rename_all = "camelCase")]
+pub struct PodReport {
+    pub namespace: String,
+    pub name: String,
+    pub node: Option<String>,
+    /// The FailedScheduling message, when the pod is not bound.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nominated_node: Option<String>,
+}
+
+#[derive(Serialize, Clone, Debug)]
+pub struct EvictedReport {
+    pub namespace: String,
+    pub name: String,
+    pub node: Option<String>,
+    pub preemptor: String,
+}
+
+#[derive(Serialize, Clone, Debug)]
+pub struct Latency {
+    pub p50: f64,
+    pub p99: f64,
+}
+
+#[derive(Serialize, Clone, Debug)]
+pub struct Summary {
+    pub bound: usize,
+    pub unschedulable: usize,
+    pub evicted: usize,
+    pub attempts: u64,
+    pub pods_per_second: f64,
+    pub attempt_latency_ms: Latency,
+    /// Pods for a schedulerName no profile serves: left alone.
+    pub ignored: usize,
+    pub nodes: usize,
+    pub seconds: f64,
+}
+
+#[derive(Serialize, Clone, Debug)]
+pub struct MeasuredReport {
+    pub workload: String,
+    pub pods: usize,
+    pub seconds: f64,
+    pub pods_per_second: f64,
+    /// Upstream scheduler_perf's floor for this workload (pods/s), when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream_threshold: Option<f64>,
+}
+
+/// Properties that must hold after every run.
+#[derive(Serialize, Clone, Debug)]
+#[serde(rename_all = "camelCase")]
+pub struct Invariants {
+    /// Nodes whose allocatable is exceeded by the pods on them (must be empty).
+    pub overcommitted_nodes: Vec<String>,
+    /// Bind calls that hit a pod already bound (must be 0).
+    pub double_binds: u64,
+    /// bound + unschedulable == pods handed to the scheduler.
+    pub accounted: bool,
+    pub ok: bool,
+}
+
+#[derive(Serialize, Clone, Debug)]
+pub struct Report {
+    pub pods: Vec<PodReport>,
+    pub evicted: Vec<EvictedReport>,
+    pub summary: Summary,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measured: Option<MeasuredReport>,
+    pub invariants: Invariants,
+}
+
+fn over(used: &Resource, pods: i64, alloc: &Resource) -> bool {
+    used.milli_cpu > alloc.milli_cpu
+        || used.memory > alloc.memory
+        || used.ephemeral_storage > alloc.ephemeral_storage
+        || pods > alloc.allowed_pod_number
+        || used
+            .scalar
+            .iter()
+            .any(|(k, v)| v > 0 && v > alloc.scalar.get(k))
+}
+
+pub fn build(
+    cluster: &EmbeddedCluster,
+    sched: &Arc<Scheduler>,
+    config: &SchedulerConfig,
+    elapsed: Duration,
+    measured: Option<Measured>,
+    workload: Option<(String, Option<f64>)>,
+) -> Report {
+    let records = cluster.pods();
+    let nodes = cluster.nodes();
+    let profiles: Vec<&str> = config
+        .profiles
+        .iter()
+        .map(|p| p.scheduler_name.as_str())
+        .collect();
+    let mut pods = Vec::with_capacity(records.len());
+    let (mut bound, mut unschedulable, mut ignored) = (0usize, 0usize, 0usize);
+    let mut used: HashMap<&str, (Resource, i64)> = HashMap::new();
+    for r in &records {
+        let p = &r.pod;
+        if let Some(n) = &p.node_name {
+            let e = used.entry(n).or_default();
+            e.0.add(&p.spec.requests);
+            e.1 += 1;
+        }
+        let ours = profiles.contains(&&*p.spec.scheduler_name);
+        let reason = if p.node_name.is_some() {
+            None
+        } else if !ours {
+            ignored += 1;
+            None
+        } else {
+            unschedulable += 1;
+            Some(
+                r.condition
+                    .as_ref()
+                    .map(|c| c.message.clone())
+                    .unwrap_or_else(|| "no scheduling attempt finished".into()),
+            )
+        };
+        if p.node_name.is_some() && ours {
+            bound += 1;
+        }
+        pods.push(PodReport {
+            namespace: p.namespace.to_string(),
+            name: p.name.to_string(),
+            node: p.node_name.as_deref().map(str::to_string),
+            reason,
+            nominated_node: p.nominated_node_name.as_deref().map(str::to_string),
+        });
+    }
+    let overcommitted_nodes: Vec<String> = nodes
+        .iter()
+        .filter(|n| {
+            used.get(&*n.name)
+                .is_some_and(|(u, count)| over(u, *count, &n.allocatable))
+        })
+        .map(|n| n.name.to_string())
+        .collect();
+    let evicted: Vec<EvictedReport> = cluster
+        .evictions()
+        .into_iter()
+        .map(|e| EvictedReport {
+            namespace: e.namespace.to_string(),
+            name: e.name.to_string(),
+            node: e.node.as_deref().map(str::to_string),
+            preemptor: e.preemptor,
+        })
+        .collect();
+    let handled = records
+        .iter()
+        .filter(|r| profiles.contains(&&*r.pod.spec.scheduler_name))
+        .count();
+    let double_binds = cluster.bind_conflicts();
+    let accounted = bound + unschedulable == handled;
+    let seconds = elapsed.as_secs_f64();
+    let scheduled_by_us = sched.stats.bound.load(Ordering::Relaxed) as f64;
+    let summary = Summary {
+        bound,
+        unschedulable,
+        evicted: evicted.len(),
+        attempts: sched.stats.attempts(),
+        pods_per_second: round2(scheduled_by_us / seconds.max(1e-9)),
+        attempt_latency_ms: Latency {
+            p50: round3(sched.stats.latency_percentile_ms(50.0)),
+            p99: round3(sched.stats.latency_percentile_ms(99.0)),
+        },
+        ignored,
+        nodes: nodes.len(),
+        seconds: round3(seconds),
+    };
+    let measured = match (measured, workload) {
+        (Some(m), Some((name, threshold))) => Some(MeasuredReport {
+            workload: name,
+            pods: m.pods,
+            seconds: round3(m.seconds),
+            pods_per_second: round2(m.pods as f64 / m.seconds.max(1e-9)),
+            upstream_threshold: threshold,
+        }),
+        _ => None,
+    };
+    Report {
+        pods,
+        evicted,
+        summary,
+        measured,
+        invariants: Invariants {
+            ok: overcommitted_nodes.is_empty() && double_binds == 0 && accounted,
+            overcommitted_nodes,
+            double_binds,
+            accounted,
+        },
+    }
+}
+
+fn round2(v: f64) -> f64 {
+    (v * 100.0).round() / 100.0
+}
+
+fn round3(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
+}
+
+impl Report {
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    }
+
+    /// A readable table: every pod when there are few, otherwise placements per node and
+    /// the unscheduled pods grouped by reason; then the summary.
+    pub fn to_table(&self, all_pods: bool) -> String {
+        let mut s = String::new();
+        let show_all = all_pods || self.pods.len() <= 60;
+        if show_all {
+            let w_pod = self
+                .pods
+                .iter()
+                .map(|p| p.namespace.len() + p.name.len() + 1)
+                .max()
+                .unwrap_or(3)
+                .max(3);
+            let w_node = self
+                .pods
+                .iter()
+                .filter_map(|p| p.node.as_ref().map(|n| n.len()))
+                .max()
+                .unwrap_or(4)
+                .max(9);
+            let _ = writeln!(s, "{:<w_pod$}  {:<w_node$}  REASON", "POD", "NODE");
+            for p in &self.pods {
+                let node = p.node.clone().unwrap_or_else(|| match &p.nominated_node {
+                    Some(n) => format!("<none> (nominated {n})"),
+                    None => "<none>".into(),
+                });
+                let _ = writeln!(
+                    s,
+                    "{:<w_pod$}  {:<w_node$}  {}",
+                    format!("{}/{}", p.namespace, p.name),
+                    node,
+                    p.reason.as_deref().unwrap_or("")
+                );
+            }
+        } else {
+            let mut per_node: BTreeMap<&str, usize> = BTreeMap::new();
+            for p in &self.pods {
+                if let Some(n) = &p.node {
+                    *per_node.entry(n).or_default() += 1;
+                }
+            }
+            let mut counts: Vec<usize> = per_node.values().copied().collect();
+            counts.sort_unstable();
+            if !counts.is_empty() {
+                let _ = writeln!(
+                    s,
+                    "{} pods on {} nodes (per node: min {}, median {}, max {}); use --all-pods for every pod",
+                    counts.iter().sum::<usize>(),
+                    counts.len(),
+                    counts[0],
+                    counts[counts.len() / 2],
+                    counts[counts.len() - 1]
+                );
+            }
+            let mut reasons: BTreeMap<&str, Vec<&PodReport>> = BTreeMap::new();
+            for p in &self.pods {
+                if let Some(r) = &p.reason {
+                    reasons.entry(r).or_default().push(p);
+                }
+            }
+            for (r, ps) in reasons {
+                let names: Vec<String> = ps
+                    .iter()
+                    .take(5)
+                    .map(|p| format!("{}/{}", p.namespace, p.name))
+                    .collect();
+                let more = if ps.len() > 5 {
+                    format!(" and {} more", ps.len() - 5)
+                } else {
+                    String::new()
+                };
+                let _ = writeln!(
+                    s,
+                    "unschedulable ({}): {}{}\n  {}",
+                    ps.len(),
+                    names.join(", "),
+                    more,
+                    r
+                );
+            }
+        }
+        if !self.evicted.is_empty() {
+            let _ = writeln!(s, "\nPREEMPTED POD{:<30}  NODE        BY", "");
+            for e in &self.evicted {
+                let _ = writeln!(
+                    s,
+                    "{:<43}  {:<10}  {}",
+                    format!("{}/{}", e.namespace, e.name),
+                    e.node.as_deref().unwrap_or("<none>"),
+                    e.preemptor
+                );
+            }
+        }
+        let m = &self.summary;
+        let _ = writeln!(
+            s,
+            "\nSummary: {} bound, {} unschedulable, {} evicted, {} ignored (other schedulers) on {} nodes",
+            m.bound, m.unschedulable, m.evicted, m.ignored, m.nodes
+        );
+        let _ = writeln!(
+            s,
+            "         {} attempts in {:.3}s: {:.0} pods/s; attempt latency p50 {:.3} ms, p99 {:.3} ms",
+            m.attempts, m.seconds, m.pods_per_second, m.attempt_latency_ms.p50, m.attempt_latency_ms.p99
+        );
+        if let Some(ms) = &self.measured {
+            let _ = writeln!(
+                s,
+                "Measured ({}): {} pods in {:.3}s = {:.0} pods/s{}",
+                ms.workload,
+                ms.pods,
+                ms.seconds,
+                ms.pods_per_second,
+                ms.upstream_threshold
+                    .map(|t| format!(" (upstream scheduler_perf floor: {t} pods/s)"))
+                    .unwrap_or_default()
+            );
+        }
+        let inv = &self.invariants;
+        if inv.ok {
+            let _ = writeln!(s, "Invariants: ok (no node over-committed, no pod bound twice, every pod accounted for)");
+        } else {
+            let _ = writeln!(
+                s,
+                "Invariants: VIOLATED: over-committed nodes {:?}, double binds {}, accounted {}",
+                inv.overcommitted_nodes, inv.double_binds, inv.accounted
+            );
+        }
+        s
+    }
+}

@@ -1,0 +1,742 @@
+//! Workloads in the format of kube-scheduler's `scheduler_perf` benchmark: a list of
+//! test cases, each a template of ordered ops (create nodes from a template, create
+//! pods from a template, barriers, ...) and named workloads giving the `$params`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1 as core;
+use serde::Deserialize;
+use serde_json::Value;
+
+#[derive(Debug, thiserror::Error)]
+#[error("{file}: {field}: {message}")]
+pub struct WorkloadError {
+    pub file: String,
+    pub field: String,
+    pub message: String,
+}
+
+fn werr(file: &Path, field: impl Into<String>, message: impl Into<String>) -> WorkloadError {
+    WorkloadError {
+        file: file.display().to_string(),
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // accepted for compatibility with upstream files; not all fields are used
+struct TestCaseFile {
+    name: String,
+    #[serde(default)]
+    feature_gates: Option<Value>,
+    #[serde(default)]
+    metrics_collector_config: Option<Value>,
+    workload_template: Vec<Value>,
+    workloads: Vec<WorkloadFile>,
+    #[serde(default)]
+    scheduler_config_path: Option<String>,
+    #[serde(default)]
+    default_pod_template_path: Option<String>,
+    #[serde(default)]
+    labels: Vec<String>,
+    #[serde(default)]
+    default_threshold_metric_selector: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // accepted for compatibility with upstream files; not all fields are used
+struct WorkloadFile {
+    name: String,
+    #[serde(default)]
+    params: BTreeMap<String, Value>,
+    #[serde(default)]
+    labels: Vec<String>,
+    #[serde(default)]
+    threshold: Option<Value>,
+    #[serde(default)]
+    threshold_metric_selector: Option<Value>,
+    #[serde(default)]
+    feature_gates: Option<Value>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // accepted for compatibility with upstream files; not all fields are used
+struct LabelStrategyFile {
+    label_key: String,
+    #[serde(default)]
+    label_values: Vec<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // accepted for compatibility with upstream files; not all fields are used
+struct AllocatableStrategyFile {
+    #[serde(default)]
+    node_allocatable: BTreeMap<String, Value>,
+    #[serde(default)]
+    csi_node_allocatable: Option<Value>,
+    #[serde(default)]
+    migrated_plugins: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // accepted for compatibility with upstream files; not all fields are used
+struct CreateNodesFile {
+    opcode: String,
+    #[serde(default)]
+    count: Option<usize>,
+    #[serde(default)]
+    count_param: Option<String>,
+    #[serde(default)]
+    node_template_path: Option<String>,
+    #[serde(default)]
+    label_node_prepare_strategy: Option<LabelStrategyFile>,
+    #[serde(default)]
+    unique_node_label_strategy: Option<LabelStrategyFile>,
+    #[serde(default)]
+    node_allocatable_strategy: Option<AllocatableStrategyFile>,
+    #[serde(default)]
+    template_params: BTreeMap<String, Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // accepted for compatibility with upstream files; not all fields are used
+struct CreateNamespacesFile {
+    opcode: String,
+    prefix: String,
+    #[serde(default)]
+    count: Option<usize>,
+    #[serde(default)]
+    count_param: Option<String>,
+    #[serde(default)]
+    namespace_template_path: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // accepted for compatibility with upstream files; not all fields are used
+struct CreatePodsFile {
+    opcode: String,
+    #[serde(default)]
+    count: Option<usize>,
+    #[serde(default)]
+    count_param: Option<String>,
+    #[serde(default)]
+    collect_metrics: bool,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    pod_template_path: Option<String>,
+    #[serde(default)]
+    skip_wait_to_completion: bool,
+    #[serde(default)]
+    template_params: BTreeMap<String, Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // accepted for compatibility with upstream files; not all fields are used
+struct BarrierFile {
+    opcode: String,
+    #[serde(default)]
+    namespaces: Vec<String>,
+    #[serde(default)]
+    label_selector: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    stage_requirement: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // accepted for compatibility with upstream files; not all fields are used
+struct SleepFile {
+    opcode: String,
+    #[serde(default)]
+    duration: Option<String>,
+    #[serde(default)]
+    duration_param: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // accepted for compatibility with upstream files; not all fields are used
+struct DeletePodsFile {
+    opcode: String,
+    namespace: String,
+    #[serde(default)]
+    label_selector: BTreeMap<String, String>,
+    #[serde(default)]
+    skip_wait_to_completion: bool,
+    #[serde(default)]
+    delete_pods_per_second: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // accepted for compatibility with upstream files; not all fields are used
+struct MetricsFile {
+    opcode: String,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespaces: Vec<String>,
+    #[serde(default)]
+    label_selector: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    collectors: Option<Value>,
+}
+
+/// How to label the nodes an op creates.
+#[derive(Clone, Debug)]
+pub enum NodeLabels {
+    /// `labelValues[i % len]` on the i-th node (upstream assigns them round-robin).
+    RoundRobin { key: String, values: Vec<String> },
+    /// A distinct value per node.
+    Unique { key: String },
+}
+
+/// A pod or node template: parsed once when it has no template actions, otherwise
+/// rendered per index.
+#[derive(Clone, Debug)]
+pub enum Template<T> {
+    Fixed(Box<T>),
+    PerIndex {
+        text: String,
+        params: BTreeMap<String, Value>,
+        file: PathBuf,
+    },
+}
+
+#[derive(Clone, Debug)]
+pub enum Op {
+    CreateNodes {
+        count: usize,
+        template: Template<core::Node>,
+        labels: Option<NodeLabels>,
+        allocatable: BTreeMap<String, String>,
+    },
+    CreateNamespaces {
+        prefix: String,
+        count: usize,
+        template: Option<Box<core::Namespace>>,
+    },
+    CreatePods {
+        count: usize,
+        namespace: String,
+        template: Template<core::Pod>,
+        skip_wait: bool,
+        collect_metrics: bool,
+    },
+    Barrier,
+    Sleep(Duration),
+    DeletePods {
+        namespace: String,
+        selector: BTreeMap<String, String>,
+    },
+    StartCollectingMetrics,
+    StopCollectingMetrics,
+}
+
+#[derive(Clone, Debug)]
+pub struct Workload {
+    /// `Case/Workload`.
+    pub name: String,
+    pub ops: Vec<Op>,
+    /// A KubeSchedulerConfiguration the case asks for.
+    pub scheduler_config: Option<PathBuf>,
+    /// Upstream's minimum pods/s for this workload, if it sets one.
+    pub threshold: Option<f64>,
+}
+
+pub const SUPPORTED_OPS: &[&str] = &[
+    "createNodes",
+    "createNamespaces",
+    "createPods",
+    "barrier",
+    "sleep",
+    "deletePods",
+    "startCollectingMetrics",
+    "stopCollectingMetrics",
+];
+
+/// The node scheduler_perf creates when an op names no template: 4 CPUs, 32Gi, 110 pods.
+fn base_node(op_index: usize) -> core::Node {
+    let text = format!(
+        "metadata: {{generateName: node-{op_index}-}}\nstatus: {{capacity: {{pods: '110', cpu: '4', memory: 32Gi}}}}\n"
+    );
+    crate::yaml::from_str(&text).unwrap_or_default()
+}
+
+/// The pod scheduler_perf creates when there is no template: one pause container
+/// requesting 100m CPU and 500Mi.
+fn base_pod() -> core::Pod {
+    let text = "metadata: {generateName: pod-}\nspec:\n  containers:\n  - name: pause\n    image: registry.k8s.io/pause:3.10\n    ports: [{containerPort: 80}]\n    resources:\n      limits: {cpu: 100m, memory: 500Mi}\n      requests: {cpu: 100m, memory: 500Mi}\n";
+    crate::yaml::from_str(text).unwrap_or_default()
+}
+
+fn decode_op<T: serde::de::DeserializeOwned>(
+    v: &Value,
+    file: &Path,
+    field: &str,
+) -> Result<T, WorkloadError> {
+    serde_path_to_error::deserialize(v).map_err(|e| {
+        let p = e.path().to_string();
+        let f = if p == "." {
+            field.to_string()
+        } else {
+            format!("{field}.{p}")
+        };
+        werr(file, f, e.inner().to_string())
+    })
+}
+
+fn param_usize(
+    count: Option<usize>,
+    param: Option<&String>,
+    params: &BTreeMap<String, Value>,
+    used: &mut Vec<String>,
+    file: &Path,
+    field: &str,
+) -> Result<usize, WorkloadError> {
+    if let Some(p) = param {
+        let key = p.strip_prefix('$').ok_or_else(|| {
+            werr(
+                file,
+                format!("{field}.countParam"),
+                format!("{p:?} must start with '$'"),
+            )
+        })?;
+        used.push(key.to_string());
+        let v = params.get(key).ok_or_else(|| {
+            werr(
+                file,
+                format!("{field}.countParam"),
+                format!("parameter {key} is undefined"),
+            )
+        })?;
+        return v
+            .as_f64()
+            .filter(|f| *f >= 0.0)
+            .map(|f| f as usize)
+            .ok_or_else(|| {
+                werr(
+                    file,
+                    format!("{field}.countParam"),
+                    format!("parameter {key} must be a non-negative number"),
+                )
+            });
+    }
+    count.ok_or_else(|| werr(file, field, "count or countParam is required"))
+}
+
+fn read_template<T: serde::de::DeserializeOwned>(
+    base: &Path,
+    rel: &str,
+    params: BTreeMap<String, Value>,
+    file: &Path,
+    field: &str,
+) -> Result<Template<T>, WorkloadError> {
+    let path = base.join(rel);
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        werr(
+            file,
+            field,
+            format!("cannot read template {}: {e}", path.display()),
+        )
+    })?;
+    if text.contains("{{") {
+        // Check it renders and parses for index 0 now, so errors surface up front.
+        let rendered =
+            render_template(&text, 0, 1, &params).map_err(|m| werr(&path, "<template>", m))?;
+        crate::yaml::from_str::<T>(&rendered)
+            .map_err(|e| werr(&path, "<template>", e.to_string()))?;
+        return Ok(Template::PerIndex {
+            text,
+            params,
+            file: path,
+        });
+    }
+    let obj: T = decode_yaml(&text).map_err(|m| werr(&path, "<template>", m))?;
+    Ok(Template::Fixed(Box::new(obj)))
+}
+
+fn decode_yaml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
+    let v: Value = crate::yaml::from_str(text).map_err(|e| e.to_string())?;
+    serde_path_to_error::deserialize(v).map_err(|e| format!("{}: {}", e.path(), e.inner()))
+}
+
+/// Renders the subset of Go templates scheduler_perf templates use: `{{.Index}}`,
+/// `{{.Count}}` and `{{.<templateParam>}}`.
+pub fn render_template(
+    text: &str,
+    index: usize,
+    count: usize,
+    params: &BTreeMap<String, Value>,
+) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after
+            .find("}}")
+            .ok_or_else(|| "unterminated {{ in template".to_string())?;
+        let expr = after[..end].trim();
+        let name = expr.strip_prefix('.').ok_or_else(|| {
+            format!("template action {{{{{expr}}}}} is not supported: only {{{{.Index}}}}, {{{{.Count}}}} and {{{{.<param>}}}}")
+        })?;
+        match name {
+            "Index" => out.push_str(&index.to_string()),
+            "Count" => out.push_str(&count.to_string()),
+            p => match params.get(p) {
+                Some(Value::String(s)) => out.push_str(s),
+                Some(v) => out.push_str(&v.to_string()),
+                None => return Err(format!("template parameter {p} is not set")),
+            },
+        }
+        rest = &after[end + 2..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+impl<T: serde::de::DeserializeOwned + Clone> Template<T> {
+    /// The object for the i-th of `count` instances.
+    pub fn instantiate(&self, index: usize, count: usize) -> Result<T, String> {
+        match self {
+            Template::Fixed(t) => Ok((**t).clone()),
+            Template::PerIndex { text, params, file } => {
+                let r = render_template(text, index, count, params)?;
+                decode_yaml(&r).map_err(|e| format!("{}: index {index}: {e}", file.display()))
+            }
+        }
+    }
+}
+
+/// Names of `Case/Workload` pairs in a file.
+pub fn list_workloads(path: &Path) -> Result<Vec<String>, WorkloadError> {
+    let cases = read_cases(path)?;
+    Ok(cases
+        .iter()
+        .flat_map(|c| {
+            c.workloads
+                .iter()
+                .map(move |w| format!("{}/{}", c.name, w.name))
+        })
+        .collect())
+}
+
+fn read_cases(path: &Path) -> Result<Vec<TestCaseFile>, WorkloadError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| werr(path, "<file>", format!("cannot read: {e}")))?;
+    let v: Value =
+        crate::yaml::from_str(&text).map_err(|e| werr(path, "<file>", e.to_string()))?;
+    let cases: Vec<TestCaseFile> = serde_path_to_error::deserialize(v)
+        .map_err(|e| werr(path, e.path().to_string(), e.inner().to_string()))?;
+    if cases.is_empty() {
+        return Err(werr(path, "<file>", "no test cases"));
+    }
+    Ok(cases)
+}
+
+/// Loads one workload. `selector` is `Case/Workload` or `Workload`; it may be omitted
+/// when the file holds exactly one.
+pub fn load(path: &Path, selector: Option<&str>) -> Result<Workload, WorkloadError> {
+    let cases = read_cases(path)?;
+    let all: Vec<String> = cases
+        .iter()
+        .flat_map(|c| {
+            c.workloads
+                .iter()
+                .map(move |w| format!("{}/{}", c.name, w.name))
+        })
+        .collect();
+    let found = cases.iter().enumerate().find_map(|(ci, c)| {
+        c.workloads.iter().enumerate().find_map(|(wi, w)| {
+            let full = format!("{}/{}", c.name, w.name);
+            let hit = match selector {
+                None => all.len() == 1,
+                Some(s) => {
+                    s == full
+                        || (s == w.name && c.workloads.iter().filter(|x| x.name == s).count() == 1)
+                }
+            };
+            hit.then_some((ci, wi))
+        })
+    });
+    let Some((ci, wi)) = found else {
+        let msg = match selector {
+            None => format!(
+                "the file has {} workloads; choose one with --workload-name: {}",
+                all.len(),
+                all.join(", ")
+            ),
+            Some(s) => format!("no workload {s:?}; the file has: {}", all.join(", ")),
+        };
+        return Err(werr(path, "workloads", msg));
+    };
+    let case = &cases[ci];
+    let w = &case.workloads[wi];
+    let base = path.parent().unwrap_or(Path::new("."));
+    let mut used: Vec<String> = Vec::new();
+    let mut ops = Vec::new();
+    for (i, raw) in case.workload_template.iter().enumerate() {
+        let field = format!("[{ci}].workloadTemplate[{i}]");
+        let opcode = raw
+            .get("opcode")
+            .and_then(|o| o.as_str())
+            .ok_or_else(|| werr(path, format!("{field}.opcode"), "Required value"))?;
+        let op = match opcode {
+            "createNodes" => {
+                let f: CreateNodesFile = decode_op(raw, path, &field)?;
+                let count = param_usize(
+                    f.count,
+                    f.count_param.as_ref(),
+                    &w.params,
+                    &mut used,
+                    path,
+                    &field,
+                )?;
+                let template = match &f.node_template_path {
+                    Some(t) => read_template(
+                        base,
+                        t,
+                        f.template_params.clone(),
+                        path,
+                        &format!("{field}.nodeTemplatePath"),
+                    )?,
+                    None => Template::Fixed(Box::new(base_node(i))),
+                };
+                let labels = match (
+                    &f.label_node_prepare_strategy,
+                    &f.unique_node_label_strategy,
+                ) {
+                    (Some(l), _) => {
+                        if l.label_values.is_empty() {
+                            return Err(werr(
+                                path,
+                                format!("{field}.labelNodePrepareStrategy.labelValues"),
+                                "Required value",
+                            ));
+                        }
+                        Some(NodeLabels::RoundRobin {
+                            key: l.label_key.clone(),
+                            values: l.label_values.clone(),
+                        })
+                    }
+                    (None, Some(u)) => Some(NodeLabels::Unique {
+                        key: u.label_key.clone(),
+                    }),
+                    (None, None) => None,
+                };
+                let mut allocatable = BTreeMap::new();
+                if let Some(a) = &f.node_allocatable_strategy {
+                    for (k, v) in &a.node_allocatable {
+                        let s = match v {
+                            Value::String(s) => s.clone(),
+                            other => other.to_string(),
+                        };
+                        allocatable.insert(k.clone(), s);
+                    }
+                }
+                Op::CreateNodes {
+                    count,
+                    template,
+                    labels,
+                    allocatable,
+                }
+            }
+            "createNamespaces" => {
+                let f: CreateNamespacesFile = decode_op(raw, path, &field)?;
+                let count = param_usize(
+                    f.count,
+                    f.count_param.as_ref(),
+                    &w.params,
+                    &mut used,
+                    path,
+                    &field,
+                )?;
+                let template = match &f.namespace_template_path {
+                    Some(t) => match read_template::<core::Namespace>(
+                        base,
+                        t,
+                        BTreeMap::new(),
+                        path,
+                        &field,
+                    )? {
+                        Template::Fixed(ns) => Some(ns),
+                        Template::PerIndex { .. } => {
+                            return Err(werr(
+                                path,
+                                format!("{field}.namespaceTemplatePath"),
+                                "namespace templates are not rendered; remove template actions",
+                            ))
+                        }
+                    },
+                    None => None,
+                };
+                Op::CreateNamespaces {
+                    prefix: f.prefix,
+                    count,
+                    template,
+                }
+            }
+            "createPods" => {
+                let f: CreatePodsFile = decode_op(raw, path, &field)?;
+                let count = param_usize(
+                    f.count,
+                    f.count_param.as_ref(),
+                    &w.params,
+                    &mut used,
+                    path,
+                    &field,
+                )?;
+                if f.collect_metrics && f.skip_wait_to_completion {
+                    return Err(werr(
+                        path,
+                        &field,
+                        "collectMetrics and skipWaitToCompletion cannot be used together",
+                    ));
+                }
+                let template_path = f
+                    .pod_template_path
+                    .as_ref()
+                    .or(case.default_pod_template_path.as_ref());
+                let template = match template_path {
+                    Some(t) => read_template(
+                        base,
+                        t,
+                        f.template_params.clone(),
+                        path,
+                        &format!("{field}.podTemplatePath"),
+                    )?,
+                    None => Template::Fixed(Box::new(base_pod())),
+                };
+                Op::CreatePods {
+                    count,
+                    namespace: f.namespace.unwrap_or_else(|| format!("namespace-{i}")),
+                    template,
+                    skip_wait: f.skip_wait_to_completion,
+                    collect_metrics: f.collect_metrics,
+                }
+            }
+            "barrier" => {
+                let _: BarrierFile = decode_op(raw, path, &field)?;
+                Op::Barrier
+            }
+            "sleep" => {
+                let f: SleepFile = decode_op(raw, path, &field)?;
+                let text = match (&f.duration, &f.duration_param) {
+                    (_, Some(p)) => {
+                        let key = p.trim_start_matches('$');
+                        used.push(key.to_string());
+                        w.params
+                            .get(key)
+                            .and_then(|v| v.as_str().map(str::to_string))
+                            .ok_or_else(|| {
+                                werr(
+                                    path,
+                                    format!("{field}.durationParam"),
+                                    format!("parameter {key} must be a duration string"),
+                                )
+                            })?
+                    }
+                    (Some(d), None) => d.clone(),
+                    (None, None) => {
+                        return Err(werr(path, format!("{field}.duration"), "Required value"))
+                    }
+                };
+                let d = crate::config::parse_go_duration(&text).ok_or_else(|| {
+                    werr(
+                        path,
+                        format!("{field}.duration"),
+                        format!("{text:?} is not a duration such as \"5s\""),
+                    )
+                })?;
+                Op::Sleep(d)
+            }
+            "deletePods" => {
+                let f: DeletePodsFile = decode_op(raw, path, &field)?;
+                Op::DeletePods {
+                    namespace: f.namespace,
+                    selector: f.label_selector,
+                }
+            }
+            "startCollectingMetrics" => {
+                let _: MetricsFile = decode_op(raw, path, &field)?;
+                Op::StartCollectingMetrics
+            }
+            "stopCollectingMetrics" => {
+                let _: MetricsFile = decode_op(raw, path, &field)?;
+                Op::StopCollectingMetrics
+            }
+            other => {
+                return Err(werr(
+                    path,
+                    format!("{field}.opcode"),
+                    format!(
+                        "{other:?} is not supported by switchyard simulate; supported: {}",
+                        SUPPORTED_OPS.join(", ")
+                    ),
+                ))
+            }
+        };
+        ops.push(op);
+    }
+    for k in w.params.keys() {
+        if !used.contains(k) {
+            return Err(werr(
+                path,
+                format!("workloads[{}].params.{k}", wi),
+                format!(
+                    "the parameter {k} is defined on workload {} but unused",
+                    w.name
+                ),
+            ));
+        }
+    }
+    let threshold = match &w.threshold {
+        Some(Value::Number(n)) => n.as_f64(),
+        _ => None,
+    };
+    Ok(Workload {
+        name: format!("{}/{}", case.name, w.name),
+        ops,
+        scheduler_config: case.scheduler_config_path.as_ref().map(|p| base.join(p)),
+        threshold,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_index_count_and_params() {
+        let mut params = BTreeMap::new();
+        params.insert("zone".to_string(), Value::String("z1".into()));
+        assert_eq!(
+            render_template("n-{{.Index}}/{{ .Count }}-{{.zone}}", 3, 9, &params).unwrap(),
+            "n-3/9-z1"
+        );
+        assert!(render_template("{{ if .X }}", 0, 1, &params).is_err());
+        assert!(render_template("{{.missing}}", 0, 1, &params).is_err());
+    }
+
+    #[test]
+    fn base_objects_parse() {
+        assert_eq!(
+            base_node(0).metadata.generate_name.as_deref(),
+            Some("node-0-")
+        );
+        assert_eq!(base_pod().spec.unwrap().containers.len(), 1);
+    }
+}
