@@ -7,7 +7,9 @@ use switchyard_e2e::{binary, run_with_deadline, workspace_root};
 
 fn switchyard(args: &[&str]) -> std::process::Output {
     run_with_deadline(
-        Command::new(binary("switchyard")).args(args).current_dir(workspace_root()),
+        Command::new(binary("switchyard"))
+            .args(args)
+            .current_dir(workspace_root()),
         Duration::from_secs(120),
     )
 }
@@ -15,19 +17,32 @@ fn switchyard(args: &[&str]) -> std::process::Output {
 #[test]
 fn demo_runs_with_no_arguments_and_reports_json() {
     let out = switchyard(&["simulate", "--output-format", "json"]);
-    assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
     let pods = v["pods"].as_array().expect("pods");
     assert!(pods.len() > 10);
     let summary = &v["summary"];
     assert!(summary["bound"].as_u64().unwrap() > 0);
-    for key in ["bound", "unschedulable", "evicted", "attempts", "pods_per_second"] {
+    for key in [
+        "bound",
+        "unschedulable",
+        "evicted",
+        "attempts",
+        "pods_per_second",
+    ] {
         assert!(summary.get(key).is_some(), "summary.{key} missing");
     }
     assert!(summary["attempt_latency_ms"]["p50"].is_number());
     assert!(summary["attempt_latency_ms"]["p99"].is_number());
     // The demo's 64-CPU pod is unschedulable, with kube-scheduler's message.
-    let too_big = pods.iter().find(|p| p["name"] == "too-big").expect("too-big pod");
+    let too_big = pods
+        .iter()
+        .find(|p| p["name"] == "too-big")
+        .expect("too-big pod");
     assert!(too_big["node"].is_null());
     let reason = too_big["reason"].as_str().unwrap();
     assert!(reason.starts_with("0/7 nodes are available:"), "{reason}");
@@ -55,7 +70,11 @@ fn workload_runs_and_measures_throughput() {
         "--output-format",
         "json",
     ]);
-    assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["summary"]["bound"], 1500);
     assert_eq!(v["summary"]["unschedulable"], 0);
@@ -77,7 +96,10 @@ fn bad_manifest_names_file_document_and_field() {
     let out = switchyard(&["simulate", "--cluster", f.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("bad.yaml: document 2: spec.containers[0].resources.requests.cpu"), "{err}");
+    assert!(
+        err.contains("bad.yaml: document 2: spec.containers[0].resources.requests.cpu"),
+        "{err}"
+    );
     assert!(err.contains("invalid quantity \"lots\""), "{err}");
 }
 
@@ -94,7 +116,10 @@ fn bad_config_is_rejected_at_start_up() {
     let out = switchyard(&["simulate", "--config", f.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("config.yaml: profiles[0] (default-scheduler)"), "{err}");
+    assert!(
+        err.contains("config.yaml: profiles[0] (default-scheduler)"),
+        "{err}"
+    );
     assert!(err.contains("NoSuchPlugin"), "{err}");
 }
 
@@ -103,7 +128,15 @@ fn help_describes_every_simulate_flag() {
     let out = switchyard(&["simulate", "--help"]);
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
-    for flag in ["--cluster", "--workload", "--workload-name", "--config", "--output-format", "--seed", "--timeout"] {
+    for flag in [
+        "--cluster",
+        "--workload",
+        "--workload-name",
+        "--config",
+        "--output-format",
+        "--seed",
+        "--timeout",
+    ] {
         assert!(text.contains(flag), "--help lacks {flag}");
     }
 }

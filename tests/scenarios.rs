@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use libtest_mimic::{Arguments, Failed, Trial};
 
 fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     let mut entries: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
     entries.sort();
     for p in entries {
@@ -24,7 +26,11 @@ fn main() {
     let root = switchyard_e2e::workspace_root().join("tests/scenarios");
     let mut files = Vec::new();
     collect(&root, &mut files);
-    assert!(!files.is_empty(), "no scenarios found under {}", root.display());
+    assert!(
+        !files.is_empty(),
+        "no scenarios found under {}",
+        root.display()
+    );
     let trials = files
         .into_iter()
         .map(|f| {

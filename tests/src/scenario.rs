@@ -80,7 +80,8 @@ pub fn run_file(path: &Path) -> Result<(), String> {
     let mut scenario: Option<Scenario> = None;
     for d in &docs {
         if d.get("kind").and_then(|k| k.as_str()) == Some("Scenario") {
-            let s: Scenario = serde_json::from_value(d.clone()).map_err(|e| format!("{file}: Scenario: {e}"))?;
+            let s: Scenario =
+                serde_json::from_value(d.clone()).map_err(|e| format!("{file}: Scenario: {e}"))?;
             scenario = Some(s);
         }
     }
@@ -89,12 +90,17 @@ pub fn run_file(path: &Path) -> Result<(), String> {
     let mut skipped = Skipped::default();
     manifest::parse_str(&text, &file, &mut objects, &mut skipped).map_err(|e| e.to_string())?;
     if let Some((src, kind)) = skipped.0.iter().find(|(_, k)| k != "Scenario") {
-        return Err(format!("{src}: kind {kind} is not loaded by the embedded cluster"));
+        return Err(format!(
+            "{src}: kind {kind} is not loaded by the embedded cluster"
+        ));
     }
     let config = match &scenario.config {
         Some(c) => {
             let yaml = serde_json::to_string(c).map_err(|e| e.to_string())?;
-            Some(SchedulerConfig::from_yaml(&yaml, &format!("{file} (config)")).map_err(|e| e.to_string())?)
+            Some(
+                SchedulerConfig::from_yaml(&yaml, &format!("{file} (config)"))
+                    .map_err(|e| e.to_string())?,
+            )
         }
         None => None,
     };
@@ -102,11 +108,15 @@ pub fn run_file(path: &Path) -> Result<(), String> {
     let prebound: Vec<String> = objects
         .iter()
         .filter_map(|o| match &o.object {
-            manifest::Object::Pod(p) if p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some() => Some(format!(
-                "{}/{}",
-                p.metadata.namespace.as_deref().unwrap_or("default"),
-                p.metadata.name.as_deref().unwrap_or("")
-            )),
+            manifest::Object::Pod(p)
+                if p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some() =>
+            {
+                Some(format!(
+                    "{}/{}",
+                    p.metadata.namespace.as_deref().unwrap_or("default"),
+                    p.metadata.name.as_deref().unwrap_or("")
+                ))
+            }
             _ => None,
         })
         .collect();
@@ -119,8 +129,10 @@ pub fn run_file(path: &Path) -> Result<(), String> {
             timeout: std::time::Duration::from_secs(60),
             ..SimulateOptions::default()
         };
-        let report = simulate::run(&opts, &in_tree_registry()).map_err(|e| format!("{file}: {e}"))?;
-        check(&scenario.expect, &report, &prebound).map_err(|e| format!("{file} (seed {seed}):\n{e}"))?;
+        let report =
+            simulate::run(&opts, &in_tree_registry()).map_err(|e| format!("{file}: {e}"))?;
+        check(&scenario.expect, &report, &prebound)
+            .map_err(|e| format!("{file} (seed {seed}):\n{e}"))?;
     }
     Ok(())
 }
@@ -135,15 +147,28 @@ fn check(expect: &Expect, report: &simulate::Report, prebound: &[String]) -> Res
         if prebound.contains(&key) && !expect.placements.contains_key(&key) {
             continue;
         }
-        match (&p.node, expect.placements.get(&key), expect.unschedulable.get(&key)) {
+        match (
+            &p.node,
+            expect.placements.get(&key),
+            expect.unschedulable.get(&key),
+        ) {
             (Some(node), Some(choice), _) if choice.allows(node) => {}
-            (Some(node), Some(_), _) => problems.push(format!("{key}: placed on {node}, expected {}", describe(expect.placements.get(&key)))),
-            (Some(node), None, Some(_)) => problems.push(format!("{key}: placed on {node}, expected unschedulable")),
-            (Some(node), None, None) => problems.push(format!("{key}: placed on {node}, but the scenario does not expect this pod")),
+            (Some(node), Some(_), _) => problems.push(format!(
+                "{key}: placed on {node}, expected {}",
+                describe(expect.placements.get(&key))
+            )),
+            (Some(node), None, Some(_)) => {
+                problems.push(format!("{key}: placed on {node}, expected unschedulable"))
+            }
+            (Some(node), None, None) => problems.push(format!(
+                "{key}: placed on {node}, but the scenario does not expect this pod"
+            )),
             (None, _, Some(msg)) => {
                 let got = p.reason.clone().unwrap_or_default();
                 if got != *msg {
-                    problems.push(format!("{key}: unschedulable with\n    got:  {got}\n    want: {msg}"));
+                    problems.push(format!(
+                        "{key}: unschedulable with\n    got:  {got}\n    want: {msg}"
+                    ));
                 }
             }
             (None, Some(_), None) => problems.push(format!(
@@ -153,20 +178,32 @@ fn check(expect: &Expect, report: &simulate::Report, prebound: &[String]) -> Res
             )),
             (None, None, None) => {
                 if p.reason.is_some() {
-                    problems.push(format!("{key}: unschedulable ({}), but the scenario does not expect this pod", p.reason.as_deref().unwrap_or("")));
+                    problems.push(format!(
+                        "{key}: unschedulable ({}), but the scenario does not expect this pod",
+                        p.reason.as_deref().unwrap_or("")
+                    ));
                 }
             }
         }
         if let Some(want) = expect.nominated.get(&key) {
             if p.nominated_node.as_deref() != Some(want) {
-                problems.push(format!("{key}: nominated {:?}, expected {want}", p.nominated_node));
+                problems.push(format!(
+                    "{key}: nominated {:?}, expected {want}",
+                    p.nominated_node
+                ));
             }
         }
     }
-    let reported: Vec<String> = report.pods.iter().map(|p| format!("{}/{}", p.namespace, p.name)).collect();
+    let reported: Vec<String> = report
+        .pods
+        .iter()
+        .map(|p| format!("{}/{}", p.namespace, p.name))
+        .collect();
     for key in expect.placements.keys().chain(expect.unschedulable.keys()) {
         if !reported.contains(key) && !expect.evicted.contains_key(key) {
-            problems.push(format!("{key}: expected in the report, but there is no such pod"));
+            problems.push(format!(
+                "{key}: expected in the report, but there is no such pod"
+            ));
         }
     }
     let evicted: BTreeMap<String, String> = report
@@ -175,7 +212,10 @@ fn check(expect: &Expect, report: &simulate::Report, prebound: &[String]) -> Res
         .map(|e| (format!("{}/{}", e.namespace, e.name), e.preemptor.clone()))
         .collect();
     if evicted != expect.evicted {
-        problems.push(format!("evicted {evicted:?}, expected {:?}", expect.evicted));
+        problems.push(format!(
+            "evicted {evicted:?}, expected {:?}",
+            expect.evicted
+        ));
     }
     if problems.is_empty() {
         Ok(())

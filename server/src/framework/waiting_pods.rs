@@ -287,3 +287,35 @@ mod tests {
         assert_eq!(s.message(), "group failed");
     }
 }
+
+#[cfg(test)]
+mod multi_thread_tests {
+    use super::*;
+    use crate::testing::pod;
+
+    #[test]
+    fn two_pods_time_out_on_a_one_worker_runtime() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let w = Arc::new(WaitingPods::default());
+        let mut handles = Vec::new();
+        for n in ["a", "b"] {
+            let p = pod(n).node("x").build();
+            w.add(
+                p.clone(),
+                "x".into(),
+                vec![("g".into(), Duration::from_millis(50))],
+                Instant::now(),
+            );
+            let w2 = w.clone();
+            handles.push(rt.spawn(async move { w2.wait(&p.uid).await }));
+        }
+        for h in handles {
+            let s = rt.block_on(h).unwrap();
+            assert_eq!(s.code(), Code::Unschedulable);
+        }
+    }
+}

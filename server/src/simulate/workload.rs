@@ -437,8 +437,7 @@ pub fn list_workloads(path: &Path) -> Result<Vec<String>, WorkloadError> {
 fn read_cases(path: &Path) -> Result<Vec<TestCaseFile>, WorkloadError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| werr(path, "<file>", format!("cannot read: {e}")))?;
-    let v: Value =
-        crate::yaml::from_str(&text).map_err(|e| werr(path, "<file>", e.to_string()))?;
+    let v: Value = crate::yaml::from_str(&text).map_err(|e| werr(path, "<file>", e.to_string()))?;
     let cases: Vec<TestCaseFile> = serde_path_to_error::deserialize(v)
         .map_err(|e| werr(path, e.path().to_string(), e.inner().to_string()))?;
     if cases.is_empty() {
