@@ -22,6 +22,7 @@ pub mod config;
 pub mod framework;
 pub mod model;
 pub mod plugins;
+pub mod preemption;
 pub mod queue;
 pub mod scheduler;
 pub mod simulate;

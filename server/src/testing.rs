@@ -104,6 +104,7 @@ pub fn pod(name: &str) -> PodBuilder {
             deletion_timestamp: None,
             resource_version: None,
             phase: Default::default(),
+            preempted_by_scheduler: false,
             spec: Arc::new(PodSpec::default()),
         },
         spec: PodSpec {
@@ -281,10 +282,10 @@ impl crate::cluster::ClusterClient for NoopClient {
 /// The default profile's framework over a no-op client (unit tests).
 pub fn default_framework() -> Arc<crate::framework::Framework> {
     let config = crate::config::SchedulerConfig::default_config();
-    let handle = Arc::new(crate::framework::Handle {
-        waiting_pods: Arc::new(crate::framework::waiting_pods::WaitingPods::default()),
-        client: Arc::new(NoopClient),
-    });
+    let handle = Arc::new(crate::framework::Handle::new(
+        Arc::new(crate::framework::waiting_pods::WaitingPods::default()),
+        Arc::new(NoopClient),
+    ));
     match crate::framework::Framework::new(
         &config.profiles[0],
         &crate::plugins::in_tree_registry(),

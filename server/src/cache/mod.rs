@@ -17,6 +17,7 @@ pub use node_tree::{zone_key, NodeTree};
 pub use snapshot::Snapshot;
 
 use crate::framework::node_info::NodeInfo;
+use crate::model::node::{WorkloadKind, WorkloadSelector};
 use crate::model::{Labels, Namespace, Node, Pod, PodDisruptionBudget, Uid};
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -71,6 +72,8 @@ pub struct Cache {
     namespaces_changed: bool,
     pdbs: HashMap<(Arc<str>, Arc<str>), Arc<PodDisruptionBudget>>,
     pdbs_changed: bool,
+    selectors: Vec<Arc<WorkloadSelector>>,
+    selectors_changed: bool,
     /// How long an assumed pod whose binding finished may stay unconfirmed; zero means
     /// forever (upstream's choice since 1.25: informers always deliver the bind).
     assumed_pod_ttl: Duration,
@@ -95,6 +98,8 @@ impl Cache {
             namespaces_changed: true,
             pdbs: HashMap::new(),
             pdbs_changed: true,
+            selectors: Vec::new(),
+            selectors_changed: true,
             assumed_pod_ttl,
         }
     }
@@ -335,6 +340,19 @@ impl Cache {
         self.pdbs_changed = true;
     }
 
+    pub fn set_workload_selector(&mut self, sel: Arc<WorkloadSelector>) {
+        self.selectors
+            .retain(|s| !(s.kind == sel.kind && s.namespace == sel.namespace && s.name == sel.name));
+        self.selectors.push(sel);
+        self.selectors_changed = true;
+    }
+
+    pub fn remove_workload_selector(&mut self, kind: WorkloadKind, namespace: &str, name: &str) {
+        self.selectors
+            .retain(|s| !(s.kind == kind && *s.namespace == *namespace && *s.name == *name));
+        self.selectors_changed = true;
+    }
+
     pub fn node_count(&self) -> usize {
         self.node_tree.len()
     }
@@ -390,6 +408,10 @@ impl Cache {
         if self.namespaces_changed {
             snapshot.namespaces = Arc::new(self.namespaces.clone());
             self.namespaces_changed = false;
+        }
+        if self.selectors_changed {
+            snapshot.workload_selectors = Arc::new(self.selectors.clone());
+            self.selectors_changed = false;
         }
         if self.pdbs_changed {
             let mut v: Vec<_> = self.pdbs.values().cloned().collect();

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::framework::node_info::NodeInfo;
+use crate::model::node::WorkloadSelector;
 use crate::model::{Labels, PodDisruptionBudget};
 
 #[derive(Clone, Default)]
@@ -22,6 +23,8 @@ pub struct Snapshot {
     /// Namespace labels, for namespaceSelector in affinity terms.
     pub(crate) namespaces: Arc<HashMap<Arc<str>, Labels>>,
     pub(crate) pdbs: Arc<Vec<Arc<PodDisruptionBudget>>>,
+    /// Services and controllers' selectors (default topology spreading).
+    pub(crate) workload_selectors: Arc<Vec<Arc<WorkloadSelector>>>,
     pub(crate) generation: u64,
 }
 
@@ -95,6 +98,15 @@ impl Snapshot {
 
     pub fn pdbs(&self) -> &[Arc<PodDisruptionBudget>] {
         &self.pdbs
+    }
+
+    pub fn workload_selectors(&self) -> &[Arc<WorkloadSelector>] {
+        &self.workload_selectors
+    }
+
+    /// Test and tool helper: replaces the namespace labels.
+    pub fn set_namespaces(&mut self, ns: impl IntoIterator<Item = (Arc<str>, Labels)>) {
+        self.namespaces = Arc::new(ns.into_iter().collect());
     }
 
     pub fn generation(&self) -> u64 {

@@ -18,8 +18,10 @@ use super::{
 use crate::framework::interface::BoxFuture;
 use crate::model::convert::{
     namespace_from_k8s, node_from_k8s, pdb_from_k8s, pod_from_k8s, priority_class_from_k8s,
-    system_priority_class, FieldError, PriorityResolver,
+    replica_set_selector, replication_controller_selector, service_selector,
+    stateful_set_selector, system_priority_class, FieldError, PriorityResolver,
 };
+use crate::model::node::WorkloadSelector;
 use crate::model::{Labels, Namespace, Node, Pod, PodDisruptionBudget, PriorityClass, Uid};
 
 /// The label every kubelet sets; embedded nodes get it too.
@@ -54,7 +56,10 @@ struct State {
     namespaces: BTreeMap<Arc<str>, Namespace>,
     priority_classes: BTreeMap<Arc<str>, PriorityClass>,
     pdbs: BTreeMap<(Arc<str>, Arc<str>), Arc<PodDisruptionBudget>>,
+    selectors: Vec<Arc<WorkloadSelector>>,
     evictions: Vec<Eviction>,
+    /// Victims given a grace period: removed when their deadline passes.
+    terminating: Vec<(std::time::Instant, Uid)>,
     next_uid: u64,
     next_order: u64,
     next_rv: u64,
@@ -81,6 +86,49 @@ impl PriorityResolver for State {
 impl State {
     fn emit(&mut self, ev: WatchEvent) {
         self.sinks.retain(|s| s.send(ev.clone()));
+    }
+
+    /// Recomputes `disruptionsAllowed` of PDBs that carry no status of their own (the
+    /// embedded cluster has no disruption controller): healthy pods are bound and not
+    /// terminating; expected pods are all that match.
+    /// Only PDBs in `namespace` whose selector matches `changed` (all, when `None`).
+    fn refresh_pdbs(&mut self, namespace: &str, changed: Option<&Labels>) {
+        let keys: Vec<(Arc<str>, Arc<str>)> = self
+            .pdbs
+            .iter()
+            .filter(|((ns, _), p)| **ns == *namespace && changed.is_none_or(|l| p.selector.matches(l)))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in keys {
+            let Some(pdb) = self.pdbs.get(&key).cloned() else { continue };
+            if pdb.status_given {
+                continue;
+            }
+            let matching = self
+                .pods
+                .values()
+                .filter(|r| *r.pod.namespace == *pdb.namespace && pdb.selector.matches(r.pod.labels()));
+            let (mut expected, mut healthy) = (0i32, 0i32);
+            for r in matching {
+                expected += 1;
+                if r.pod.node_name.is_some() && r.pod.deletion_timestamp.is_none() {
+                    healthy += 1;
+                }
+            }
+            let desired = match (pdb.min_available, pdb.max_unavailable) {
+                (Some(m), _) => m.scaled(expected),
+                (None, Some(m)) => expected - m.scaled(expected),
+                (None, None) => expected,
+            };
+            let allowed = (healthy - desired).max(0);
+            if pdb.disruptions_allowed != Some(allowed) {
+                let mut updated = (*pdb).clone();
+                updated.disruptions_allowed = Some(allowed);
+                let updated = Arc::new(updated);
+                self.pdbs.insert(key, updated.clone());
+                self.emit(WatchEvent::PdbUpsert(updated));
+            }
+        }
     }
 
     fn next_rv(&mut self) -> Arc<str> {
@@ -168,6 +216,16 @@ impl EmbeddedCluster {
                 Object::PodDisruptionBudget(p) => {
                     c.create_pdb(p).map_err(|e| field_err(&o.source, e))?
                 }
+                Object::Service(s) => c.add_selector(service_selector(s).map_err(|e| field_err(&o.source, e))?),
+                Object::ReplicationController(r) => c.add_selector(
+                    replication_controller_selector(r).map_err(|e| field_err(&o.source, e))?,
+                ),
+                Object::ReplicaSet(r) => {
+                    c.add_selector(replica_set_selector(r).map_err(|e| field_err(&o.source, e))?)
+                }
+                Object::StatefulSet(s) => {
+                    c.add_selector(stateful_set_selector(s).map_err(|e| field_err(&o.source, e))?)
+                }
                 _ => {}
             }
         }
@@ -205,6 +263,16 @@ impl EmbeddedCluster {
         Ok(name)
     }
 
+    /// Adds (or replaces) a Service's or controller's selector.
+    pub fn add_selector(&self, sel: WorkloadSelector) {
+        let mut st = self.lock();
+        let sel = Arc::new(sel);
+        st.selectors
+            .retain(|s| !(s.kind == sel.kind && s.namespace == sel.namespace && s.name == sel.name));
+        st.selectors.push(sel.clone());
+        st.emit(WatchEvent::WorkloadSelectorUpsert(sel));
+    }
+
     pub fn delete_node(&self, name: &str) -> bool {
         let mut st = self.lock();
         match st.nodes.remove(name) {
@@ -232,7 +300,8 @@ impl EmbeddedCluster {
         let mut st = self.lock();
         st.pdbs
             .insert((pdb.namespace.clone(), pdb.name.clone()), pdb.clone());
-        st.emit(WatchEvent::PdbUpsert(pdb));
+        st.emit(WatchEvent::PdbUpsert(pdb.clone()));
+        st.refresh_pdbs(&pdb.namespace, None);
         Ok(())
     }
 
@@ -306,6 +375,9 @@ impl EmbeddedCluster {
             },
         );
         st.emit(WatchEvent::PodAdd(p.clone()));
+        if !st.pdbs.is_empty() {
+            st.refresh_pdbs(&p.namespace, Some(p.labels()));
+        }
         Ok(p.key())
     }
 
@@ -317,11 +389,40 @@ impl EmbeddedCluster {
         };
         match st.pods.remove(&uid) {
             Some(r) => {
+                let pod = r.pod.clone();
                 st.emit(WatchEvent::PodDelete(r.pod));
+                if !st.pdbs.is_empty() {
+                    st.refresh_pdbs(&pod.namespace, Some(pod.labels()));
+                }
                 true
             }
             None => false,
         }
+    }
+
+    /// Finishes terminations whose grace period has passed; returns how many are still
+    /// pending. The simulation driver calls it while it waits.
+    pub fn advance(&self) -> usize {
+        let mut st = self.lock();
+        if st.terminating.is_empty() {
+            return 0;
+        }
+        let now = std::time::Instant::now();
+        let (due, pending): (Vec<_>, Vec<_>) = std::mem::take(&mut st.terminating)
+            .into_iter()
+            .partition(|(t, _)| *t <= now);
+        st.terminating = pending;
+        for (_, uid) in due {
+            if let Some(r) = st.pods.remove(&uid) {
+                st.names.remove(&(r.pod.namespace.clone(), r.pod.name.clone()));
+                let pod = r.pod.clone();
+                st.emit(WatchEvent::PodDelete(r.pod));
+                if !st.pdbs.is_empty() {
+                    st.refresh_pdbs(&pod.namespace, Some(pod.labels()));
+                }
+            }
+        }
+        st.terminating.len()
     }
 
     /// Every pod with what the scheduler recorded, in creation order.
@@ -404,6 +505,9 @@ impl ClusterClient for EmbeddedCluster {
                     message: String::new(),
                 });
             }
+            if !st.pdbs.is_empty() {
+                st.refresh_pdbs(&pod.namespace, Some(pod.labels()));
+            }
             Ok(())
         })
     }
@@ -451,18 +555,38 @@ impl ClusterClient for EmbeddedCluster {
     ) -> BoxFuture<'a, Result<(), ClientError>> {
         Box::pin(async move {
             let mut st = self.lock();
-            let Some(rec) = st.pods.remove(&pod.uid) else {
+            let Some(rec) = st.pods.get(&pod.uid) else {
                 return Err(ClientError::NotFound(pod.name.to_string()));
             };
-            st.names
-                .remove(&(rec.pod.namespace.clone(), rec.pod.name.clone()));
+            if rec.pod.deletion_timestamp.is_some() {
+                return Ok(());
+            }
+            let victim = rec.pod.clone();
             st.evictions.push(Eviction {
-                namespace: rec.pod.namespace.clone(),
-                name: rec.pod.name.clone(),
-                node: rec.pod.node_name.clone(),
+                namespace: victim.namespace.clone(),
+                name: victim.name.clone(),
+                node: victim.node_name.clone(),
                 preemptor: preemptor.key(),
             });
-            st.emit(WatchEvent::PodDelete(rec.pod));
+            // Terminate at once unless the pod asked for a grace period.
+            match victim.spec.termination_grace_period_seconds.filter(|g| *g > 0) {
+                Some(grace) => {
+                    let now = now_micros();
+                    EmbeddedCluster::update_pod(&mut st, &pod.uid, |p| {
+                        p.deletion_timestamp = Some(now);
+                    });
+                    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(grace as u64);
+                    st.terminating.push((deadline, victim.uid.clone()));
+                }
+                None => {
+                    st.pods.remove(&pod.uid);
+                    st.names.remove(&(victim.namespace.clone(), victim.name.clone()));
+                    st.emit(WatchEvent::PodDelete(victim.clone()));
+                }
+            }
+            if !st.pdbs.is_empty() {
+                st.refresh_pdbs(&victim.namespace, Some(victim.labels()));
+            }
             Ok(())
         })
     }
@@ -490,6 +614,7 @@ impl ClusterBackend for EmbeddedCluster {
         );
         initial.extend(st.nodes.values().cloned().map(WatchEvent::NodeAdd));
         initial.extend(st.pdbs.values().cloned().map(WatchEvent::PdbUpsert));
+        initial.extend(st.selectors.iter().cloned().map(WatchEvent::WorkloadSelectorUpsert));
         let mut pods: Vec<&PodRecord> = st.pods.values().collect();
         pods.sort_by_key(|r| (r.pod.node_name.is_none(), r.order));
         initial.extend(pods.into_iter().map(|r| WatchEvent::PodAdd(r.pod.clone())));

@@ -38,6 +38,12 @@ pub enum Object {
     Namespace(Box<core::Namespace>),
     PriorityClass(Box<scheduling::PriorityClass>),
     PodDisruptionBudget(Box<policy::PodDisruptionBudget>),
+    /// Services and workload controllers: only their selectors are read (default
+    /// topology spreading).
+    Service(Box<core::Service>),
+    ReplicationController(Box<core::ReplicationController>),
+    ReplicaSet(Box<k8s_openapi::api::apps::v1::ReplicaSet>),
+    StatefulSet(Box<k8s_openapi::api::apps::v1::StatefulSet>),
 }
 
 impl Object {
@@ -48,6 +54,10 @@ impl Object {
             Object::Namespace(_) => "Namespace",
             Object::PriorityClass(_) => "PriorityClass",
             Object::PodDisruptionBudget(_) => "PodDisruptionBudget",
+            Object::Service(_) => "Service",
+            Object::ReplicationController(_) => "ReplicationController",
+            Object::ReplicaSet(_) => "ReplicaSet",
+            Object::StatefulSet(_) => "StatefulSet",
         }
     }
 }
@@ -246,6 +256,10 @@ fn parse_value(
         "Namespace" => Object::Namespace(Box::new(decode(doc, &source)?)),
         "PriorityClass" => Object::PriorityClass(Box::new(decode(doc, &source)?)),
         "PodDisruptionBudget" => Object::PodDisruptionBudget(Box::new(decode(doc, &source)?)),
+        "Service" => Object::Service(Box::new(decode(doc, &source)?)),
+        "ReplicationController" => Object::ReplicationController(Box::new(decode(doc, &source)?)),
+        "ReplicaSet" => Object::ReplicaSet(Box::new(decode(doc, &source)?)),
+        "StatefulSet" => Object::StatefulSet(Box::new(decode(doc, &source)?)),
         other => {
             skipped.0.push((source, other.to_string()));
             return Ok(());

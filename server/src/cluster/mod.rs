@@ -12,6 +12,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::framework::interface::BoxFuture;
+use crate::model::node::{WorkloadKind, WorkloadSelector};
 use crate::model::{Namespace, Node, Pod, PodDisruptionBudget};
 
 /// A change the backend observed, delivered in order per object.
@@ -27,6 +28,12 @@ pub enum WatchEvent {
     NamespaceDelete(Arc<str>),
     PdbUpsert(Arc<PodDisruptionBudget>),
     PdbDelete {
+        namespace: Arc<str>,
+        name: Arc<str>,
+    },
+    WorkloadSelectorUpsert(Arc<WorkloadSelector>),
+    WorkloadSelectorDelete {
+        kind: WorkloadKind,
         namespace: Arc<str>,
         name: Arc<str>,
     },

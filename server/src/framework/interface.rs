@@ -22,6 +22,18 @@ use crate::model::Pod;
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+/// Nominated pods by node (copy-on-write view of the nominator).
+pub type NominatedPods = Arc<rustc_hash::FxHashMap<Arc<str>, Vec<Arc<Pod>>>>;
+
+/// What PostFilter plugins work with: the cycle's state and snapshot, the framework to
+/// re-run filters (preemption dry runs), and the nominated pods.
+pub struct PostFilterContext<'a> {
+    pub state: &'a mut CycleState,
+    pub snapshot: &'a Snapshot,
+    pub framework: &'a super::Framework,
+    pub nominated: &'a NominatedPods,
+}
+
 /// Highest score a Score plugin may return after normalisation.
 pub const MAX_NODE_SCORE: i64 = 100;
 pub const MIN_NODE_SCORE: i64 = 0;
@@ -146,6 +158,10 @@ impl NodeToStatus {
     pub fn get(&self, node: &str) -> &Status {
         self.statuses.get(node).unwrap_or(&self.absent)
     }
+    /// The node's own status, if it has one (not the absent default).
+    pub fn explicit(&self, node: &str) -> Option<&Status> {
+        self.statuses.get(node)
+    }
     pub fn set(&mut self, node: Arc<str>, status: Status) {
         self.statuses.insert(node, status);
     }
@@ -267,12 +283,12 @@ pub trait FilterPlugin: Plugin {
 }
 
 pub trait PostFilterPlugin: Plugin {
+    /// Runs when no node fits; may make one fit later (preemption) and nominate it.
     fn post_filter(
         &self,
-        state: &mut CycleState,
+        ctx: PostFilterContext<'_>,
         pod: &Arc<Pod>,
         statuses: &NodeToStatus,
-        snapshot: &Snapshot,
     ) -> (Option<PostFilterResult>, Status);
 }
 

@@ -23,6 +23,39 @@ use crate::model::Pod;
 pub struct Handle {
     pub waiting_pods: Arc<WaitingPods>,
     pub client: Arc<dyn ClusterClient>,
+    services: std::sync::OnceLock<std::sync::Weak<dyn SchedulerServices>>,
+}
+
+/// Scheduler services plugins may use once the scheduler runs.
+pub trait SchedulerServices: Send + Sync {
+    /// Runs work off the scheduling thread, counted until it finishes.
+    fn spawn(&self, fut: BoxFuture<'static, ()>);
+    /// The latest object of a pod as the backend reported it.
+    fn pod(&self, uid: &str) -> Option<Arc<Pod>>;
+    /// Moves pods to activeQ (e.g. a preemptor whose preemption failed).
+    fn activate(&self, pods: &[Arc<Pod>]);
+    /// Counts a preemption and its victims.
+    fn record_preemption(&self, victims: usize);
+}
+
+impl Handle {
+    pub fn new(waiting_pods: Arc<WaitingPods>, client: Arc<dyn ClusterClient>) -> Self {
+        Handle {
+            waiting_pods,
+            client,
+            services: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Connects the scheduler's services (done once, when the scheduler is built).
+    pub fn set_services(&self, s: std::sync::Weak<dyn SchedulerServices>) {
+        let _ = self.services.set(s);
+    }
+
+    /// The scheduler's services, when running inside one.
+    pub fn services(&self) -> Option<Arc<dyn SchedulerServices>> {
+        self.services.get().and_then(|w| w.upgrade())
+    }
 }
 
 /// Builds a plugin from its args (already parsed YAML, `None` when not configured).
@@ -632,6 +665,7 @@ impl Framework {
         pod: &Arc<Pod>,
         statuses: &NodeToStatus,
         snapshot: &Snapshot,
+        nominated: &NominatedPods,
     ) -> (Option<PostFilterResult>, Status) {
         let mut result = None;
         let mut reasons: Vec<std::borrow::Cow<'static, str>> = Vec::new();
@@ -640,7 +674,13 @@ impl Framework {
             let Some(p) = e.plugin.as_post_filter() else {
                 continue;
             };
-            let (r, s) = p.post_filter(state, pod, statuses, snapshot);
+            let ctx = PostFilterContext {
+                state: &mut *state,
+                snapshot,
+                framework: self,
+                nominated,
+            };
+            let (r, s) = p.post_filter(ctx, pod, statuses);
             if s.is_success() {
                 return (r, s);
             }

@@ -74,6 +74,21 @@ impl WaitingPod {
         true
     }
 
+    /// Preempts the pod (upstream `WaitingPod.Preempt`): like a rejection, but as an
+    /// error, so the pod goes back through backoff instead of waiting for an event.
+    pub fn preempt(&self, plugin: &str, msg: &str) -> bool {
+        let Ok(mut g) = self.inner.lock() else {
+            return false;
+        };
+        if g.decided {
+            return false;
+        }
+        g.decided = true;
+        self.outcome
+            .send_replace(Some(Status::error(msg.to_string()).with_plugin(&Arc::from(plugin))));
+        true
+    }
+
     /// The earliest deadline among plugins still pending, with the plugin.
     fn next_deadline(&self) -> Option<(Instant, Arc<str>, Duration)> {
         let g = self.inner.lock().ok()?;

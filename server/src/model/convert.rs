@@ -19,7 +19,7 @@ use super::labels::{
 };
 use super::node::{
     normalized_image_name, IntOrPercent, Namespace, Node, NodeImage, PodDisruptionBudget,
-    PriorityClass,
+    PriorityClass, WorkloadKind, WorkloadSelector,
 };
 use super::pod::{
     AffinityTerm, HostPort, NodeInclusionPolicy, OwnerReference, Pod, PodPhase, PodSpec,
@@ -304,6 +304,7 @@ pub fn pod_from_k8s(
         .iter()
         .flatten()
         .map(|o| OwnerReference {
+            api_version: o.api_version.clone().into(),
             kind: o.kind.clone().into(),
             name: o.name.clone().into(),
             uid: o.uid.clone().into(),
@@ -366,6 +367,10 @@ pub fn pod_from_k8s(
         deletion_timestamp: meta.deletion_timestamp.as_ref().map(parse_time),
         resource_version: meta.resource_version.as_deref().map(Into::into),
         phase,
+        preempted_by_scheduler: status
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "DisruptionTarget"))
+            .is_some_and(|c| c.status == "True" && c.reason.as_deref() == Some("PreemptionByScheduler")),
         spec: Arc::new(spec_model),
     })
 }
@@ -1029,6 +1034,67 @@ pub fn pdb_from_k8s(pdb: &policy::PodDisruptionBudget) -> Result<PodDisruptionBu
         min_available,
         max_unavailable,
         disruptions_allowed: pdb.status.as_ref().and_then(|s| s.disruptions_allowed),
+        status_given: pdb.status.as_ref().and_then(|s| s.disruptions_allowed).is_some(),
+        disrupted_pods: pdb
+            .status
+            .as_ref()
+            .and_then(|s| s.disrupted_pods.as_ref())
+            .map(|m| m.keys().map(|k| k.as_str().into()).collect())
+            .unwrap_or_default(),
+    })
+}
+
+fn meta_name_ns(meta: &meta::ObjectMeta, kind: &str) -> Result<(Arc<str>, Arc<str>)> {
+    let name = meta
+        .name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| err("metadata.name", format!("required: every {kind} needs a name")))?;
+    Ok((name.into(), meta.namespace.as_deref().unwrap_or("default").into()))
+}
+
+/// A Service's selector, for default topology spreading.
+pub fn service_selector(svc: &core::Service) -> Result<WorkloadSelector> {
+    let (name, namespace) = meta_name_ns(&svc.metadata, "Service")?;
+    Ok(WorkloadSelector {
+        kind: WorkloadKind::Service,
+        namespace,
+        name,
+        match_labels: svc.spec.as_ref().and_then(|s| s.selector.as_ref()).map(|m| labels_of(&Some(m.clone()))),
+        selector: LabelSelector::Nothing,
+    })
+}
+
+pub fn replication_controller_selector(rc: &core::ReplicationController) -> Result<WorkloadSelector> {
+    let (name, namespace) = meta_name_ns(&rc.metadata, "ReplicationController")?;
+    Ok(WorkloadSelector {
+        kind: WorkloadKind::ReplicationController,
+        namespace,
+        name,
+        match_labels: rc.spec.as_ref().and_then(|s| s.selector.as_ref()).map(|m| labels_of(&Some(m.clone()))),
+        selector: LabelSelector::Nothing,
+    })
+}
+
+pub fn replica_set_selector(rs: &k8s_openapi::api::apps::v1::ReplicaSet) -> Result<WorkloadSelector> {
+    let (name, namespace) = meta_name_ns(&rs.metadata, "ReplicaSet")?;
+    Ok(WorkloadSelector {
+        kind: WorkloadKind::ReplicaSet,
+        namespace,
+        name,
+        match_labels: None,
+        selector: label_selector(Some(&rs.spec.selector), "spec.selector")?,
+    })
+}
+
+pub fn stateful_set_selector(ss: &k8s_openapi::api::apps::v1::StatefulSet) -> Result<WorkloadSelector> {
+    let (name, namespace) = meta_name_ns(&ss.metadata, "StatefulSet")?;
+    Ok(WorkloadSelector {
+        kind: WorkloadKind::StatefulSet,
+        namespace,
+        name,
+        match_labels: None,
+        selector: label_selector(Some(&ss.spec.selector), "spec.selector")?,
     })
 }
 

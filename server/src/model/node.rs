@@ -77,6 +77,31 @@ pub struct PodDisruptionBudget {
     pub max_unavailable: Option<IntOrPercent>,
     /// `status.disruptionsAllowed` when the object carries a status.
     pub disruptions_allowed: Option<i32>,
+    /// Whether the status came with the object (else a backend computes it).
+    pub status_given: bool,
+    /// `status.disruptedPods`: pods already being evicted under this budget.
+    pub disrupted_pods: Box<[Box<str>]>,
+}
+
+/// What a Service or workload controller selects, for PodTopologySpread's default
+/// constraints (upstream `helper.DefaultSelector`).
+#[derive(Clone, Debug)]
+pub struct WorkloadSelector {
+    pub kind: WorkloadKind,
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
+    /// Services and ReplicationControllers: a label map (`None`: selects nothing).
+    pub match_labels: Option<Labels>,
+    /// ReplicaSets and StatefulSets: a label selector.
+    pub selector: LabelSelector,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WorkloadKind {
+    Service,
+    ReplicationController,
+    ReplicaSet,
+    StatefulSet,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -26,6 +26,9 @@ pub struct Pod {
     /// `metadata.resourceVersion`, when the backend has one.
     pub resource_version: Option<Arc<str>>,
     pub phase: PodPhase,
+    /// Has the `DisruptionTarget` condition from scheduler preemption: a terminating
+    /// victim that must not trigger another preemption.
+    pub preempted_by_scheduler: bool,
     pub spec: Arc<PodSpec>,
 }
 
@@ -189,14 +192,15 @@ pub struct AffinityTerm {
 }
 
 impl AffinityTerm {
-    /// Whether `pod` (in a namespace with `ns_labels`) is matched by this term.
-    pub fn matches(&self, pod: &Pod, ns_labels: Option<&Labels>) -> bool {
+    /// Upstream `AffinityTerm.Matches`: `pod` is in one of the term's namespaces (or in a
+    /// namespace whose labels, `ns_labels`, match the namespace selector) and its labels
+    /// match the selector. Pass empty labels when the namespace's are unknown.
+    pub fn matches(&self, pod: &Pod, ns_labels: &Labels) -> bool {
         let ns_ok = self.namespaces.iter().any(|n| **n == *pod.namespace)
-            || match (&self.namespace_selector, ns_labels) {
-                (Some(sel), Some(labels)) => sel.matches(labels),
-                (Some(sel), None) => sel.is_empty(),
-                (None, _) => false,
-            };
+            || self
+                .namespace_selector
+                .as_ref()
+                .is_some_and(|sel| sel.matches(ns_labels));
         ns_ok && self.selector.matches(&pod.spec.labels)
     }
 }
@@ -236,6 +240,7 @@ pub struct TopologySpreadConstraint {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OwnerReference {
+    pub api_version: Box<str>,
     pub kind: Box<str>,
     pub name: Box<str>,
     pub uid: Box<str>,

@@ -1,13 +1,16 @@
 //! The built-in plugins, one folder each, named as upstream.
 
 pub mod defaultbinder;
+pub mod defaultpreemption;
 pub mod helper;
 pub mod imagelocality;
+pub mod interpodaffinity;
 pub mod nodeaffinity;
 pub mod nodename;
 pub mod nodeports;
 pub mod noderesources;
 pub mod nodeunschedulable;
+pub mod podtopologyspread;
 pub mod queuesort;
 pub mod schedulinggates;
 pub mod tainttoleration;
@@ -30,6 +33,9 @@ pub fn in_tree_registry() -> Registry {
         noderesources::balanced_allocation::factory(),
     );
     r.register(imagelocality::NAME, imagelocality::factory());
+    r.register(interpodaffinity::NAME, interpodaffinity::factory());
+    r.register(podtopologyspread::NAME, podtopologyspread::factory());
+    r.register(defaultpreemption::NAME, defaultpreemption::factory());
     r.register(defaultbinder::NAME, defaultbinder::factory());
     r
 }

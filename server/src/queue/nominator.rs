@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::model::{Pod, Uid};
 
-pub type NominatedPods = Arc<FxHashMap<Arc<str>, Vec<Arc<Pod>>>>;
+pub use crate::framework::NominatedPods;
 
 #[derive(Default)]
 pub struct Nominator {

@@ -18,6 +18,8 @@ use crate::clock::{Clock, RealClock};
 use crate::cluster::{ClusterClient, EventSource};
 use crate::config::SchedulerConfig;
 use crate::framework::waiting_pods::WaitingPods;
+use crate::framework::interface::BoxFuture;
+use crate::framework::runtime::SchedulerServices;
 use crate::framework::{Framework, Handle, Registry};
 use crate::model::{Pod, Uid};
 use crate::queue::SchedulingQueue;
@@ -58,7 +60,7 @@ pub struct Scheduler {
     pub(crate) pool: rayon::ThreadPool,
     pub stats: Stats,
     /// Binding cycles and backend calls started and not finished.
-    pub(crate) in_flight_ops: AtomicUsize,
+    pub(crate) in_flight_ops: Arc<AtomicUsize>,
     pub(crate) synced: AtomicBool,
     pub(crate) seed: u64,
     /// Events from the backend not yet handled (shared with the event source).
@@ -88,12 +90,11 @@ impl Scheduler {
         options: Options,
     ) -> Result<Arc<Scheduler>, BuildError> {
         let waiting_pods = Arc::new(WaitingPods::default());
-        let handle = Arc::new(Handle {
-            waiting_pods,
-            client: client.clone(),
-        });
         let mut profiles = HashMap::new();
+        let mut handles = Vec::new();
         for (i, p) in config.profiles.iter().enumerate() {
+            let handle = Arc::new(Handle::new(waiting_pods.clone(), client.clone()));
+            handles.push(handle.clone());
             let fw = Framework::new(p, registry, handle.clone()).map_err(|message| {
                 BuildError::Profile {
                     file: config.source.clone(),
@@ -122,7 +123,7 @@ impl Scheduler {
             .thread_name(|i| format!("switchyard-sched-{i}"))
             .build()
             .map_err(|e| BuildError::Pool(e.to_string()))?;
-        Ok(Arc::new(Scheduler {
+        let sched = Arc::new(Scheduler {
             cache: Mutex::new(Cache::new(options.assumed_pod_ttl)),
             queue,
             profiles,
@@ -133,11 +134,16 @@ impl Scheduler {
             runtime,
             pool,
             stats: Stats::default(),
-            in_flight_ops: AtomicUsize::new(0),
+            in_flight_ops: Arc::new(AtomicUsize::new(0)),
             synced: AtomicBool::new(false),
             seed: options.seed,
             event_backlog: Mutex::new(None),
-        }))
+        });
+        let services: std::sync::Weak<dyn SchedulerServices> = Arc::downgrade(&sched) as std::sync::Weak<dyn SchedulerServices>;
+        for h in handles {
+            h.set_services(services.clone());
+        }
+        Ok(sched)
     }
 
     pub(crate) fn cache(&self) -> MutexGuard<'_, Cache> {
@@ -189,6 +195,10 @@ impl Scheduler {
             && p.backoff == 0
             && p.in_flight == 0
             && self.in_flight_ops() == 0
+    }
+
+    fn in_flight_ops_counter(&self) -> Arc<AtomicUsize> {
+        self.in_flight_ops.clone()
     }
 
     pub(crate) fn op_started(&self) {
@@ -267,6 +277,32 @@ impl Scheduler {
                 None,
             );
         }
+    }
+}
+
+impl SchedulerServices for Scheduler {
+    fn spawn(&self, fut: BoxFuture<'static, ()>) {
+        self.op_started();
+        let counter = self.in_flight_ops_counter();
+        self.runtime.spawn(async move {
+            fut.await;
+            counter.fetch_sub(1, Ordering::SeqCst);
+        });
+    }
+
+    fn pod(&self, uid: &str) -> Option<Arc<Pod>> {
+        self.pod_store().get(uid).cloned()
+    }
+
+    fn activate(&self, pods: &[Arc<Pod>]) {
+        self.queue.activate(pods);
+    }
+
+    fn record_preemption(&self, victims: usize) {
+        self.stats.preemption_attempts.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .preemption_victims
+            .fetch_add(victims as u64, Ordering::Relaxed);
     }
 }
 

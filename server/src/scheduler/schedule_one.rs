@@ -4,7 +4,6 @@
 //! binding cycle: wait on Permit, PreBind, Bind, PostBind. Failures unreserve, forget
 //! the assumed pod and requeue it; every pod ends bound or queued with a reason.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -15,7 +14,8 @@ use super::Scheduler;
 use crate::cache::Snapshot;
 use crate::cluster::{EventType, PodCondition, PodEvent, PodStatusUpdate};
 use crate::framework::events::{EventObject, EVENT_ASSIGNED_POD_DELETE};
-use crate::framework::interface::{NodeToStatus, NominatingInfo, QueuedPodInfo};
+use crate::framework::interface::{NominatingInfo, QueuedPodInfo};
+pub use crate::framework::diagnosis::{fit_error_message, Diagnosis};
 use crate::framework::runtime::{PARALLEL_CHUNK, PARALLEL_THRESHOLD};
 use crate::framework::{Code, CycleState, Framework, NodeInfo, ScoreBuffer, Status};
 use crate::model::Pod;
@@ -41,64 +41,6 @@ pub fn num_feasible_nodes_to_find(percentage: i32, num_all_nodes: usize) -> usiz
     }
     let num = (n * p / 100) as usize;
     num.max(MIN_FEASIBLE_NODES_TO_FIND)
-}
-
-/// Why no node was chosen, and what each node said (upstream `Diagnosis`).
-#[derive(Default, Debug)]
-pub struct Diagnosis {
-    pub node_to_status: NodeToStatus,
-    pub unschedulable_plugins: HashSet<Arc<str>>,
-    pub pending_plugins: HashSet<Arc<str>>,
-    pub pre_filter_msg: String,
-    pub post_filter_msg: String,
-}
-
-impl Diagnosis {
-    /// Upstream `AddPluginStatus`.
-    pub fn add_plugin_status(&mut self, s: &Status) {
-        let Some(p) = s.plugin() else { return };
-        if s.is_rejected() {
-            if s.code() == Code::Pending {
-                self.pending_plugins.insert(p.clone());
-            } else {
-                self.unschedulable_plugins.insert(p.clone());
-            }
-        }
-    }
-}
-
-/// Upstream `FitError.Error()`: `0/N nodes are available: <reasons>.` with reasons
-/// counted per node, sorted as strings, then the PostFilter message.
-pub fn fit_error_message(num_all_nodes: usize, d: &Diagnosis) -> String {
-    let mut msg = format!("0/{num_all_nodes} nodes are available:");
-    if !d.pre_filter_msg.is_empty() {
-        msg.push_str(&format!(" {}.", d.pre_filter_msg));
-    } else {
-        let mut counts: std::collections::HashMap<&str, usize> = Default::default();
-        for (_, s) in d.node_to_status.iter() {
-            for r in s.reasons() {
-                *counts.entry(r).or_default() += 1;
-            }
-        }
-        let explicit = d.node_to_status.len();
-        if explicit < num_all_nodes {
-            for r in d.node_to_status.absent().reasons() {
-                *counts.entry(r).or_default() += num_all_nodes - explicit;
-            }
-        }
-        let mut strs: Vec<String> = counts
-            .into_iter()
-            .map(|(r, c)| format!("{c} {r}"))
-            .collect();
-        strs.sort();
-        if !strs.is_empty() {
-            msg.push_str(&format!(" {}.", strs.join(", ")));
-        }
-    }
-    if !d.post_filter_msg.is_empty() {
-        msg.push_str(&format!(" {}", d.post_filter_msg));
-    }
-    msg
 }
 
 fn truncate_message(msg: String) -> String {
@@ -225,11 +167,13 @@ impl Scheduler {
                     ScheduleError::Fit(mut diag, num_nodes) => {
                         let mut nominating = NominatingInfo::Override(None);
                         if fw.has_post_filter_plugins() {
+                            let nominated = self.queue.nominated_pods();
                             let (r, s) = fw.run_post_filter_plugins(
                                 &mut state,
                                 &pod,
                                 &diag.node_to_status,
                                 &st.snapshot,
+                                &nominated,
                             );
                             diag.post_filter_msg = s.message();
                             if s.code() == Code::Error {

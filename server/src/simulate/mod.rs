@@ -326,7 +326,8 @@ fn wait_settled(
     let deadline = Instant::now() + timeout;
     let mut idle_since: Option<Instant> = None;
     loop {
-        if sched.is_idle() {
+        let terminating = cluster.advance();
+        if terminating == 0 && sched.is_idle() {
             match idle_since {
                 Some(t) if t.elapsed() >= Duration::from_millis(3) => return Ok(()),
                 Some(_) => {}

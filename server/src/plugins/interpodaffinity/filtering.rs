@@ -1,0 +1,261 @@
+//! InterPodAffinity PreFilter, its AddPod/RemovePod extensions, and Filter.
+
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use super::{
+    matches_all, resolve_term, InterPodAffinity, TopologyCounts, ERR_REASON_AFFINITY,
+    ERR_REASON_ANTI_AFFINITY, ERR_REASON_EXISTING_ANTI_AFFINITY,
+};
+use crate::cache::Snapshot;
+use crate::framework::interface::{
+    FilterPlugin, PreFilterExtensions, PreFilterPlugin, PreFilterResult,
+};
+use crate::framework::runtime::PARALLEL_THRESHOLD;
+use crate::framework::{CycleState, NodeInfo, Status};
+use crate::model::pod::AffinityTerm;
+use crate::model::{Labels, Pod};
+use crate::plugins::helper::missing_state;
+
+/// What PreFilter computes for the incoming pod.
+#[derive(Clone)]
+pub(crate) struct PreFilterState {
+    /// Domains where an existing pod's required anti-affinity matches the incoming pod.
+    existing_anti_affinity_counts: TopologyCounts,
+    /// Domains with pods matching all of the incoming pod's required affinity terms.
+    affinity_counts: TopologyCounts,
+    /// Domains with pods matching the incoming pod's required anti-affinity terms.
+    anti_affinity_counts: TopologyCounts,
+    terms: Arc<IncomingTerms>,
+}
+
+pub(crate) struct IncomingTerms {
+    affinity: Vec<AffinityTerm>,
+    anti_affinity: Vec<AffinityTerm>,
+    namespace_labels: Labels,
+    /// The pod matches all its own affinity terms (the first-pod-of-a-group rule).
+    matches_itself: bool,
+}
+
+impl InterPodAffinity {
+    fn update_with_pod(
+        &self,
+        state: &mut PreFilterState,
+        incoming: &Pod,
+        changed: &Pod,
+        node: &NodeInfo,
+        delta: i64,
+    ) {
+        let labels = &node.node().labels;
+        let terms = state.terms.clone();
+        for t in changed.spec.required_anti_affinity_terms.iter() {
+            if t.matches(incoming, &terms.namespace_labels) {
+                state
+                    .existing_anti_affinity_counts
+                    .add_for_node(labels, &t.topology_key, delta);
+            }
+        }
+        if matches_all(&terms.affinity, changed) {
+            for t in &terms.affinity {
+                state.affinity_counts.add_for_node(labels, &t.topology_key, delta);
+            }
+        }
+        for t in &terms.anti_affinity {
+            if t.matches(changed, &super::EMPTY_LABELS) {
+                state
+                    .anti_affinity_counts
+                    .add_for_node(labels, &t.topology_key, delta);
+            }
+        }
+    }
+}
+
+/// Counts over one node, for a parallel fold.
+#[derive(Default)]
+struct Partial {
+    affinity: TopologyCounts,
+    anti: TopologyCounts,
+}
+
+impl PreFilterPlugin for InterPodAffinity {
+    fn pre_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        snapshot: &Snapshot,
+    ) -> (Option<PreFilterResult>, Status) {
+        let spec = &pod.spec;
+        let affinity: Vec<AffinityTerm> = spec
+            .required_affinity_terms
+            .iter()
+            .map(|t| resolve_term(t, snapshot))
+            .collect();
+        let anti_affinity: Vec<AffinityTerm> = spec
+            .required_anti_affinity_terms
+            .iter()
+            .map(|t| resolve_term(t, snapshot))
+            .collect();
+        let namespace_labels = snapshot
+            .namespace_labels(&pod.namespace)
+            .cloned()
+            .unwrap_or_default();
+
+        // Existing pods' required anti-affinity against the incoming pod.
+        let mut existing_anti_affinity_counts = TopologyCounts::default();
+        for ni in snapshot.have_pods_with_required_anti_affinity() {
+            let labels = &ni.node().labels;
+            for existing in &ni.pods_with_required_anti_affinity {
+                for t in existing.spec.required_anti_affinity_terms.iter() {
+                    if t.matches(pod, &namespace_labels) {
+                        existing_anti_affinity_counts.add_for_node(labels, &t.topology_key, 1);
+                    }
+                }
+            }
+        }
+        if existing_anti_affinity_counts.is_empty() && affinity.is_empty() && anti_affinity.is_empty() {
+            return (None, Status::skip());
+        }
+
+        // The incoming pod's terms, over every node.
+        let count_node = |ni: &Arc<NodeInfo>| -> Partial {
+            let mut p = Partial::default();
+            let labels = &ni.node().labels;
+            for existing in &ni.pods {
+                if matches_all(&affinity, existing) {
+                    for t in &affinity {
+                        p.affinity.add_for_node(labels, &t.topology_key, 1);
+                    }
+                }
+                for t in &anti_affinity {
+                    if t.matches(existing, &super::EMPTY_LABELS) {
+                        p.anti.add_for_node(labels, &t.topology_key, 1);
+                    }
+                }
+            }
+            p
+        };
+        let mut counts = Partial::default();
+        if !affinity.is_empty() || !anti_affinity.is_empty() {
+            let nodes = snapshot.node_infos();
+            counts = if nodes.len() >= PARALLEL_THRESHOLD {
+                nodes
+                    .par_iter()
+                    .with_min_len(64)
+                    .map(count_node)
+                    .filter(|p| !p.affinity.is_empty() || !p.anti.is_empty())
+                    .reduce(Partial::default, |mut a, b| {
+                        a.affinity.merge(b.affinity);
+                        a.anti.merge(b.anti);
+                        a
+                    })
+            } else {
+                nodes.iter().map(count_node).fold(Partial::default(), |mut a, b| {
+                    a.affinity.merge(b.affinity);
+                    a.anti.merge(b.anti);
+                    a
+                })
+            };
+        }
+        let matches_itself = matches_all(&affinity, pod);
+        state.write(PreFilterState {
+            existing_anti_affinity_counts,
+            affinity_counts: counts.affinity,
+            anti_affinity_counts: counts.anti,
+            terms: Arc::new(IncomingTerms {
+                affinity,
+                anti_affinity,
+                namespace_labels,
+                matches_itself,
+            }),
+        });
+        (None, Status::success())
+    }
+
+    fn pre_filter_extensions(&self) -> Option<&dyn PreFilterExtensions> {
+        Some(self)
+    }
+}
+
+impl PreFilterExtensions for InterPodAffinity {
+    fn add_pod(
+        &self,
+        state: &mut CycleState,
+        pod_to_schedule: &Pod,
+        pod_to_add: &Arc<Pod>,
+        node: &NodeInfo,
+    ) -> Status {
+        let Some(s) = state.read_mut::<PreFilterState>() else {
+            return missing_state("PreFilterInterPodAffinity");
+        };
+        self.update_with_pod(s, pod_to_schedule, pod_to_add, node, 1);
+        Status::success()
+    }
+
+    fn remove_pod(
+        &self,
+        state: &mut CycleState,
+        pod_to_schedule: &Pod,
+        pod_to_remove: &Arc<Pod>,
+        node: &NodeInfo,
+    ) -> Status {
+        let Some(s) = state.read_mut::<PreFilterState>() else {
+            return missing_state("PreFilterInterPodAffinity");
+        };
+        self.update_with_pod(s, pod_to_schedule, pod_to_remove, node, -1);
+        Status::success()
+    }
+}
+
+fn satisfy_pod_affinity(s: &PreFilterState, labels: &Labels) -> bool {
+    let mut pods_exist = true;
+    for t in &s.terms.affinity {
+        match labels.get(&t.topology_key) {
+            Some(v) => {
+                if s.affinity_counts.get(&t.topology_key, v) <= 0 {
+                    pods_exist = false;
+                }
+            }
+            // A node without a term's topology key never satisfies it.
+            None => return false,
+        }
+    }
+    if !pods_exist {
+        // The first pod of a group whose affinity matches only itself may go anywhere
+        // that has the topology keys, as long as no matching pod exists anywhere.
+        return s.affinity_counts.is_empty() && s.terms.matches_itself;
+    }
+    true
+}
+
+fn satisfy_pod_anti_affinity(s: &PreFilterState, labels: &Labels) -> bool {
+    if s.anti_affinity_counts.is_empty() {
+        return true;
+    }
+    !s.terms.anti_affinity.iter().any(|t| {
+        labels
+            .get(&t.topology_key)
+            .is_some_and(|v| s.anti_affinity_counts.get(&t.topology_key, v) > 0)
+    })
+}
+
+impl FilterPlugin for InterPodAffinity {
+    fn filter(&self, state: &CycleState, _pod: &Pod, node: &NodeInfo) -> Status {
+        let Some(s) = state.read::<PreFilterState>() else {
+            return missing_state("PreFilterInterPodAffinity");
+        };
+        let labels = &node.node().labels;
+        if !satisfy_pod_affinity(s, labels) {
+            return Status::unresolvable(ERR_REASON_AFFINITY);
+        }
+        if !satisfy_pod_anti_affinity(s, labels) {
+            return Status::unschedulable(ERR_REASON_ANTI_AFFINITY);
+        }
+        if !s.existing_anti_affinity_counts.is_empty()
+            && s.existing_anti_affinity_counts.node_has_positive(labels)
+        {
+            return Status::unschedulable(ERR_REASON_EXISTING_ANTI_AFFINITY);
+        }
+        Status::success()
+    }
+}

@@ -1,0 +1,242 @@
+//! PodTopologySpread PreFilter, AddPod/RemovePod, and Filter (hard constraints).
+
+use std::sync::Arc;
+
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
+
+use super::{
+    count_matching, node_has_all_keys, nodes, Constraint, PodTopologySpread,
+    ERR_REASON_CONSTRAINTS_NOT_MATCH, ERR_REASON_NODE_LABEL_NOT_MATCH,
+};
+use crate::cache::Snapshot;
+use crate::framework::interface::{
+    FilterPlugin, PreFilterExtensions, PreFilterPlugin, PreFilterResult,
+};
+use crate::framework::runtime::PARALLEL_THRESHOLD;
+use crate::framework::{CycleState, NodeInfo, Status};
+use crate::model::pod::UnsatisfiableConstraintAction;
+use crate::model::Pod;
+use crate::plugins::helper::missing_state;
+
+/// The two least-loaded domains of a constraint (upstream `criticalPaths`): exact for
+/// the minimum under PreFilter and single-node AddPod/RemovePod updates.
+#[derive(Clone, Debug)]
+struct CriticalPaths([(Option<Box<str>>, i64); 2]);
+
+impl Default for CriticalPaths {
+    fn default() -> Self {
+        CriticalPaths([(None, i64::from(i32::MAX)), (None, i64::from(i32::MAX))])
+    }
+}
+
+impl CriticalPaths {
+    fn update(&mut self, value: &str, num: i64) {
+        let p = &mut self.0;
+        let i = if p[0].0.as_deref() == Some(value) {
+            Some(0)
+        } else if p[1].0.as_deref() == Some(value) {
+            Some(1)
+        } else {
+            None
+        };
+        match i {
+            Some(i) => {
+                p[i].1 = num;
+                if p[0].1 > p[1].1 {
+                    p.swap(0, 1);
+                }
+            }
+            None => {
+                if num < p[0].1 {
+                    p[1] = p[0].clone();
+                    p[0] = (Some(value.into()), num);
+                } else if num < p[1].1 {
+                    p[1] = (Some(value.into()), num);
+                }
+            }
+        }
+    }
+
+    fn min(&self) -> i64 {
+        self.0[0].1
+    }
+}
+
+#[derive(Clone)]
+pub(crate) struct PreFilterState {
+    constraints: Arc<[Constraint]>,
+    /// Per constraint: topology value -> matching pods (every eligible domain present).
+    match_num: Vec<FxHashMap<Box<str>, i64>>,
+    critical_paths: Vec<CriticalPaths>,
+}
+
+impl PreFilterState {
+    fn min_match_num(&self, i: usize, min_domains: i64) -> i64 {
+        // Fewer eligible domains than minDomains: the global minimum counts as 0.
+        if (self.match_num[i].len() as i64) < min_domains {
+            return 0;
+        }
+        self.critical_paths[i].min()
+    }
+}
+
+type Counts = Vec<FxHashMap<Box<str>, i64>>;
+
+fn merge_counts(mut a: Counts, b: Counts) -> Counts {
+    for (ma, mb) in a.iter_mut().zip(b) {
+        for (k, v) in mb {
+            *ma.entry(k).or_insert(0) += v;
+        }
+    }
+    a
+}
+
+impl PreFilterPlugin for PodTopologySpread {
+    fn pre_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        snapshot: &Snapshot,
+    ) -> (Option<PreFilterResult>, Status) {
+        let constraints = self.constraints(pod, UnsatisfiableConstraintAction::DoNotSchedule, snapshot);
+        if constraints.is_empty() {
+            return (None, Status::skip());
+        }
+        let n = constraints.len();
+        let count_node = |mut counts: Counts, ni: &Arc<NodeInfo>| -> Counts {
+            let node = ni.node();
+            if !node_has_all_keys(&node.labels, &constraints) {
+                return counts;
+            }
+            for (i, c) in constraints.iter().enumerate() {
+                if !c.includes_node(pod, node) {
+                    continue;
+                }
+                let Some(value) = node.labels.get(&c.topology_key) else {
+                    continue;
+                };
+                let cnt = count_matching(&ni.pods, &c.selector, &pod.namespace);
+                match counts[i].get_mut(value) {
+                    Some(e) => *e += cnt,
+                    None => {
+                        counts[i].insert(value.into(), cnt);
+                    }
+                }
+            }
+            counts
+        };
+        let all = nodes(snapshot);
+        let match_num: Counts = if all.len() >= PARALLEL_THRESHOLD {
+            all.par_iter()
+                .with_min_len(256)
+                .fold(|| vec![FxHashMap::default(); n], count_node)
+                .reduce(|| vec![FxHashMap::default(); n], merge_counts)
+        } else {
+            all.iter().fold(vec![FxHashMap::default(); n], count_node)
+        };
+        let critical_paths = match_num
+            .iter()
+            .map(|m| {
+                let mut cp = CriticalPaths::default();
+                // Deterministic order: smaller counts first, then by value.
+                let mut entries: Vec<(&Box<str>, &i64)> = m.iter().collect();
+                entries.sort();
+                for (v, num) in entries {
+                    cp.update(v, *num);
+                }
+                cp
+            })
+            .collect();
+        state.write(PreFilterState {
+            constraints: constraints.into(),
+            match_num,
+            critical_paths,
+        });
+        (None, Status::success())
+    }
+
+    fn pre_filter_extensions(&self) -> Option<&dyn PreFilterExtensions> {
+        Some(self)
+    }
+}
+
+fn update_with_pod(state: &mut PreFilterState, changed: &Pod, preemptor: &Pod, node: &NodeInfo, delta: i64) {
+    if changed.namespace != preemptor.namespace {
+        return;
+    }
+    let n = node.node();
+    if !node_has_all_keys(&n.labels, &state.constraints) {
+        return;
+    }
+    let constraints = state.constraints.clone();
+    for (i, c) in constraints.iter().enumerate() {
+        if !c.selector.matches(changed.labels()) || !c.includes_node(preemptor, n) {
+            continue;
+        }
+        let Some(v) = n.labels.get(&c.topology_key) else {
+            continue;
+        };
+        let e = state.match_num[i].entry(v.into()).or_insert(0);
+        *e += delta;
+        let num = *e;
+        state.critical_paths[i].update(v, num);
+    }
+}
+
+impl PreFilterExtensions for PodTopologySpread {
+    fn add_pod(&self, state: &mut CycleState, pod: &Pod, pod_to_add: &Arc<Pod>, node: &NodeInfo) -> Status {
+        let Some(s) = state.read_mut::<PreFilterState>() else {
+            return missing_state("PreFilterPodTopologySpread");
+        };
+        update_with_pod(s, pod_to_add, pod, node, 1);
+        Status::success()
+    }
+
+    fn remove_pod(&self, state: &mut CycleState, pod: &Pod, pod_to_remove: &Arc<Pod>, node: &NodeInfo) -> Status {
+        let Some(s) = state.read_mut::<PreFilterState>() else {
+            return missing_state("PreFilterPodTopologySpread");
+        };
+        update_with_pod(s, pod_to_remove, pod, node, -1);
+        Status::success()
+    }
+}
+
+impl FilterPlugin for PodTopologySpread {
+    fn filter(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
+        let Some(s) = state.read::<PreFilterState>() else {
+            return missing_state("PreFilterPodTopologySpread");
+        };
+        let labels = &node.node().labels;
+        for (i, c) in s.constraints.iter().enumerate() {
+            let Some(value) = labels.get(&c.topology_key) else {
+                return Status::unresolvable(ERR_REASON_NODE_LABEL_NOT_MATCH);
+            };
+            let min = s.min_match_num(i, c.min_domains);
+            let self_match = i64::from(c.selector.matches(pod.labels()));
+            let match_num = s.match_num[i].get(value).copied().unwrap_or(0);
+            if match_num + self_match - min > c.max_skew {
+                return Status::unschedulable(ERR_REASON_CONSTRAINTS_NOT_MATCH);
+            }
+        }
+        Status::success()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn critical_paths_track_the_minimum() {
+        let mut cp = CriticalPaths::default();
+        for (v, n) in [("a", 3), ("b", 1), ("c", 2)] {
+            cp.update(v, n);
+        }
+        assert_eq!(cp.min(), 1);
+        cp.update("b", 4);
+        assert_eq!(cp.min(), 2);
+        cp.update("c", 0);
+        assert_eq!(cp.min(), 0);
+    }
+}
