@@ -76,6 +76,11 @@ struct SimulateArgs {
     #[arg(long)]
     all_pods: bool,
 
+    /// Include each pod's latest events (Scheduled, FailedScheduling, Preempted) in the
+    /// JSON report.
+    #[arg(long)]
+    events: bool,
+
     /// Seed for breaking ties between equally scored nodes (same seed, same input:
     /// same placements).
     #[arg(long, default_value_t = 0x5eed, value_name = "N")]
@@ -128,6 +133,7 @@ fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         timeout: Duration::from_secs(args.timeout),
         progress: !args.no_progress,
         threads: args.threads,
+        events: args.events,
         ..SimulateOptions::default()
     };
     let report = simulate::run(&opts, &in_tree_registry()).context("simulation failed")?;

@@ -55,6 +55,10 @@ pub struct Expect {
     pub evicted: BTreeMap<String, String>,
     #[serde(default)]
     pub nominated: BTreeMap<String, String>,
+    /// pod -> substrings that must appear, in this order, in its recorded events
+    /// (`Reason: message`): shows what happened on the way to the final state.
+    #[serde(default)]
+    pub events: BTreeMap<String, Vec<String>>,
 }
 
 #[derive(Deserialize)]
@@ -127,6 +131,7 @@ pub fn run_file(path: &Path) -> Result<(), String> {
             scheduler_config: config.clone(),
             seed: 0x5eed + seed,
             timeout: std::time::Duration::from_secs(60),
+            events: true,
             ..SimulateOptions::default()
         };
         let report =
@@ -185,10 +190,21 @@ fn check(expect: &Expect, report: &simulate::Report, prebound: &[String]) -> Res
                 }
             }
         }
+        if let Some(wanted) = expect.events.get(&key) {
+            let mut it = p.events.iter();
+            for w in wanted {
+                if !it.any(|e| e.contains(w.as_str())) {
+                    problems.push(format!("{key}: no event containing {w:?} (in order) among {:?}", p.events));
+                    break;
+                }
+            }
+        }
         if let Some(want) = expect.nominated.get(&key) {
-            if p.nominated_node.as_deref() != Some(want) {
+            // "" means: no nominated node.
+            let want = (!want.is_empty()).then_some(want.as_str());
+            if p.nominated_node.as_deref() != want {
                 problems.push(format!(
-                    "{key}: nominated {:?}, expected {want}",
+                    "{key}: nominated {:?}, expected {want:?}",
                     p.nominated_node
                 ));
             }

@@ -46,6 +46,8 @@ pub struct Eviction {
     pub name: Arc<str>,
     pub node: Option<Arc<str>>,
     pub preemptor: String,
+    pub victim_priority: i32,
+    pub preemptor_priority: i32,
 }
 
 #[derive(Default)]
@@ -375,6 +377,13 @@ impl EmbeddedCluster {
             },
         );
         st.emit(WatchEvent::PodAdd(p.clone()));
+        // A pod created already terminating (a snapshot of a cluster mid-deletion) goes
+        // away after its grace period.
+        if p.deletion_timestamp.is_some() {
+            let grace = p.spec.termination_grace_period_seconds.unwrap_or(0).max(0) as u64;
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(grace);
+            st.terminating.push((deadline, p.uid.clone()));
+        }
         if !st.pdbs.is_empty() {
             st.refresh_pdbs(&p.namespace, Some(p.labels()));
         }
@@ -567,6 +576,8 @@ impl ClusterClient for EmbeddedCluster {
                 name: victim.name.clone(),
                 node: victim.node_name.clone(),
                 preemptor: preemptor.key(),
+                victim_priority: victim.priority(),
+                preemptor_priority: preemptor.priority(),
             });
             // Terminate at once unless the pod asked for a grace period.
             match victim.spec.termination_grace_period_seconds.filter(|g| *g > 0) {

@@ -41,6 +41,8 @@ pub struct SimulateOptions {
     pub objects: Vec<manifest::ManifestObject>,
     /// A configuration given directly, instead of `config`.
     pub scheduler_config: Option<SchedulerConfig>,
+    /// Include each pod's recent events in the report.
+    pub events: bool,
 }
 
 impl Default for SimulateOptions {
@@ -56,6 +58,7 @@ impl Default for SimulateOptions {
             threads: 0,
             objects: Vec::new(),
             scheduler_config: None,
+            events: false,
         }
     }
 }
@@ -152,6 +155,7 @@ pub fn run(opts: &SimulateOptions, registry: &Registry) -> Result<Report, Simula
         elapsed,
         measured,
         workload.as_ref().map(|w| (w.name.clone(), w.threshold)),
+        opts.events,
     );
     drop(sched);
     runtime.shutdown_timeout(Duration::from_secs(1));

@@ -26,6 +26,9 @@ pub struct PodReport {
     pub reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nominated_node: Option<String>,
+    /// The pod's latest events as `Reason: message` (with `--events`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<String>,
 }
 
 #[derive(Serialize, Clone, Debug)]
@@ -75,8 +78,11 @@ pub struct Invariants {
     pub overcommitted_nodes: Vec<String>,
     /// Bind calls that hit a pod already bound (must be 0).
     pub double_binds: u64,
-    /// bound + unschedulable == pods handed to the scheduler.
+    /// Every pod handed to the scheduler is bound, evicted, or pending with a recorded
+    /// reason (bound + pending + evicted = submitted).
     pub accounted: bool,
+    /// Evictions of a victim whose priority is not below its preemptor's (must be empty).
+    pub bad_victims: Vec<String>,
     pub ok: bool,
 }
 
@@ -89,6 +95,10 @@ pub struct Report {
     pub measured: Option<MeasuredReport>,
     pub invariants: Invariants,
 }
+
+/// The reason shown for a pod no attempt has finished for (an invariant violation
+/// once the run settled).
+const NO_ATTEMPT: &str = "no scheduling attempt finished";
 
 fn over(used: &Resource, pods: i64, alloc: &Resource) -> bool {
     used.milli_cpu > alloc.milli_cpu
@@ -108,6 +118,7 @@ pub fn build(
     elapsed: Duration,
     measured: Option<Measured>,
     workload: Option<(String, Option<f64>)>,
+    with_events: bool,
 ) -> Report {
     let records = cluster.pods();
     let nodes = cluster.nodes();
@@ -138,7 +149,7 @@ pub fn build(
                 r.condition
                     .as_ref()
                     .map(|c| c.message.clone())
-                    .unwrap_or_else(|| "no scheduling attempt finished".into()),
+                    .unwrap_or_else(|| NO_ATTEMPT.into()),
             )
         };
         if p.node_name.is_some() && ours {
@@ -150,6 +161,14 @@ pub fn build(
             node: p.node_name.as_deref().map(str::to_string),
             reason,
             nominated_node: p.nominated_node_name.as_deref().map(str::to_string),
+            events: if with_events {
+                r.events
+                    .iter()
+                    .map(|e| format!("{}: {}", e.reason, e.message))
+                    .collect()
+            } else {
+                Vec::new()
+            },
         });
     }
     let overcommitted_nodes: Vec<String> = nodes
@@ -175,7 +194,16 @@ pub fn build(
         .filter(|r| profiles.contains(&&*r.pod.spec.scheduler_name))
         .count();
     let double_binds = cluster.bind_conflicts();
-    let accounted = bound + unschedulable == handled;
+    let _ = handled;
+    let accounted = pods
+        .iter()
+        .all(|p| p.node.is_some() || p.reason.as_deref() != Some(NO_ATTEMPT));
+    let bad_victims: Vec<String> = cluster
+        .evictions()
+        .iter()
+        .filter(|e| e.victim_priority >= e.preemptor_priority)
+        .map(|e| format!("{}/{} (priority {}) by {} (priority {})", e.namespace, e.name, e.victim_priority, e.preemptor, e.preemptor_priority))
+        .collect();
     let seconds = elapsed.as_secs_f64();
     let scheduled_by_us = sched.stats.bound.load(Ordering::Relaxed) as f64;
     let summary = Summary {
@@ -208,10 +236,11 @@ pub fn build(
         summary,
         measured,
         invariants: Invariants {
-            ok: overcommitted_nodes.is_empty() && double_binds == 0 && accounted,
+            ok: overcommitted_nodes.is_empty() && double_binds == 0 && accounted && bad_victims.is_empty(),
             overcommitted_nodes,
             double_binds,
             accounted,
+            bad_victims,
         },
     }
 }
@@ -348,12 +377,12 @@ impl Report {
         }
         let inv = &self.invariants;
         if inv.ok {
-            let _ = writeln!(s, "Invariants: ok (no node over-committed, no pod bound twice, every pod accounted for)");
+            let _ = writeln!(s, "Invariants: ok (no node over-committed, no pod bound twice, every pod accounted for, no victim of priority >= its preemptor's)");
         } else {
             let _ = writeln!(
                 s,
-                "Invariants: VIOLATED: over-committed nodes {:?}, double binds {}, accounted {}",
-                inv.overcommitted_nodes, inv.double_binds, inv.accounted
+                "Invariants: VIOLATED: over-committed nodes {:?}, double binds {}, accounted {}, bad victims {:?}",
+                inv.overcommitted_nodes, inv.double_binds, inv.accounted, inv.bad_victims
             );
         }
         s
