@@ -84,6 +84,71 @@ fn workload_runs_and_measures_throughput() {
 }
 
 #[test]
+fn preemption_workload_evicts_three_per_preemptor() {
+    let out = switchyard(&[
+        "simulate",
+        "--workload",
+        "examples/workloads/preemption.yaml",
+        "--workload-name",
+        "PreemptionBasic/500Nodes",
+        "--output-format",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // 2000 low pods fill 500 nodes; each of 500 high pods evicts three of them.
+    assert_eq!(v["measured"]["pods"], 500);
+    assert_eq!(v["summary"]["bound"], 1000);
+    assert_eq!(v["summary"]["evicted"], 1500);
+    let evicted = v["evicted"].as_array().unwrap();
+    assert!(evicted.iter().all(|e| e["preemptor"]
+        .as_str()
+        .unwrap()
+        .starts_with("namespace-2/high-")));
+    assert_eq!(v["invariants"]["ok"], true);
+}
+
+/// A `churn` op creates preemptors in the background while the measured pods run.
+#[test]
+fn churn_creates_objects_while_later_ops_run() {
+    let dir = std::env::temp_dir().join(format!("switchyard-churn-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let root = workspace_root().join("examples/workloads/templates");
+    let f = dir.join("churn.yaml");
+    std::fs::write(
+        &f,
+        format!(
+            "- name: Churn\n  workloadTemplate:\n  - opcode: createNodes\n    count: 5\n  - opcode: createPods\n    count: 20\n    podTemplatePath: {root}/pod-low-priority.yaml\n  - opcode: churn\n    mode: create\n    number: 3\n    intervalMilliseconds: 20\n    templatePaths: [{root}/pod-high-priority.yaml]\n  - opcode: sleep\n    duration: 300ms\n  - opcode: createPods\n    count: 5\n    podTemplatePath: {root}/pod-default.yaml\n    collectMetrics: true\n  workloads:\n  - name: small\n",
+            root = root.display()
+        ),
+    )
+    .unwrap();
+    let out = switchyard(&["simulate", "--workload", f.to_str().unwrap(), "-o", "json"]);
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let pods = v["pods"].as_array().unwrap();
+    let churned = pods
+        .iter()
+        .filter(|p| p["namespace"] == "namespace-2")
+        .count();
+    assert_eq!(churned, 3, "three ticks, one pod each");
+    assert_eq!(v["summary"]["evicted"], 9);
+    assert_eq!(
+        v["measured"]["pods"], 5,
+        "only the op's own namespace counts"
+    );
+    assert_eq!(v["invariants"]["ok"], true);
+}
+
+#[test]
 fn bad_manifest_names_file_document_and_field() {
     let dir = std::env::temp_dir().join(format!("switchyard-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

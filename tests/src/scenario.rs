@@ -194,7 +194,10 @@ fn check(expect: &Expect, report: &simulate::Report, prebound: &[String]) -> Res
             let mut it = p.events.iter();
             for w in wanted {
                 if !it.any(|e| e.contains(w.as_str())) {
-                    problems.push(format!("{key}: no event containing {w:?} (in order) among {:?}", p.events));
+                    problems.push(format!(
+                        "{key}: no event containing {w:?} (in order) among {:?}",
+                        p.events
+                    ));
                     break;
                 }
             }

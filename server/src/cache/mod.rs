@@ -341,8 +341,9 @@ impl Cache {
     }
 
     pub fn set_workload_selector(&mut self, sel: Arc<WorkloadSelector>) {
-        self.selectors
-            .retain(|s| !(s.kind == sel.kind && s.namespace == sel.namespace && s.name == sel.name));
+        self.selectors.retain(|s| {
+            !(s.kind == sel.kind && s.namespace == sel.namespace && s.name == sel.name)
+        });
         self.selectors.push(sel);
         self.selectors_changed = true;
     }

@@ -18,10 +18,10 @@ use super::{
 use crate::framework::interface::BoxFuture;
 use crate::model::convert::{
     namespace_from_k8s, node_from_k8s, pdb_from_k8s, pod_from_k8s, priority_class_from_k8s,
-    replica_set_selector, replication_controller_selector, service_selector,
-    stateful_set_selector, system_priority_class, FieldError, PriorityResolver,
+    replica_set_selector, replication_controller_selector, service_selector, stateful_set_selector,
+    system_priority_class, FieldError, PriorityResolver,
 };
-use crate::model::node::WorkloadSelector;
+use crate::model::node::{WorkloadKind, WorkloadSelector};
 use crate::model::{Labels, Namespace, Node, Pod, PodDisruptionBudget, PriorityClass, Uid};
 
 /// The label every kubelet sets; embedded nodes get it too.
@@ -98,18 +98,21 @@ impl State {
         let keys: Vec<(Arc<str>, Arc<str>)> = self
             .pdbs
             .iter()
-            .filter(|((ns, _), p)| **ns == *namespace && changed.is_none_or(|l| p.selector.matches(l)))
+            .filter(|((ns, _), p)| {
+                **ns == *namespace && changed.is_none_or(|l| p.selector.matches(l))
+            })
             .map(|(k, _)| k.clone())
             .collect();
         for key in keys {
-            let Some(pdb) = self.pdbs.get(&key).cloned() else { continue };
+            let Some(pdb) = self.pdbs.get(&key).cloned() else {
+                continue;
+            };
             if pdb.status_given {
                 continue;
             }
-            let matching = self
-                .pods
-                .values()
-                .filter(|r| *r.pod.namespace == *pdb.namespace && pdb.selector.matches(r.pod.labels()));
+            let matching = self.pods.values().filter(|r| {
+                *r.pod.namespace == *pdb.namespace && pdb.selector.matches(r.pod.labels())
+            });
             let (mut expected, mut healthy) = (0i32, 0i32);
             for r in matching {
                 expected += 1;
@@ -218,7 +221,9 @@ impl EmbeddedCluster {
                 Object::PodDisruptionBudget(p) => {
                     c.create_pdb(p).map_err(|e| field_err(&o.source, e))?
                 }
-                Object::Service(s) => c.add_selector(service_selector(s).map_err(|e| field_err(&o.source, e))?),
+                Object::Service(s) => {
+                    c.add_selector(service_selector(s).map_err(|e| field_err(&o.source, e))?)
+                }
                 Object::ReplicationController(r) => c.add_selector(
                     replication_controller_selector(r).map_err(|e| field_err(&o.source, e))?,
                 ),
@@ -269,10 +274,28 @@ impl EmbeddedCluster {
     pub fn add_selector(&self, sel: WorkloadSelector) {
         let mut st = self.lock();
         let sel = Arc::new(sel);
-        st.selectors
-            .retain(|s| !(s.kind == sel.kind && s.namespace == sel.namespace && s.name == sel.name));
+        st.selectors.retain(|s| {
+            !(s.kind == sel.kind && s.namespace == sel.namespace && s.name == sel.name)
+        });
         st.selectors.push(sel.clone());
         st.emit(WatchEvent::WorkloadSelectorUpsert(sel));
+    }
+
+    /// Removes a Service's or controller's selector; false if there is none.
+    pub fn delete_selector(&self, kind: WorkloadKind, namespace: &str, name: &str) -> bool {
+        let mut st = self.lock();
+        let before = st.selectors.len();
+        st.selectors
+            .retain(|s| !(s.kind == kind && &*s.namespace == namespace && &*s.name == name));
+        if st.selectors.len() == before {
+            return false;
+        }
+        st.emit(WatchEvent::WorkloadSelectorDelete {
+            kind,
+            namespace: namespace.into(),
+            name: name.into(),
+        });
+        true
     }
 
     pub fn delete_node(&self, name: &str) -> bool {
@@ -423,7 +446,8 @@ impl EmbeddedCluster {
         st.terminating = pending;
         for (_, uid) in due {
             if let Some(r) = st.pods.remove(&uid) {
-                st.names.remove(&(r.pod.namespace.clone(), r.pod.name.clone()));
+                st.names
+                    .remove(&(r.pod.namespace.clone(), r.pod.name.clone()));
                 let pod = r.pod.clone();
                 st.emit(WatchEvent::PodDelete(r.pod));
                 if !st.pdbs.is_empty() {
@@ -432,6 +456,12 @@ impl EmbeddedCluster {
             }
         }
         st.terminating.len()
+    }
+
+    /// The creation order the next pod will get; with [`PodRecord::order`] this
+    /// tells which pods were created after a point in time.
+    pub fn next_order(&self) -> u64 {
+        self.lock().next_order + 1
     }
 
     /// Every pod with what the scheduler recorded, in creation order.
@@ -580,18 +610,24 @@ impl ClusterClient for EmbeddedCluster {
                 preemptor_priority: preemptor.priority(),
             });
             // Terminate at once unless the pod asked for a grace period.
-            match victim.spec.termination_grace_period_seconds.filter(|g| *g > 0) {
+            match victim
+                .spec
+                .termination_grace_period_seconds
+                .filter(|g| *g > 0)
+            {
                 Some(grace) => {
                     let now = now_micros();
                     EmbeddedCluster::update_pod(&mut st, &pod.uid, |p| {
                         p.deletion_timestamp = Some(now);
                     });
-                    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(grace as u64);
+                    let deadline =
+                        std::time::Instant::now() + std::time::Duration::from_secs(grace as u64);
                     st.terminating.push((deadline, victim.uid.clone()));
                 }
                 None => {
                     st.pods.remove(&pod.uid);
-                    st.names.remove(&(victim.namespace.clone(), victim.name.clone()));
+                    st.names
+                        .remove(&(victim.namespace.clone(), victim.name.clone()));
                     st.emit(WatchEvent::PodDelete(victim.clone()));
                 }
             }
@@ -625,7 +661,12 @@ impl ClusterBackend for EmbeddedCluster {
         );
         initial.extend(st.nodes.values().cloned().map(WatchEvent::NodeAdd));
         initial.extend(st.pdbs.values().cloned().map(WatchEvent::PdbUpsert));
-        initial.extend(st.selectors.iter().cloned().map(WatchEvent::WorkloadSelectorUpsert));
+        initial.extend(
+            st.selectors
+                .iter()
+                .cloned()
+                .map(WatchEvent::WorkloadSelectorUpsert),
+        );
         let mut pods: Vec<&PodRecord> = st.pods.values().collect();
         pods.sort_by_key(|r| (r.pod.node_name.is_none(), r.order));
         initial.extend(pods.into_iter().map(|r| WatchEvent::PodAdd(r.pod.clone())));

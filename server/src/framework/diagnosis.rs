@@ -65,4 +65,3 @@ pub fn fit_error_message(num_all_nodes: usize, d: &Diagnosis) -> String {
     }
     msg
 }
-

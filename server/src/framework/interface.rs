@@ -23,7 +23,39 @@ use crate::model::Pod;
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Nominated pods by node (copy-on-write view of the nominator).
-pub type NominatedPods = Arc<rustc_hash::FxHashMap<Arc<str>, Vec<Arc<Pod>>>>;
+pub type NominatedPods = Arc<rustc_hash::FxHashMap<Arc<str>, Arc<[NominatedPod]>>>;
+
+/// A pod nominated to a node, with what Filter tests first stored inline: Filter
+/// consults these on every node in every cycle, and chasing each pod pointer for its
+/// priority and UID costs more than the filters themselves.
+#[derive(Clone, Debug)]
+pub struct NominatedPod {
+    pub priority: i32,
+    /// [`uid_fingerprint`] of the pod's UID.
+    pub uid_fp: u64,
+    pub pod: Arc<Pod>,
+}
+
+impl NominatedPod {
+    pub fn new(pod: Arc<Pod>) -> Self {
+        NominatedPod {
+            priority: pod.priority(),
+            uid_fp: uid_fingerprint(&pod.uid),
+            pod,
+        }
+    }
+
+    /// Whether this is `pod` (same UID), cheaply: fingerprints first.
+    pub fn is(&self, uid: &str, uid_fp: u64) -> bool {
+        self.uid_fp == uid_fp && *self.pod.uid == *uid
+    }
+}
+
+/// A hash of a UID for quick inequality tests.
+pub fn uid_fingerprint(uid: &str) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    BuildHasherDefault::<rustc_hash::FxHasher>::default().hash_one(uid)
+}
 
 /// What PostFilter plugins work with: the cycle's state and snapshot, the framework to
 /// re-run filters (preemption dry runs), and the nominated pods.
@@ -141,7 +173,7 @@ pub struct PostFilterResult {
 /// (UnschedulableAndUnresolvable by default, or the PreFilter rejection).
 #[derive(Clone, Debug)]
 pub struct NodeToStatus {
-    statuses: std::collections::HashMap<Arc<str>, Status>,
+    statuses: rustc_hash::FxHashMap<Arc<str>, Status>,
     absent: Status,
 }
 
@@ -164,6 +196,10 @@ impl NodeToStatus {
     }
     pub fn set(&mut self, node: Arc<str>, status: Status) {
         self.statuses.insert(node, status);
+    }
+    /// Room for `n` more statuses without rehashing.
+    pub fn reserve(&mut self, n: usize) {
+        self.statuses.reserve(n);
     }
     pub fn set_absent(&mut self, status: Status) {
         self.absent = status;

@@ -2,6 +2,7 @@
 //! infos, cluster events and the runtime that runs a profile's plugins.
 
 pub mod cycle_state;
+pub mod derived;
 pub mod diagnosis;
 pub mod events;
 pub mod interface;

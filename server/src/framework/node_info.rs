@@ -5,7 +5,9 @@
 //! changes under the plugins and only changed nodes are ever copied.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+use smallvec::SmallVec;
 
 use crate::model::pod::{HostPort, Protocol};
 use crate::model::{Node, Pod, Resource};
@@ -75,6 +77,28 @@ impl HostPortInfo {
     }
 }
 
+/// The pods last added by [`NodeInfo::with_added_pods`] and the resulting copy.
+type AddedView = (SmallVec<[Arc<Pod>; 2]>, Arc<NodeInfo>);
+
+/// A snapshot node's copy with its nominated pods added. Filter needs that copy on
+/// every node holding a nomination, in every cycle; building it once per change of the
+/// node or its nominations, instead of per cycle, keeps preemption-heavy workloads
+/// from going quadratic in copies. Never cloned: a copied NodeInfo starts empty.
+#[derive(Default)]
+struct AddedPodsView(Mutex<Option<Arc<AddedView>>>);
+
+impl Clone for AddedPodsView {
+    fn clone(&self) -> Self {
+        AddedPodsView::default()
+    }
+}
+
+impl std::fmt::Debug for AddedPodsView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AddedPodsView")
+    }
+}
+
 /// CPU and memory with upstream's defaults for containers that request none.
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
 pub struct NonZeroResource {
@@ -106,6 +130,7 @@ pub struct NodeInfo {
     pub pods_with_affinity: Vec<Arc<Pod>>,
     /// Pods with a required anti-affinity term.
     pub pods_with_required_anti_affinity: Vec<Arc<Pod>>,
+    added_view: AddedPodsView,
 }
 
 impl Default for NodeInfo {
@@ -122,6 +147,7 @@ impl Default for NodeInfo {
             non_zero_requested: NonZeroResource::default(),
             allocatable: Resource::default(),
             generation: next_generation(),
+            added_view: AddedPodsView::default(),
         }
     }
 }
@@ -164,12 +190,46 @@ impl NodeInfo {
             )
         });
         self.node = Some(node);
-        self.generation = next_generation();
+        self.changed();
     }
 
     pub fn remove_node(&mut self) {
         self.node = None;
+        self.changed();
+    }
+
+    /// A new generation; a view built from the old contents is stale.
+    fn changed(&mut self) {
         self.generation = next_generation();
+        if let Ok(v) = self.added_view.0.get_mut() {
+            *v = None;
+        }
+    }
+
+    /// This node with `pods` added in order, as Filter sees it with nominated pods.
+    /// The copy is kept and returned again while the node and the list (compared by
+    /// identity) stay the same.
+    pub fn with_added_pods(&self, pods: &[&Arc<Pod>]) -> Arc<NodeInfo> {
+        let same = |v: &AddedView| {
+            v.0.len() == pods.len() && v.0.iter().zip(pods).all(|(a, b)| Arc::ptr_eq(a, b))
+        };
+        let mut guard = match self.added_view.0.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if let Some(v) = guard.as_ref().filter(|v| same(v)) {
+            return v.1.clone();
+        }
+        let mut out = self.clone();
+        for p in pods {
+            out.add_pod((*p).clone());
+        }
+        let out = Arc::new(out);
+        *guard = Some(Arc::new((
+            pods.iter().map(|p| (*p).clone()).collect(),
+            out.clone(),
+        )));
+        out
     }
 
     pub fn add_pod(&mut self, pod: Arc<Pod>) {
@@ -186,17 +246,29 @@ impl NodeInfo {
     /// Removes the pod with this UID; returns it, or `None` if it is not on this node.
     pub fn remove_pod(&mut self, uid: &str) -> Option<Arc<Pod>> {
         let i = self.pods.iter().position(|p| *p.uid == *uid)?;
+        Some(self.remove_at(i))
+    }
+
+    /// Removes this very pod object (found by identity, searching from the most
+    /// recently added). Dry runs use it: it needs no UID comparisons, and removing pods
+    /// in reverse order of adding restores the original pod order.
+    pub fn remove_pod_object(&mut self, pod: &Arc<Pod>) -> Option<Arc<Pod>> {
+        let i = self.pods.iter().rposition(|p| Arc::ptr_eq(p, pod))?;
+        Some(self.remove_at(i))
+    }
+
+    fn remove_at(&mut self, i: usize) -> Arc<Pod> {
         let pod = self.pods.swap_remove(i);
         for list in [
             &mut self.pods_with_affinity,
             &mut self.pods_with_required_anti_affinity,
         ] {
-            if let Some(j) = list.iter().position(|p| *p.uid == *uid) {
+            if let Some(j) = list.iter().rposition(|p| Arc::ptr_eq(p, &pod)) {
                 list.swap_remove(j);
             }
         }
         self.update(&pod, -1);
-        Some(pod)
+        pod
     }
 
     fn update(&mut self, pod: &Pod, sign: i64) {
@@ -217,7 +289,7 @@ impl NodeInfo {
                 self.used_ports.remove(p);
             }
         }
-        self.generation = next_generation();
+        self.changed();
     }
 }
 
@@ -234,6 +306,52 @@ static EMPTY_NODE: std::sync::LazyLock<Node> = std::sync::LazyLock::new(|| Node 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::{node, pod};
+
+    #[test]
+    fn added_pods_view_is_shared_until_node_or_pods_change() {
+        let mut ni = NodeInfo::new(node("n").cpu(4000).build());
+        ni.add_pod(pod("a").cpu(1000).node("n").build());
+        let (x, y) = (pod("x").cpu(500).build(), pod("y").cpu(700).build());
+        let v1 = ni.with_added_pods(&[&x]);
+        assert_eq!(v1.requested.milli_cpu, 1500);
+        assert!(
+            Arc::ptr_eq(&v1, &ni.with_added_pods(&[&x])),
+            "same list: reused"
+        );
+        let v2 = ni.with_added_pods(&[&x, &y]);
+        assert_eq!(v2.requested.milli_cpu, 2200);
+        // An equal-looking but different pod object is a different list.
+        let x2 = pod("x").cpu(500).build();
+        assert!(!Arc::ptr_eq(&v2, &ni.with_added_pods(&[&x2, &y])));
+        // A change to the node itself drops the view.
+        let v3 = ni.with_added_pods(&[&x]);
+        ni.add_pod(pod("b").cpu(1000).node("n").build());
+        let v4 = ni.with_added_pods(&[&x]);
+        assert!(!Arc::ptr_eq(&v3, &v4));
+        assert_eq!(v4.requested.milli_cpu, 2500);
+        // Copies never carry a view.
+        assert_eq!(ni.clone().with_added_pods(&[&x]).requested.milli_cpu, 2500);
+    }
+
+    #[test]
+    fn removing_added_objects_in_reverse_restores_the_node() {
+        let mut ni = NodeInfo::new(node("n").cpu(4000).build());
+        for n in ["a", "b", "c"] {
+            ni.add_pod(pod(n).cpu(100).node("n").build());
+        }
+        let before: Vec<_> = ni.pods.iter().map(|p| p.name.clone()).collect();
+        let (x, y) = (pod("x").cpu(500).build(), pod("y").host_port(80).build());
+        ni.add_pod(x.clone());
+        ni.add_pod(y.clone());
+        ni.remove_pod_object(&y);
+        ni.remove_pod_object(&x);
+        let after: Vec<_> = ni.pods.iter().map(|p| p.name.clone()).collect();
+        assert_eq!(before, after);
+        assert_eq!(ni.requested.milli_cpu, 300);
+        assert!(ni.used_ports.is_empty());
+        assert!(ni.remove_pod_object(&x).is_none());
+    }
 
     fn hp(ip: &str, port: i32) -> HostPort {
         HostPort {

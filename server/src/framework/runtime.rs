@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
+use smallvec::SmallVec;
 
 use super::cycle_state::{CycleState, PluginSet};
 use super::events::ClusterEventWithHint;
@@ -133,6 +134,17 @@ pub struct Framework {
     /// Events each requeue-relevant plugin registered.
     enqueue_extensions: Vec<(Arc<str>, Vec<ClusterEventWithHint>)>,
     handle: Arc<Handle>,
+}
+
+/// Pods nominated to a node that count for `pod`: priority at least its own, and not
+/// the pod itself.
+fn relevant_nominated<'a>(pod: &Pod, nominated: &'a [NominatedPod]) -> SmallVec<[&'a Arc<Pod>; 2]> {
+    let (priority, uid_fp) = (pod.priority(), uid_fingerprint(&pod.uid));
+    nominated
+        .iter()
+        .filter(|np| np.priority >= priority && !np.is(&pod.uid, uid_fp))
+        .map(|np| &np.pod)
+        .collect()
 }
 
 fn wrap(msg: String) -> Status {
@@ -531,6 +543,18 @@ impl Framework {
         (result, return_status, plugins_with_nodes)
     }
 
+    /// Whether some PreFilter plugin not skipped this cycle has AddPod/RemovePod
+    /// extensions, i.e. whether adding a pod to a node changes the cycle state.
+    pub fn add_pod_extensions_active(&self, state: &CycleState) -> bool {
+        self.pre_filter.iter().enumerate().any(|(i, e)| {
+            !self.pre_filter_to_filter[i].is_some_and(|fi| state.skip_filter_plugins.contains(fi))
+                && e.plugin
+                    .as_pre_filter()
+                    .and_then(|p| p.pre_filter_extensions())
+                    .is_some()
+        })
+    }
+
     /// AddPod on every PreFilter plugin's extensions (upstream
     /// `RunPreFilterExtensionAddPod`).
     pub fn run_pre_filter_extension_add_pod(
@@ -632,26 +656,61 @@ impl Framework {
         state: &CycleState,
         pod: &Pod,
         node: &NodeInfo,
-        nominated: &[Arc<Pod>],
+        nominated: &[NominatedPod],
     ) -> Status {
-        let relevant = nominated
-            .iter()
-            .any(|np| np.priority() >= pod.priority() && np.uid != pod.uid);
-        if !relevant {
+        let relevant = relevant_nominated(pod, nominated);
+        if relevant.is_empty() {
+            return self.run_filter_plugins(state, pod, node);
+        }
+        if !self.add_pod_extensions_active(state) {
+            // AddPod would change no state: reuse the node's shared copy with these
+            // pods added instead of copying node and state for this cycle.
+            let with = node.with_added_pods(&relevant);
+            let s = self.run_filter_plugins(state, pod, &with);
+            if !s.is_success() {
+                return s;
+            }
             return self.run_filter_plugins(state, pod, node);
         }
         let mut node_out = node.clone();
         let mut state_out = state.clone();
-        for np in nominated {
-            if np.priority() >= pod.priority() && np.uid != pod.uid {
-                node_out.add_pod(np.clone());
-                let s = self.run_pre_filter_extension_add_pod(&mut state_out, pod, np, &node_out);
-                if !s.is_success() {
-                    return s;
-                }
+        for np in relevant {
+            node_out.add_pod(np.clone());
+            let s = self.run_pre_filter_extension_add_pod(&mut state_out, pod, np, &node_out);
+            if !s.is_success() {
+                return s;
             }
         }
         let s = self.run_filter_plugins(&state_out, pod, &node_out);
+        if !s.is_success() {
+            return s;
+        }
+        self.run_filter_plugins(state, pod, node)
+    }
+
+    /// The same decision on a node copy the caller owns (preemption's dry run): the
+    /// nominated pods are added to it and taken out again instead of copying it.
+    pub fn run_filter_plugins_with_nominated_pods_mut(
+        &self,
+        state: &CycleState,
+        pod: &Pod,
+        node: &mut NodeInfo,
+        nominated: &[NominatedPod],
+    ) -> Status {
+        let relevant = relevant_nominated(pod, nominated);
+        if relevant.is_empty() {
+            return self.run_filter_plugins(state, pod, node);
+        }
+        if self.add_pod_extensions_active(state) {
+            return self.run_filter_plugins_with_nominated_pods(state, pod, node, nominated);
+        }
+        for np in &relevant {
+            node.add_pod((*np).clone());
+        }
+        let s = self.run_filter_plugins(state, pod, node);
+        for np in relevant.iter().rev() {
+            node.remove_pod_object(np);
+        }
         if !s.is_success() {
             return s;
         }
@@ -998,3 +1057,48 @@ impl Framework {
 pub const PARALLEL_THRESHOLD: usize = 64;
 /// Smallest unit of work a pool thread takes.
 pub const PARALLEL_CHUNK: usize = 16;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{default_framework, node, pod};
+
+    /// The shared-copy and in-place paths of Filter-with-nominated-pods decide alike,
+    /// and the in-place one leaves the node as it found it.
+    #[test]
+    fn nominated_pod_paths_agree() {
+        let fw = default_framework();
+        let mut ni = NodeInfo::new(node("n").cpu(4000).build());
+        ni.add_pod(pod("low").cpu(900).node("n").build());
+        let high = pod("high").cpu(3000).priority(10).build();
+        let cases: Vec<(Arc<Pod>, bool)> = vec![
+            // A nominated pod of equal priority takes the room: rejected.
+            (
+                pod("nom").cpu(2000).priority(10).nominated("n").build(),
+                false,
+            ),
+            // A lower-priority nomination does not count.
+            (
+                pod("nom").cpu(2000).priority(1).nominated("n").build(),
+                true,
+            ),
+            // The pod's own nomination does not count against it.
+            (high.clone(), true),
+        ];
+        for (nominated, fits) in cases {
+            let list = [NominatedPod::new(nominated.clone())];
+            let mut state = CycleState::new();
+            let snapshot = crate::cache::Snapshot::from_node_infos(vec![ni.clone()]);
+            let (_, s, _) = fw.run_pre_filter_plugins(&mut state, &high, &snapshot);
+            assert!(s.is_success(), "{s:?}");
+            let shared = fw.run_filter_plugins_with_nominated_pods(&state, &high, &ni, &list);
+            let mut copy = ni.clone();
+            let in_place =
+                fw.run_filter_plugins_with_nominated_pods_mut(&state, &high, &mut copy, &list);
+            assert_eq!(shared.is_success(), fits, "{}: {shared:?}", nominated.name);
+            assert_eq!(shared.message(), in_place.message());
+            assert_eq!(copy.pods.len(), 1);
+            assert_eq!(copy.requested.milli_cpu, 900);
+        }
+    }
+}

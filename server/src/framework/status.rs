@@ -4,6 +4,12 @@ use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
+/// Most statuses carry one reason; keeping it inline spares Filter an allocation per
+/// rejected node.
+type Reasons = SmallVec<[Cow<'static, str>; 1]>;
+
 /// Status codes, as upstream `framework.Code`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Code {
@@ -49,7 +55,7 @@ impl fmt::Display for Code {
 #[derive(Clone, PartialEq, Eq, Default)]
 pub struct Status {
     code: Option<Code>,
-    reasons: Vec<Cow<'static, str>>,
+    reasons: Reasons,
     plugin: Option<Arc<str>>,
 }
 
@@ -57,7 +63,7 @@ impl Status {
     pub const fn success() -> Self {
         Status {
             code: None,
-            reasons: Vec::new(),
+            reasons: SmallVec::new_const(),
             plugin: None,
         }
     }
@@ -67,18 +73,23 @@ impl Status {
         Status {
             code: (code != Code::Success).then_some(code),
             reasons: if reason.is_empty() {
-                Vec::new()
+                Reasons::new()
             } else {
-                vec![reason]
+                smallvec::smallvec![reason]
             },
             plugin: None,
         }
     }
 
     pub fn with_reasons(code: Code, reasons: Vec<Cow<'static, str>>) -> Self {
+        Status::from_reasons(code, reasons)
+    }
+
+    /// Like [`Status::with_reasons`] without an intermediate `Vec`.
+    pub fn from_reasons(code: Code, reasons: impl IntoIterator<Item = Cow<'static, str>>) -> Self {
         Status {
             code: (code != Code::Success).then_some(code),
-            reasons,
+            reasons: reasons.into_iter().collect(),
             plugin: None,
         }
     }
@@ -86,7 +97,7 @@ impl Status {
     pub fn code_only(code: Code) -> Self {
         Status {
             code: (code != Code::Success).then_some(code),
-            reasons: Vec::new(),
+            reasons: SmallVec::new_const(),
             plugin: None,
         }
     }
@@ -159,7 +170,7 @@ impl Status {
 
     /// Replaces the reasons with one message (used when wrapping errors).
     pub fn with_message(mut self, msg: impl Into<Cow<'static, str>>) -> Self {
-        self.reasons = vec![msg.into()];
+        self.reasons = smallvec::smallvec![msg.into()];
         self
     }
 
@@ -201,7 +212,7 @@ mod tests {
         let s = Status::success();
         assert!(s.is_success());
         assert_eq!(s.reasons().len(), 0);
-        assert_eq!(s.reasons.capacity(), 0);
+        assert!(!s.reasons.spilled());
         assert!(Status::new(Code::Success, "ignored?").is_success());
     }
 

@@ -84,8 +84,9 @@ impl WaitingPod {
             return false;
         }
         g.decided = true;
-        self.outcome
-            .send_replace(Some(Status::error(msg.to_string()).with_plugin(&Arc::from(plugin))));
+        self.outcome.send_replace(Some(
+            Status::error(msg.to_string()).with_plugin(&Arc::from(plugin)),
+        ));
         true
     }
 

@@ -370,7 +370,9 @@ pub fn pod_from_k8s(
         preempted_by_scheduler: status
             .and_then(|s| s.conditions.as_ref())
             .and_then(|c| c.iter().find(|c| c.type_ == "DisruptionTarget"))
-            .is_some_and(|c| c.status == "True" && c.reason.as_deref() == Some("PreemptionByScheduler")),
+            .is_some_and(|c| {
+                c.status == "True" && c.reason.as_deref() == Some("PreemptionByScheduler")
+            }),
         spec: Arc::new(spec_model),
     })
 }
@@ -1034,7 +1036,11 @@ pub fn pdb_from_k8s(pdb: &policy::PodDisruptionBudget) -> Result<PodDisruptionBu
         min_available,
         max_unavailable,
         disruptions_allowed: pdb.status.as_ref().and_then(|s| s.disruptions_allowed),
-        status_given: pdb.status.as_ref().and_then(|s| s.disruptions_allowed).is_some(),
+        status_given: pdb
+            .status
+            .as_ref()
+            .and_then(|s| s.disruptions_allowed)
+            .is_some(),
         disrupted_pods: pdb
             .status
             .as_ref()
@@ -1049,8 +1055,16 @@ fn meta_name_ns(meta: &meta::ObjectMeta, kind: &str) -> Result<(Arc<str>, Arc<st
         .name
         .as_deref()
         .filter(|n| !n.is_empty())
-        .ok_or_else(|| err("metadata.name", format!("required: every {kind} needs a name")))?;
-    Ok((name.into(), meta.namespace.as_deref().unwrap_or("default").into()))
+        .ok_or_else(|| {
+            err(
+                "metadata.name",
+                format!("required: every {kind} needs a name"),
+            )
+        })?;
+    Ok((
+        name.into(),
+        meta.namespace.as_deref().unwrap_or("default").into(),
+    ))
 }
 
 /// A Service's selector, for default topology spreading.
@@ -1060,23 +1074,35 @@ pub fn service_selector(svc: &core::Service) -> Result<WorkloadSelector> {
         kind: WorkloadKind::Service,
         namespace,
         name,
-        match_labels: svc.spec.as_ref().and_then(|s| s.selector.as_ref()).map(|m| labels_of(&Some(m.clone()))),
+        match_labels: svc
+            .spec
+            .as_ref()
+            .and_then(|s| s.selector.as_ref())
+            .map(|m| labels_of(&Some(m.clone()))),
         selector: LabelSelector::Nothing,
     })
 }
 
-pub fn replication_controller_selector(rc: &core::ReplicationController) -> Result<WorkloadSelector> {
+pub fn replication_controller_selector(
+    rc: &core::ReplicationController,
+) -> Result<WorkloadSelector> {
     let (name, namespace) = meta_name_ns(&rc.metadata, "ReplicationController")?;
     Ok(WorkloadSelector {
         kind: WorkloadKind::ReplicationController,
         namespace,
         name,
-        match_labels: rc.spec.as_ref().and_then(|s| s.selector.as_ref()).map(|m| labels_of(&Some(m.clone()))),
+        match_labels: rc
+            .spec
+            .as_ref()
+            .and_then(|s| s.selector.as_ref())
+            .map(|m| labels_of(&Some(m.clone()))),
         selector: LabelSelector::Nothing,
     })
 }
 
-pub fn replica_set_selector(rs: &k8s_openapi::api::apps::v1::ReplicaSet) -> Result<WorkloadSelector> {
+pub fn replica_set_selector(
+    rs: &k8s_openapi::api::apps::v1::ReplicaSet,
+) -> Result<WorkloadSelector> {
     let (name, namespace) = meta_name_ns(&rs.metadata, "ReplicaSet")?;
     Ok(WorkloadSelector {
         kind: WorkloadKind::ReplicaSet,
@@ -1087,7 +1113,9 @@ pub fn replica_set_selector(rs: &k8s_openapi::api::apps::v1::ReplicaSet) -> Resu
     })
 }
 
-pub fn stateful_set_selector(ss: &k8s_openapi::api::apps::v1::StatefulSet) -> Result<WorkloadSelector> {
+pub fn stateful_set_selector(
+    ss: &k8s_openapi::api::apps::v1::StatefulSet,
+) -> Result<WorkloadSelector> {
     let (name, namespace) = meta_name_ns(&ss.metadata, "StatefulSet")?;
     Ok(WorkloadSelector {
         kind: WorkloadKind::StatefulSet,

@@ -16,7 +16,7 @@ use rayon::prelude::*;
 
 use crate::cache::Snapshot;
 use crate::framework::diagnosis::{fit_error_message, Diagnosis};
-use crate::framework::interface::{NodeToStatus, NominatedPods};
+use crate::framework::interface::{NodeToStatus, NominatedPod, NominatedPods};
 use crate::framework::runtime::PARALLEL_CHUNK;
 use crate::framework::{Code, CycleState, Framework, NodeInfo, Status};
 use crate::model::pod::PreemptionPolicy;
@@ -77,7 +77,9 @@ pub fn eligible_to_preempt(
         }
         if let Some(ni) = snapshot.get(nnn) {
             let blocking = ni.pods.iter().any(|p| {
-                p.priority() < pod.priority() && p.deletion_timestamp.is_some() && p.preempted_by_scheduler
+                p.priority() < pod.priority()
+                    && p.deletion_timestamp.is_some()
+                    && p.preempted_by_scheduler
             });
             if blocking {
                 return Err("not eligible due to a terminating pod on the nominated node.");
@@ -144,12 +146,17 @@ enum NodeResult {
 }
 
 impl Evaluator<'_> {
-    fn nominated_on(&self, node: &str) -> &[Arc<Pod>] {
+    fn nominated_on(&self, node: &str) -> &[NominatedPod] {
         self.nominated.get(node).map_or(&[][..], |v| &v[..])
     }
 
     /// Upstream `SelectVictimsOnNode`, on private copies of the node and state.
-    fn select_victims_on_node(&self, state: &CycleState, pod: &Pod, node: &Arc<NodeInfo>) -> NodeResult {
+    fn select_victims_on_node(
+        &self,
+        state: &CycleState,
+        pod: &Pod,
+        node: &Arc<NodeInfo>,
+    ) -> NodeResult {
         let fw = self.framework;
         let mut ni = (**node).clone();
         let mut st = state.clone();
@@ -163,14 +170,14 @@ impl Evaluator<'_> {
             return NodeResult::Status(Status::unresolvable(MSG_NO_VICTIMS));
         }
         for v in &potential {
-            ni.remove_pod(&v.uid);
+            ni.remove_pod_object(v);
             let s = fw.run_pre_filter_extension_remove_pod(&mut st, pod, v, &ni);
             if !s.is_success() {
                 return NodeResult::Status(s);
             }
         }
         let nominated = self.nominated_on(&ni.node().name);
-        let s = fw.run_filter_plugins_with_nominated_pods(&st, pod, &ni, nominated);
+        let s = fw.run_filter_plugins_with_nominated_pods_mut(&st, pod, &mut ni, nominated);
         if !s.is_success() {
             return NodeResult::Status(s);
         }
@@ -181,9 +188,9 @@ impl Evaluator<'_> {
         let mut victims: Vec<Arc<Pod>> = Vec::new();
         let mut num_violating = 0i64;
         let reprieve = |v: &Arc<Pod>,
-                            ni: &mut NodeInfo,
-                            st: &mut CycleState,
-                            victims: &mut Vec<Arc<Pod>>|
+                        ni: &mut NodeInfo,
+                        st: &mut CycleState,
+                        victims: &mut Vec<Arc<Pod>>|
          -> Result<bool, Status> {
             ni.add_pod(v.clone());
             let s = fw.run_pre_filter_extension_add_pod(st, pod, v, ni);
@@ -191,10 +198,10 @@ impl Evaluator<'_> {
                 return Err(s);
             }
             let fits = fw
-                .run_filter_plugins_with_nominated_pods(st, pod, ni, nominated)
+                .run_filter_plugins_with_nominated_pods_mut(st, pod, ni, nominated)
                 .is_success();
             if !fits {
-                ni.remove_pod(&v.uid);
+                ni.remove_pod_object(v);
                 let s = fw.run_pre_filter_extension_remove_pod(st, pod, v, ni);
                 if !s.is_success() {
                     return Err(s);
@@ -253,7 +260,8 @@ impl Evaluator<'_> {
             })
             .collect();
         let mut diag = Diagnosis::default();
-        diag.node_to_status.set_absent(Status::unresolvable(MSG_NOT_HELPFUL));
+        diag.node_to_status
+            .set_absent(Status::unresolvable(MSG_NOT_HELPFUL));
         if potential.is_empty() {
             return Ok(Outcome::NoCandidates(fit_error_message(all.len(), &diag)));
         }
@@ -271,7 +279,9 @@ impl Evaluator<'_> {
         let mut errors: Vec<String> = Vec::new();
         let mut offset_i = 0usize;
         'rounds: while offset_i < n {
-            let need = wanted.saturating_sub(non_violating.len() + violating.len()).max(1);
+            let need = wanted
+                .saturating_sub(non_violating.len() + violating.len())
+                .max(1);
             let round = (need + need / 2 + 8).min(n - offset_i);
             let results: Vec<NodeResult> = (0..round)
                 .into_par_iter()
@@ -299,7 +309,8 @@ impl Evaluator<'_> {
                         if s.code() == Code::Error {
                             errors.push(s.message());
                         }
-                        diag.node_to_status.set(at(offset_i + i).node().name.clone(), s);
+                        diag.node_to_status
+                            .set(at(offset_i + i).node().name.clone(), s);
                     }
                 }
             }
@@ -353,7 +364,11 @@ pub fn select_candidate(mut candidates: Vec<Candidate>) -> Candidate {
     ];
     let mut remaining: Vec<usize> = (0..candidates.len()).collect();
     for key in keys {
-        let best = remaining.iter().map(|&i| key(&candidates[i])).max().unwrap_or(0);
+        let best = remaining
+            .iter()
+            .map(|&i| key(&candidates[i]))
+            .max()
+            .unwrap_or(0);
         remaining.retain(|&i| key(&candidates[i]) == best);
         if remaining.len() == 1 {
             break;
@@ -373,7 +388,12 @@ mod tests {
         Arc::new(PodDisruptionBudget {
             namespace: "default".into(),
             name: "pdb".into(),
-            selector: LabelSelector::Requirements(Box::new([crate::model::Requirement::new("app", crate::model::Operator::In, vec![app.into()]).unwrap()])),
+            selector: LabelSelector::Requirements(Box::new([crate::model::Requirement::new(
+                "app",
+                crate::model::Operator::In,
+                vec![app.into()],
+            )
+            .unwrap()])),
             min_available: Some(IntOrPercent::Int(1)),
             max_unavailable: None,
             disruptions_allowed: Some(allowed),
@@ -394,19 +414,40 @@ mod tests {
 
     #[test]
     fn candidate_criteria_in_order() {
-        let v = |n: &str, p: i32, start: i64| pod(n).priority(p).spec(|s| s.start_time = Some(start)).build();
-        let c = |node: &str, victims: Vec<Arc<Pod>>, pdb: i64| Candidate { node: node.into(), victims, num_pdb_violations: pdb };
+        let v = |n: &str, p: i32, start: i64| {
+            pod(n)
+                .priority(p)
+                .spec(|s| s.start_time = Some(start))
+                .build()
+        };
+        let c = |node: &str, victims: Vec<Arc<Pod>>, pdb: i64| Candidate {
+            node: node.into(),
+            victims,
+            num_pdb_violations: pdb,
+        };
         // Fewer PDB violations wins over everything else.
-        let pick = select_candidate(vec![c("a", vec![v("x", 1, 0)], 1), c("b", vec![v("y", 9, 0), v("z", 9, 0)], 0)]);
+        let pick = select_candidate(vec![
+            c("a", vec![v("x", 1, 0)], 1),
+            c("b", vec![v("y", 9, 0), v("z", 9, 0)], 0),
+        ]);
         assert_eq!(&*pick.node, "b");
         // Then the lowest highest-priority victim.
-        let pick = select_candidate(vec![c("a", vec![v("x", 5, 0)], 0), c("b", vec![v("y", 3, 0), v("z", 3, 0)], 0)]);
+        let pick = select_candidate(vec![
+            c("a", vec![v("x", 5, 0)], 0),
+            c("b", vec![v("y", 3, 0), v("z", 3, 0)], 0),
+        ]);
         assert_eq!(&*pick.node, "b");
         // Then the smallest offset sum of priorities (fewer victims of the same priority).
-        let pick = select_candidate(vec![c("a", vec![v("x", 3, 0), v("w", 3, 0)], 0), c("b", vec![v("y", 3, 0)], 0)]);
+        let pick = select_candidate(vec![
+            c("a", vec![v("x", 3, 0), v("w", 3, 0)], 0),
+            c("b", vec![v("y", 3, 0)], 0),
+        ]);
         assert_eq!(&*pick.node, "b");
         // Ties on all but start time: the node whose earliest high-priority victim started latest.
-        let pick = select_candidate(vec![c("a", vec![v("x", 3, 100)], 0), c("b", vec![v("y", 3, 200)], 0)]);
+        let pick = select_candidate(vec![
+            c("a", vec![v("x", 3, 100)], 0),
+            c("b", vec![v("y", 3, 200)], 0),
+        ]);
         assert_eq!(&*pick.node, "b");
     }
 

@@ -1,9 +1,11 @@
 //! Nominated pods: pods that preemption made room for, by node. Scheduling cycles read
-//! a copy-on-write view, so Filter can consult it from many threads without locks.
+//! a copy-on-write view, so Filter can consult it from many threads without locks;
+//! per-node lists are shared slices, so the copy made on a change is shallow.
 
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
+use crate::framework::interface::NominatedPod;
 use crate::model::{Pod, Uid};
 
 pub use crate::framework::NominatedPods;
@@ -22,10 +24,16 @@ impl Nominator {
             return;
         };
         self.node_of.insert(pod.uid.clone(), node.clone());
-        Arc::make_mut(&mut self.by_node)
-            .entry(node)
-            .or_default()
-            .push(pod);
+        let map = Arc::make_mut(&mut self.by_node);
+        let list = match map.get(&node) {
+            Some(old) => old
+                .iter()
+                .cloned()
+                .chain(std::iter::once(NominatedPod::new(pod)))
+                .collect(),
+            None => Arc::from([NominatedPod::new(pod)]),
+        };
+        map.insert(node, list);
     }
 
     pub fn delete(&mut self, uid: &str) {
@@ -33,10 +41,13 @@ impl Nominator {
             return;
         };
         let map = Arc::make_mut(&mut self.by_node);
-        if let Some(v) = map.get_mut(&node) {
-            v.retain(|p| *p.uid != *uid);
-            if v.is_empty() {
+        if let Some(v) = map.get(&node) {
+            let rest: Arc<[NominatedPod]> =
+                v.iter().filter(|p| *p.pod.uid != *uid).cloned().collect();
+            if rest.is_empty() {
                 map.remove(&node);
+            } else {
+                map.insert(node, rest);
             }
         }
     }

@@ -83,9 +83,13 @@ impl Scheduler {
                 self.cache().remove_pdb(&namespace, &name);
             }
             WatchEvent::WorkloadSelectorUpsert(sel) => self.cache().set_workload_selector(sel),
-            WatchEvent::WorkloadSelectorDelete { kind, namespace, name } => {
-                self.cache().remove_workload_selector(kind, &namespace, &name)
-            }
+            WatchEvent::WorkloadSelectorDelete {
+                kind,
+                namespace,
+                name,
+            } => self
+                .cache()
+                .remove_workload_selector(kind, &namespace, &name),
         }
     }
 

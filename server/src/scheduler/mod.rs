@@ -17,9 +17,9 @@ use crate::cache::Cache;
 use crate::clock::{Clock, RealClock};
 use crate::cluster::{ClusterClient, EventSource};
 use crate::config::SchedulerConfig;
-use crate::framework::waiting_pods::WaitingPods;
 use crate::framework::interface::BoxFuture;
 use crate::framework::runtime::SchedulerServices;
+use crate::framework::waiting_pods::WaitingPods;
 use crate::framework::{Framework, Handle, Registry};
 use crate::model::{Pod, Uid};
 use crate::queue::SchedulingQueue;
@@ -139,7 +139,8 @@ impl Scheduler {
             seed: options.seed,
             event_backlog: Mutex::new(None),
         });
-        let services: std::sync::Weak<dyn SchedulerServices> = Arc::downgrade(&sched) as std::sync::Weak<dyn SchedulerServices>;
+        let services: std::sync::Weak<dyn SchedulerServices> =
+            Arc::downgrade(&sched) as std::sync::Weak<dyn SchedulerServices>;
         for h in handles {
             h.set_services(services.clone());
         }
@@ -299,7 +300,9 @@ impl SchedulerServices for Scheduler {
     }
 
     fn record_preemption(&self, victims: usize) {
-        self.stats.preemption_attempts.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .preemption_attempts
+            .fetch_add(1, Ordering::Relaxed);
         self.stats
             .preemption_victims
             .fetch_add(victims as u64, Ordering::Relaxed);

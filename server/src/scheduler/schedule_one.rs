@@ -13,9 +13,9 @@ use super::stats::{AttemptRecord, AttemptResult};
 use super::Scheduler;
 use crate::cache::Snapshot;
 use crate::cluster::{EventType, PodCondition, PodEvent, PodStatusUpdate};
+pub use crate::framework::diagnosis::{fit_error_message, Diagnosis};
 use crate::framework::events::{EventObject, EVENT_ASSIGNED_POD_DELETE};
 use crate::framework::interface::{NominatingInfo, QueuedPodInfo};
-pub use crate::framework::diagnosis::{fit_error_message, Diagnosis};
 use crate::framework::runtime::{PARALLEL_CHUNK, PARALLEL_THRESHOLD};
 use crate::framework::{Code, CycleState, Framework, NodeInfo, ScoreBuffer, Status};
 use crate::model::Pod;
@@ -688,6 +688,8 @@ fn find_nodes_that_pass_filters(
                 }
             }
         }
+        diag.node_to_status.reserve(failures.len());
+        diag.node_to_status.reserve(failures.len());
         let mut next_failure = 0usize;
         for i in 0..round {
             let ni = at(offset + i);

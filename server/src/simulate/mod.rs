@@ -22,7 +22,7 @@ use crate::config::{ConfigError, SchedulerConfig};
 use crate::framework::Registry;
 use crate::scheduler::{BuildError, Options, Scheduler};
 pub use report::Report;
-use workload::{NodeLabels, Op, WorkloadError};
+use workload::{ChurnMode, ChurnObject, NodeLabels, Op, WorkloadError};
 
 #[derive(Clone, Debug)]
 pub struct SimulateOptions {
@@ -169,11 +169,19 @@ pub struct Measured {
     pub seconds: f64,
 }
 
-fn bound_count(cluster: &EmbeddedCluster) -> usize {
+/// Pods in `namespaces` (empty: any) created at or after `since` (a
+/// [`EmbeddedCluster::next_order`] value) that are bound now, as upstream's throughput
+/// collector counts them. Counting only new pods keeps preemption workloads honest:
+/// victims leave the cluster, so a difference of bound totals would undercount.
+fn bound_since(cluster: &EmbeddedCluster, since: u64, namespaces: &[String]) -> usize {
     cluster
         .pods()
         .iter()
-        .filter(|r| r.pod.node_name.is_some())
+        .filter(|r| {
+            r.order >= since
+                && r.pod.node_name.is_some()
+                && (namespaces.is_empty() || namespaces.iter().any(|n| **n == *r.pod.namespace))
+        })
         .count()
 }
 
@@ -185,7 +193,24 @@ fn run_ops(
     progress: &mut Progress,
     measured: &mut Option<Measured>,
 ) -> Result<(), SimulateError> {
-    let mut window: Option<(Instant, usize)> = None;
+    let mut churn = Churn::default();
+    let result = run_ops_inner(w, cluster, sched, opts, progress, measured, &mut churn);
+    // Upstream churn runs until the workload's last op is done.
+    let churned = churn.stop();
+    result?;
+    churned.map_err(|m| SimulateError::Op(format!("{}: {m}", w.name)))
+}
+
+fn run_ops_inner(
+    w: &workload::Workload,
+    cluster: &Arc<EmbeddedCluster>,
+    sched: &Arc<Scheduler>,
+    opts: &SimulateOptions,
+    progress: &mut Progress,
+    measured: &mut Option<Measured>,
+    churn: &mut Churn,
+) -> Result<(), SimulateError> {
+    let mut window: Option<(Instant, u64, &[String])> = None;
     for (i, op) in w.ops.iter().enumerate() {
         let op_err = |m: String| SimulateError::Op(format!("{}: op {i}: {m}", w.name));
         match op {
@@ -271,7 +296,7 @@ fn run_ops(
                     pods.push(p);
                 }
                 progress.total += count;
-                let before = bound_count(cluster);
+                let since = cluster.next_order();
                 let t0 = Instant::now();
                 for p in &pods {
                     cluster.create_pod(p).map_err(|e| op_err(e.to_string()))?;
@@ -280,7 +305,7 @@ fn run_ops(
                     wait_settled(sched, cluster, opts.timeout, progress)?;
                 }
                 if *collect_metrics {
-                    let bound = bound_count(cluster).saturating_sub(before);
+                    let bound = bound_since(cluster, since, std::slice::from_ref(namespace));
                     *measured = Some(Measured {
                         pods: bound,
                         seconds: t0.elapsed().as_secs_f64(),
@@ -303,14 +328,32 @@ fn run_ops(
                     }
                 }
             }
-            Op::StartCollectingMetrics => {
-                window = Some((Instant::now(), bound_count(cluster)));
+            Op::Churn {
+                mode,
+                number,
+                interval,
+                namespace,
+                templates,
+            } => {
+                let ticker = Churner {
+                    cluster: cluster.clone(),
+                    mode: *mode,
+                    number: *number,
+                    interval: *interval,
+                    namespace: namespace.clone(),
+                    templates: templates.clone(),
+                    label: format!("op {i} (churn)"),
+                };
+                churn.spawn(ticker);
+            }
+            Op::StartCollectingMetrics { namespaces } => {
+                window = Some((Instant::now(), cluster.next_order(), namespaces));
             }
             Op::StopCollectingMetrics => {
                 wait_settled(sched, cluster, opts.timeout, progress)?;
-                if let Some((t0, before)) = window.take() {
+                if let Some((t0, since, namespaces)) = window.take() {
                     *measured = Some(Measured {
-                        pods: bound_count(cluster).saturating_sub(before),
+                        pods: bound_since(cluster, since, namespaces),
                         seconds: t0.elapsed().as_secs_f64(),
                     });
                 }
@@ -318,6 +361,160 @@ fn run_ops(
         }
     }
     Ok(())
+}
+
+/// Background `churn` ops of one workload run.
+#[derive(Default)]
+struct Churn {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<Result<(), String>>>,
+}
+
+impl Churn {
+    fn spawn(&mut self, c: Churner) {
+        let stop = self.stop.clone();
+        self.threads.push(std::thread::spawn(move || c.run(&stop)));
+    }
+
+    /// Stops every churn thread; the first error any of them hit.
+    fn stop(self) -> Result<(), String> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let mut first = Ok(());
+        for t in self.threads {
+            let r = t
+                .join()
+                .unwrap_or_else(|_| Err("churn thread panicked".into()));
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    }
+}
+
+/// One `churn` op: creates (and in recreate mode deletes) objects on a real-time tick.
+struct Churner {
+    cluster: Arc<EmbeddedCluster>,
+    mode: ChurnMode,
+    number: usize,
+    interval: Duration,
+    namespace: String,
+    templates: Vec<ChurnObject>,
+    label: String,
+}
+
+/// What a churn tick created, so recreate mode can delete it again.
+enum Churned {
+    Pod(String, String),
+    Node(String),
+    Service(String, String),
+}
+
+impl Churner {
+    fn run(self, stop: &std::sync::atomic::AtomicBool) -> Result<(), String> {
+        let mut slots: Vec<Vec<Option<Churned>>> = self
+            .templates
+            .iter()
+            .map(|_| (0..self.number).map(|_| None).collect())
+            .collect();
+        let mut ticks = 0usize;
+        let mut serial = 0u64;
+        loop {
+            let next = Instant::now() + self.interval;
+            while Instant::now() < next {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    return Ok(());
+                }
+                std::thread::sleep((next - Instant::now()).min(Duration::from_millis(5)));
+            }
+            for (t, template) in self.templates.iter().enumerate() {
+                match self.mode {
+                    ChurnMode::Create => {
+                        serial += 1;
+                        self.create(template, serial)?;
+                    }
+                    ChurnMode::Recreate => {
+                        let slot = &mut slots[t][ticks % self.number];
+                        match slot.take() {
+                            Some(obj) => self.delete(obj),
+                            None => {
+                                serial += 1;
+                                *slot = Some(self.create(template, serial)?);
+                            }
+                        }
+                    }
+                }
+            }
+            ticks += 1;
+            if self.mode == ChurnMode::Create && ticks == self.number {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Names a generateName object: the prefix, the op's label-free serial.
+    fn name(&self, generate_name: Option<&str>, kind: &str, serial: u64) -> String {
+        format!("{}{serial:05}", generate_name.unwrap_or(kind))
+    }
+
+    fn create(&self, template: &ChurnObject, serial: u64) -> Result<Churned, String> {
+        let err = |e: String| format!("{}: {e}", self.label);
+        match template {
+            ChurnObject::Pod(p) => {
+                let mut p = (**p).clone();
+                p.metadata.namespace = Some(self.namespace.clone());
+                let key = self
+                    .cluster
+                    .create_pod(&p)
+                    .map_err(|e| err(e.to_string()))?;
+                let name = key.rsplit('/').next().unwrap_or_default().to_string();
+                Ok(Churned::Pod(self.namespace.clone(), name))
+            }
+            ChurnObject::Node(n) => {
+                let mut n = (**n).clone();
+                if n.metadata.name.as_deref().is_none_or(str::is_empty) {
+                    n.metadata.name =
+                        Some(self.name(n.metadata.generate_name.as_deref(), "node-churn-", serial));
+                }
+                let name = self
+                    .cluster
+                    .create_node(&n)
+                    .map_err(|e| err(e.to_string()))?;
+                Ok(Churned::Node(name.to_string()))
+            }
+            ChurnObject::Service(s) => {
+                let mut s = (**s).clone();
+                s.metadata.namespace = Some(self.namespace.clone());
+                if s.metadata.name.as_deref().is_none_or(str::is_empty) {
+                    s.metadata.name = Some(self.name(
+                        s.metadata.generate_name.as_deref(),
+                        "service-churn-",
+                        serial,
+                    ));
+                }
+                let sel =
+                    crate::model::convert::service_selector(&s).map_err(|e| err(e.to_string()))?;
+                let name = sel.name.to_string();
+                self.cluster.add_selector(sel);
+                Ok(Churned::Service(self.namespace.clone(), name))
+            }
+        }
+    }
+
+    fn delete(&self, obj: Churned) {
+        match obj {
+            Churned::Pod(ns, name) => {
+                self.cluster.delete_pod(&ns, &name);
+            }
+            Churned::Node(name) => {
+                self.cluster.delete_node(&name);
+            }
+            Churned::Service(ns, name) => {
+                self.cluster
+                    .delete_selector(crate::model::node::WorkloadKind::Service, &ns, &name);
+            }
+        }
+    }
 }
 
 /// Waits until the scheduler has nothing left to do (checked twice, a moment apart).

@@ -202,7 +202,12 @@ pub fn build(
         .evictions()
         .iter()
         .filter(|e| e.victim_priority >= e.preemptor_priority)
-        .map(|e| format!("{}/{} (priority {}) by {} (priority {})", e.namespace, e.name, e.victim_priority, e.preemptor, e.preemptor_priority))
+        .map(|e| {
+            format!(
+                "{}/{} (priority {}) by {} (priority {})",
+                e.namespace, e.name, e.victim_priority, e.preemptor, e.preemptor_priority
+            )
+        })
         .collect();
     let seconds = elapsed.as_secs_f64();
     let scheduled_by_us = sched.stats.bound.load(Ordering::Relaxed) as f64;
@@ -236,7 +241,10 @@ pub fn build(
         summary,
         measured,
         invariants: Invariants {
-            ok: overcommitted_nodes.is_empty() && double_binds == 0 && accounted && bad_victims.is_empty(),
+            ok: overcommitted_nodes.is_empty()
+                && double_binds == 0
+                && accounted
+                && bad_victims.is_empty(),
             overcommitted_nodes,
             double_binds,
             accounted,

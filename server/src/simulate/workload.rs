@@ -182,6 +182,21 @@ struct DeletePodsFile {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[allow(dead_code)] // accepted for compatibility with upstream files; not all fields are used
+struct ChurnFile {
+    opcode: String,
+    mode: String,
+    #[serde(default)]
+    number: usize,
+    #[serde(default)]
+    interval_milliseconds: Option<u64>,
+    #[serde(default)]
+    namespace: Option<String>,
+    template_paths: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // accepted for compatibility with upstream files; not all fields are used
 struct MetricsFile {
     opcode: String,
     #[serde(default)]
@@ -215,6 +230,24 @@ pub enum Template<T> {
     },
 }
 
+/// How a `churn` op cycles its objects (upstream `churnOp.Mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChurnMode {
+    /// One object per template on every tick, `number` ticks (0: until the workload ends).
+    Create,
+    /// A ring of `number` slots per template: each tick empties a filled slot (deletes
+    /// its object) or fills an empty one.
+    Recreate,
+}
+
+/// An object a `churn` op creates; upstream allows any kind, the scheduler reads these.
+#[derive(Clone, Debug)]
+pub enum ChurnObject {
+    Pod(Box<core::Pod>),
+    Node(Box<core::Node>),
+    Service(Box<core::Service>),
+}
+
 #[derive(Clone, Debug)]
 pub enum Op {
     CreateNodes {
@@ -241,7 +274,18 @@ pub enum Op {
         namespace: String,
         selector: BTreeMap<String, String>,
     },
-    StartCollectingMetrics,
+    /// Runs in the background, from this op until the workload's last op is done.
+    Churn {
+        mode: ChurnMode,
+        number: usize,
+        interval: Duration,
+        namespace: String,
+        templates: Vec<ChurnObject>,
+    },
+    /// Measure pods bound in these namespaces (empty: all) until the stop op.
+    StartCollectingMetrics {
+        namespaces: Vec<String>,
+    },
     StopCollectingMetrics,
 }
 
@@ -263,6 +307,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "barrier",
     "sleep",
     "deletePods",
+    "churn",
     "startCollectingMetrics",
     "stopCollectingMetrics",
 ];
@@ -419,6 +464,50 @@ impl<T: serde::de::DeserializeOwned + Clone> Template<T> {
             }
         }
     }
+}
+
+/// A churn template: a plain object whose kind says what to create.
+fn read_churn_object(t: &Path, file: &Path, field: &str) -> Result<ChurnObject, WorkloadError> {
+    let text = std::fs::read_to_string(t).map_err(|e| {
+        werr(
+            file,
+            field,
+            format!("cannot read template {}: {e}", t.display()),
+        )
+    })?;
+    let v: Value =
+        crate::yaml::from_str(&text).map_err(|e| werr(t, "<template>", e.to_string()))?;
+    let kind = v
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let obj = match kind.as_str() {
+        "Pod" => ChurnObject::Pod(Box::new(
+            decode_yaml(&text).map_err(|m| werr(t, "<template>", m))?,
+        )),
+        "Node" => ChurnObject::Node(Box::new(
+            decode_yaml(&text).map_err(|m| werr(t, "<template>", m))?,
+        )),
+        "Service" => ChurnObject::Service(Box::new(
+            decode_yaml(&text).map_err(|m| werr(t, "<template>", m))?,
+        )),
+        "" => {
+            return Err(werr(
+                t,
+                "kind",
+                "Required value: churn templates must name their kind (Pod, Node or Service)",
+            ))
+        }
+        other => {
+            return Err(werr(
+                t,
+                "kind",
+                format!("churn of {other} objects is not supported; use Pod, Node or Service"),
+            ))
+        }
+    };
+    Ok(obj)
 }
 
 /// Names of `Case/Workload` pairs in a file.
@@ -669,9 +758,51 @@ pub fn load(path: &Path, selector: Option<&str>) -> Result<Workload, WorkloadErr
                     selector: f.label_selector,
                 }
             }
+            "churn" => {
+                let f: ChurnFile = decode_op(raw, path, &field)?;
+                let mode = match f.mode.as_str() {
+                    "create" => ChurnMode::Create,
+                    "recreate" => ChurnMode::Recreate,
+                    other => {
+                        return Err(werr(
+                            path,
+                            format!("{field}.mode"),
+                            format!("{other:?} is not a churn mode; use create or recreate"),
+                        ))
+                    }
+                };
+                if mode == ChurnMode::Recreate && f.number == 0 {
+                    return Err(werr(
+                        path,
+                        format!("{field}.number"),
+                        "must be greater than 0 in recreate mode",
+                    ));
+                }
+                if f.template_paths.is_empty() {
+                    return Err(werr(
+                        path,
+                        format!("{field}.templatePaths"),
+                        "Required value",
+                    ));
+                }
+                let mut templates = Vec::with_capacity(f.template_paths.len());
+                for (j, t) in f.template_paths.iter().enumerate() {
+                    let tfield = format!("{field}.templatePaths[{j}]");
+                    templates.push(read_churn_object(&base.join(t), path, &tfield)?);
+                }
+                Op::Churn {
+                    mode,
+                    number: f.number,
+                    interval: Duration::from_millis(f.interval_milliseconds.unwrap_or(500).max(1)),
+                    namespace: f.namespace.unwrap_or_else(|| format!("namespace-{i}")),
+                    templates,
+                }
+            }
             "startCollectingMetrics" => {
-                let _: MetricsFile = decode_op(raw, path, &field)?;
-                Op::StartCollectingMetrics
+                let f: MetricsFile = decode_op(raw, path, &field)?;
+                Op::StartCollectingMetrics {
+                    namespaces: f.namespaces,
+                }
             }
             "stopCollectingMetrics" => {
                 let _: MetricsFile = decode_op(raw, path, &field)?;
@@ -728,6 +859,62 @@ mod tests {
         );
         assert!(render_template("{{ if .X }}", 0, 1, &params).is_err());
         assert!(render_template("{{.missing}}", 0, 1, &params).is_err());
+    }
+
+    #[test]
+    fn churn_ops_are_checked() {
+        let dir = std::env::temp_dir().join(format!("sy-churn-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("pod.yaml"),
+            "kind: Pod\nmetadata: {generateName: p-}\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("pvc.yaml"), "kind: PersistentVolumeClaim\n").unwrap();
+        let case = |op: &str| {
+            let f = dir.join("w.yaml");
+            std::fs::write(
+                &f,
+                format!("- name: C\n  workloadTemplate:\n  - {op}\n  - {{opcode: createPods, count: 1, collectMetrics: true}}\n  workloads: [{{name: w}}]\n"),
+            )
+            .unwrap();
+            load(&f, None)
+        };
+        let w = case("{opcode: churn, mode: create, templatePaths: [pod.yaml]}").unwrap();
+        match &w.ops[0] {
+            Op::Churn {
+                mode,
+                number,
+                interval,
+                namespace,
+                templates,
+            } => {
+                assert_eq!(*mode, ChurnMode::Create);
+                assert_eq!(*number, 0);
+                assert_eq!(*interval, Duration::from_millis(500));
+                assert_eq!(namespace, "namespace-0");
+                assert!(matches!(templates[0], ChurnObject::Pod(_)));
+            }
+            other => panic!("{other:?}"),
+        }
+        let e = case("{opcode: churn, mode: recreate, templatePaths: [pod.yaml]}").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("[0].workloadTemplate[0].number: must be greater than 0"),
+            "{e}"
+        );
+        let e = case("{opcode: churn, mode: create, templatePaths: [pvc.yaml]}").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("pvc.yaml: kind: churn of PersistentVolumeClaim"),
+            "{e}"
+        );
+        let e = case("{opcode: churn, mode: sometimes, templatePaths: [pod.yaml]}").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("mode: \"sometimes\" is not a churn mode"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -143,8 +143,8 @@ impl PostFilterPlugin for DefaultPreemption {
                     .get(&c.node)
                     .map(|v| {
                         v.iter()
-                            .filter(|p| p.priority() < pod.priority())
-                            .cloned()
+                            .filter(|p| p.priority < pod.priority())
+                            .map(|p| p.pod.clone())
                             .collect()
                     })
                     .unwrap_or_default();
@@ -164,7 +164,13 @@ impl DefaultPreemption {
     /// Deletes the victims in the background (upstream `prepareCandidateAsync`): first
     /// clears lower-priority nominations on the node, then evicts; a victim waiting at
     /// Permit is preempted in memory instead.
-    fn actuate(&self, preemptor: Arc<Pod>, node: Arc<str>, victims: Vec<Arc<Pod>>, lower_nominated: Vec<Arc<Pod>>) {
+    fn actuate(
+        &self,
+        preemptor: Arc<Pod>,
+        node: Arc<str>,
+        victims: Vec<Arc<Pod>>,
+        lower_nominated: Vec<Arc<Pod>>,
+    ) {
         let Some(services) = self.handle.services() else {
             tracing::error!(pod = %preemptor.key(), "preemption outside a running scheduler: victims not evicted");
             return;
@@ -222,7 +228,12 @@ impl DefaultPreemption {
 
 /// Upstream `PreemptPod`: in memory for a pod waiting at Permit, else through the
 /// backend (DisruptionTarget condition, then deletion), with a `Preempted` event.
-async fn evict(handle: &Handle, preemptor: &Pod, node: &str, victim: &Arc<Pod>) -> Result<(), String> {
+async fn evict(
+    handle: &Handle,
+    preemptor: &Pod,
+    node: &str,
+    victim: &Arc<Pod>,
+) -> Result<(), String> {
     let mut message = format!("Preempted by pod {} on node {}", preemptor.uid, node);
     let in_memory = handle
         .waiting_pods

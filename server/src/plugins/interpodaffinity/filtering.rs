@@ -58,7 +58,9 @@ impl InterPodAffinity {
         }
         if matches_all(&terms.affinity, changed) {
             for t in &terms.affinity {
-                state.affinity_counts.add_for_node(labels, &t.topology_key, delta);
+                state
+                    .affinity_counts
+                    .add_for_node(labels, &t.topology_key, delta);
             }
         }
         for t in &terms.anti_affinity {
@@ -113,7 +115,10 @@ impl PreFilterPlugin for InterPodAffinity {
                 }
             }
         }
-        if existing_anti_affinity_counts.is_empty() && affinity.is_empty() && anti_affinity.is_empty() {
+        if existing_anti_affinity_counts.is_empty()
+            && affinity.is_empty()
+            && anti_affinity.is_empty()
+        {
             return (None, Status::skip());
         }
 
@@ -150,11 +155,14 @@ impl PreFilterPlugin for InterPodAffinity {
                         a
                     })
             } else {
-                nodes.iter().map(count_node).fold(Partial::default(), |mut a, b| {
-                    a.affinity.merge(b.affinity);
-                    a.anti.merge(b.anti);
-                    a
-                })
+                nodes
+                    .iter()
+                    .map(count_node)
+                    .fold(Partial::default(), |mut a, b| {
+                        a.affinity.merge(b.affinity);
+                        a.anti.merge(b.anti);
+                        a
+                    })
             };
         }
         let matches_itself = matches_all(&affinity, pod);

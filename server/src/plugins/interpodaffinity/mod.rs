@@ -67,7 +67,11 @@ pub(crate) struct TopologyCounts(FxHashMap<Box<str>, FxHashMap<Box<str>, i64>>);
 
 impl TopologyCounts {
     pub fn get(&self, key: &str, value: &str) -> i64 {
-        self.0.get(key).and_then(|m| m.get(value)).copied().unwrap_or(0)
+        self.0
+            .get(key)
+            .and_then(|m| m.get(value))
+            .copied()
+            .unwrap_or(0)
     }
 
     pub fn add(&mut self, key: &str, value: &str, delta: i64) {
@@ -140,7 +144,8 @@ pub(crate) fn matches_all(terms: &[AffinityTerm], pod: &Pod) -> bool {
     !terms.is_empty() && terms.iter().all(|t| t.matches(pod, &EMPTY_LABELS))
 }
 
-pub(crate) static EMPTY_LABELS: std::sync::LazyLock<Labels> = std::sync::LazyLock::new(Labels::default);
+pub(crate) static EMPTY_LABELS: std::sync::LazyLock<Labels> =
+    std::sync::LazyLock::new(Labels::default);
 
 impl Plugin for InterPodAffinity {
     fn name(&self) -> &str {

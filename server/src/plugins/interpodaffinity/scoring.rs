@@ -48,21 +48,56 @@ impl InterPodAffinity {
             return;
         }
         for w in preferred {
-            add_term(score, &w.term, i64::from(w.weight), existing, &EMPTY_LABELS, node_labels);
+            add_term(
+                score,
+                &w.term,
+                i64::from(w.weight),
+                existing,
+                &EMPTY_LABELS,
+                node_labels,
+            );
         }
         for w in preferred_anti {
-            add_term(score, &w.term, -i64::from(w.weight), existing, &EMPTY_LABELS, node_labels);
+            add_term(
+                score,
+                &w.term,
+                -i64::from(w.weight),
+                existing,
+                &EMPTY_LABELS,
+                node_labels,
+            );
         }
         if self.hard_pod_affinity_weight > 0 {
             for t in existing.spec.required_affinity_terms.iter() {
-                add_term(score, t, self.hard_pod_affinity_weight, incoming, ns_labels, node_labels);
+                add_term(
+                    score,
+                    t,
+                    self.hard_pod_affinity_weight,
+                    incoming,
+                    ns_labels,
+                    node_labels,
+                );
             }
         }
         for w in existing.spec.preferred_affinity_terms.iter() {
-            add_term(score, &w.term, i64::from(w.weight), incoming, ns_labels, node_labels);
+            add_term(
+                score,
+                &w.term,
+                i64::from(w.weight),
+                incoming,
+                ns_labels,
+                node_labels,
+            );
         }
         for w in existing.spec.preferred_anti_affinity_terms.iter() {
-            add_term(score, &w.term, -i64::from(w.weight), incoming, ns_labels, node_labels);
+            add_term(
+                score,
+                &w.term,
+                -i64::from(w.weight),
+                incoming,
+                ns_labels,
+                node_labels,
+            );
         }
     }
 }
@@ -76,8 +111,8 @@ impl PreScorePlugin for InterPodAffinity {
         snapshot: &Snapshot,
     ) -> Status {
         let spec = &pod.spec;
-        let has_constraints =
-            !spec.preferred_affinity_terms.is_empty() || !spec.preferred_anti_affinity_terms.is_empty();
+        let has_constraints = !spec.preferred_affinity_terms.is_empty()
+            || !spec.preferred_anti_affinity_terms.is_empty();
         if self.ignore_preferred_terms_of_existing_pods && !has_constraints {
             return Status::skip();
         }

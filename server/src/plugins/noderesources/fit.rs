@@ -78,6 +78,9 @@ struct Insufficient {
     unresolvable: bool,
 }
 
+/// Reasons collected by [`Fit::fits`]; inline so a rejection does not allocate.
+type InsufficientList = smallvec::SmallVec<[Insufficient; 2]>;
+
 impl Fit {
     fn is_ignored(&self, name: &str) -> bool {
         if !is_extended_resource_name(name) {
@@ -94,7 +97,7 @@ impl Fit {
     }
 
     /// Upstream `fitsRequest`, appending into `out` only when something does not fit.
-    fn fits(&self, req: &Resource, node: &NodeInfo, out: &mut Vec<Insufficient>) {
+    fn fits(&self, req: &Resource, node: &NodeInfo, out: &mut InsufficientList) {
         let a = &node.allocatable;
         let r = &node.requested;
         if node.pods.len() as i64 + 1 > a.allowed_pod_number {
@@ -147,7 +150,7 @@ impl Fit {
     /// Whether the pod could fit on an empty node like this one (queueing hints).
     fn fits_empty(&self, pod: &Pod, node: &Node) -> bool {
         let ni = NodeInfo::new(Arc::new(node.clone()));
-        let mut out = Vec::new();
+        let mut out = InsufficientList::new();
         self.fits(&pod.spec.requests, &ni, &mut out);
         out.is_empty()
     }
@@ -225,7 +228,7 @@ impl Plugin for Fit {
 
 impl FilterPlugin for Fit {
     fn filter(&self, _state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
-        let mut out = Vec::new();
+        let mut out = InsufficientList::new();
         self.fits(&pod.spec.requests, node, &mut out);
         if out.is_empty() {
             return Status::success();
@@ -235,7 +238,7 @@ impl FilterPlugin for Fit {
         } else {
             Code::Unschedulable
         };
-        Status::with_reasons(code, out.into_iter().map(|i| i.reason).collect())
+        Status::from_reasons(code, out.into_iter().map(|i| i.reason))
     }
 }
 

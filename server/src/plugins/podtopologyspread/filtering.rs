@@ -2,18 +2,16 @@
 
 use std::sync::Arc;
 
-use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 use super::{
-    count_matching, node_has_all_keys, nodes, Constraint, PodTopologySpread,
+    inclusion_is_trivial, node_has_all_keys, nodes, Constraint, PodTopologySpread,
     ERR_REASON_CONSTRAINTS_NOT_MATCH, ERR_REASON_NODE_LABEL_NOT_MATCH,
 };
 use crate::cache::Snapshot;
 use crate::framework::interface::{
     FilterPlugin, PreFilterExtensions, PreFilterPlugin, PreFilterResult,
 };
-use crate::framework::runtime::PARALLEL_THRESHOLD;
 use crate::framework::{CycleState, NodeInfo, Status};
 use crate::model::pod::UnsatisfiableConstraintAction;
 use crate::model::Pod;
@@ -67,7 +65,7 @@ impl CriticalPaths {
 pub(crate) struct PreFilterState {
     constraints: Arc<[Constraint]>,
     /// Per constraint: topology value -> matching pods (every eligible domain present).
-    match_num: Vec<FxHashMap<Box<str>, i64>>,
+    match_num: Counts,
     critical_paths: Vec<CriticalPaths>,
 }
 
@@ -81,16 +79,7 @@ impl PreFilterState {
     }
 }
 
-type Counts = Vec<FxHashMap<Box<str>, i64>>;
-
-fn merge_counts(mut a: Counts, b: Counts) -> Counts {
-    for (ma, mb) in a.iter_mut().zip(b) {
-        for (k, v) in mb {
-            *ma.entry(k).or_insert(0) += v;
-        }
-    }
-    a
-}
+type Counts = Vec<FxHashMap<Arc<str>, i64>>;
 
 impl PreFilterPlugin for PodTopologySpread {
     fn pre_filter(
@@ -99,48 +88,45 @@ impl PreFilterPlugin for PodTopologySpread {
         pod: &Pod,
         snapshot: &Snapshot,
     ) -> (Option<PreFilterResult>, Status) {
-        let constraints = self.constraints(pod, UnsatisfiableConstraintAction::DoNotSchedule, snapshot);
+        let constraints =
+            self.constraints(pod, UnsatisfiableConstraintAction::DoNotSchedule, snapshot);
         if constraints.is_empty() {
             return (None, Status::skip());
         }
         let n = constraints.len();
-        let count_node = |mut counts: Counts, ni: &Arc<NodeInfo>| -> Counts {
-            let node = ni.node();
-            if !node_has_all_keys(&node.labels, &constraints) {
-                return counts;
+        let trivial = inclusion_is_trivial(pod, &constraints);
+        let match_num: Counts = self.with_index(pod, &constraints, snapshot, |idx| {
+            if trivial {
+                return idx
+                    .totals
+                    .iter()
+                    .map(|t| t.iter().map(|(d, v)| (d.clone(), v.pods)).collect())
+                    .collect();
             }
-            for (i, c) in constraints.iter().enumerate() {
-                if !c.includes_node(pod, node) {
+            // Node inclusion depends on this pod: walk the nodes, counts come cached.
+            let mut counts: Counts = vec![FxHashMap::default(); n];
+            for (ni, ns) in nodes(snapshot).iter().zip(idx.per_node()) {
+                if !ns.has_all_keys() {
                     continue;
                 }
-                let Some(value) = node.labels.get(&c.topology_key) else {
-                    continue;
-                };
-                let cnt = count_matching(&ni.pods, &c.selector, &pod.namespace);
-                match counts[i].get_mut(value) {
-                    Some(e) => *e += cnt,
-                    None => {
-                        counts[i].insert(value.into(), cnt);
+                let node = ni.node();
+                for (i, c) in constraints.iter().enumerate() {
+                    if !c.includes_node(pod, node) {
+                        continue;
+                    }
+                    if let Some(d) = &ns.domains[i] {
+                        *counts[i].entry(d.clone()).or_insert(0) += ns.counts[i];
                     }
                 }
             }
             counts
-        };
-        let all = nodes(snapshot);
-        let match_num: Counts = if all.len() >= PARALLEL_THRESHOLD {
-            all.par_iter()
-                .with_min_len(256)
-                .fold(|| vec![FxHashMap::default(); n], count_node)
-                .reduce(|| vec![FxHashMap::default(); n], merge_counts)
-        } else {
-            all.iter().fold(vec![FxHashMap::default(); n], count_node)
-        };
+        });
         let critical_paths = match_num
             .iter()
             .map(|m| {
                 let mut cp = CriticalPaths::default();
                 // Deterministic order: smaller counts first, then by value.
-                let mut entries: Vec<(&Box<str>, &i64)> = m.iter().collect();
+                let mut entries: Vec<(&Arc<str>, &i64)> = m.iter().collect();
                 entries.sort();
                 for (v, num) in entries {
                     cp.update(v, *num);
@@ -161,7 +147,13 @@ impl PreFilterPlugin for PodTopologySpread {
     }
 }
 
-fn update_with_pod(state: &mut PreFilterState, changed: &Pod, preemptor: &Pod, node: &NodeInfo, delta: i64) {
+fn update_with_pod(
+    state: &mut PreFilterState,
+    changed: &Pod,
+    preemptor: &Pod,
+    node: &NodeInfo,
+    delta: i64,
+) {
     if changed.namespace != preemptor.namespace {
         return;
     }
@@ -177,7 +169,10 @@ fn update_with_pod(state: &mut PreFilterState, changed: &Pod, preemptor: &Pod, n
         let Some(v) = n.labels.get(&c.topology_key) else {
             continue;
         };
-        let e = state.match_num[i].entry(v.into()).or_insert(0);
+        let e = match state.match_num[i].get_mut(v) {
+            Some(e) => e,
+            None => state.match_num[i].entry(Arc::from(v)).or_insert(0),
+        };
         *e += delta;
         let num = *e;
         state.critical_paths[i].update(v, num);
@@ -185,7 +180,13 @@ fn update_with_pod(state: &mut PreFilterState, changed: &Pod, preemptor: &Pod, n
 }
 
 impl PreFilterExtensions for PodTopologySpread {
-    fn add_pod(&self, state: &mut CycleState, pod: &Pod, pod_to_add: &Arc<Pod>, node: &NodeInfo) -> Status {
+    fn add_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        pod_to_add: &Arc<Pod>,
+        node: &NodeInfo,
+    ) -> Status {
         let Some(s) = state.read_mut::<PreFilterState>() else {
             return missing_state("PreFilterPodTopologySpread");
         };
@@ -193,7 +194,13 @@ impl PreFilterExtensions for PodTopologySpread {
         Status::success()
     }
 
-    fn remove_pod(&self, state: &mut CycleState, pod: &Pod, pod_to_remove: &Arc<Pod>, node: &NodeInfo) -> Status {
+    fn remove_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        pod_to_remove: &Arc<Pod>,
+        node: &NodeInfo,
+    ) -> Status {
         let Some(s) = state.read_mut::<PreFilterState>() else {
             return missing_state("PreFilterPodTopologySpread");
         };

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use crate::cache::Snapshot;
+use crate::framework::derived::{Change, DerivedCache, NodeDerived};
 use crate::framework::events::{
     ActionType, ClusterEventWithHint, EventObject, EventResource, QueueingHint,
 };
@@ -26,13 +27,18 @@ use crate::model::taint::find_matching_untolerated_taint;
 use crate::model::{LabelSelector, Labels, Node, Pod, TaintEffect};
 use crate::plugins::helper::decode_args;
 use crate::plugins::nodeaffinity::required_node_affinity_matches;
+use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 
 pub const NAME: &str = "PodTopologySpread";
-pub const ERR_REASON_CONSTRAINTS_NOT_MATCH: &str = "node(s) didn't match pod topology spread constraints";
+pub const ERR_REASON_CONSTRAINTS_NOT_MATCH: &str =
+    "node(s) didn't match pod topology spread constraints";
 pub const ERR_REASON_NODE_LABEL_NOT_MATCH: &str =
     "node(s) didn't match pod topology spread constraints (missing required label)";
 pub const LABEL_HOSTNAME: &str = "kubernetes.io/hostname";
 pub const LABEL_ZONE: &str = "topology.kubernetes.io/zone";
+/// Constraint sets whose per-node counts are kept (pods of a few workloads interleave).
+const INDEX_CAPACITY: usize = 8;
 
 /// A constraint as the plugin evaluates it.
 #[derive(Clone, Debug)]
@@ -67,7 +73,9 @@ impl Constraint {
 
 /// Whether the node has every constraint's topology key.
 pub(crate) fn node_has_all_keys(labels: &Labels, constraints: &[Constraint]) -> bool {
-    constraints.iter().all(|c| labels.contains_key(&c.topology_key))
+    constraints
+        .iter()
+        .all(|c| labels.contains_key(&c.topology_key))
 }
 
 /// Upstream `countPodsMatchSelector`: pods of the namespace, not terminating, matching
@@ -129,6 +137,145 @@ pub struct PodTopologySpread {
     /// System defaulting: pods without explicit constraints are scored even on nodes
     /// missing the zone label (`requireAllTopologies = false`).
     system_defaulted: bool,
+    /// Matching-pod counts per node for recent constraint sets, kept across cycles.
+    index: DerivedCache<SpreadQuery, SpreadIndex>,
+}
+
+/// What PreFilter and PreScore count for a pod: per constraint, pods in its namespace
+/// matching the selector, per domain of the topology key.
+#[derive(Clone, PartialEq)]
+pub(crate) struct SpreadQuery {
+    namespace: Arc<str>,
+    terms: Vec<(LabelSelector, Box<str>)>,
+}
+
+impl SpreadQuery {
+    pub(crate) fn new(pod: &Pod, constraints: &[Constraint]) -> Self {
+        SpreadQuery {
+            namespace: pod.namespace.clone(),
+            terms: constraints
+                .iter()
+                .map(|c| (c.selector.clone(), c.topology_key.clone()))
+                .collect(),
+        }
+    }
+}
+
+/// One node's part in a [`SpreadQuery`].
+#[derive(Clone, Default)]
+pub(crate) struct NodeSpread {
+    /// Per constraint: the node's domain, if it has the topology key.
+    pub domains: SmallVec<[Option<Arc<str>>; 2]>,
+    /// Per constraint: matching pods on the node.
+    pub counts: SmallVec<[i64; 2]>,
+}
+
+impl NodeSpread {
+    pub fn has_all_keys(&self) -> bool {
+        self.domains.iter().all(Option::is_some)
+    }
+}
+
+/// A domain's totals over the nodes that have every topology key of the query.
+#[derive(Clone, Copy, Default, Debug)]
+pub(crate) struct DomainTotal {
+    pub pods: i64,
+    pub nodes: u32,
+}
+
+/// Per-node counts for one query and their per-domain totals, both kept up to date
+/// incrementally (only nodes that changed since the last cycle are recounted).
+#[derive(Default)]
+pub(crate) struct SpreadIndex {
+    nodes: NodeDerived<NodeSpread>,
+    /// Per constraint: domain -> totals.
+    pub totals: Vec<FxHashMap<Arc<str>, DomainTotal>>,
+}
+
+impl SpreadIndex {
+    pub(crate) fn refresh(&mut self, q: &SpreadQuery, all: &[Arc<NodeInfo>]) {
+        let n = q.terms.len();
+        if self.totals.len() != n {
+            self.totals = vec![FxHashMap::default(); n];
+        }
+        let compute = |ni: &NodeInfo| {
+            let labels = &ni.node().labels;
+            NodeSpread {
+                domains: q
+                    .terms
+                    .iter()
+                    .map(|(_, k)| labels.get(k).map(Arc::from))
+                    .collect(),
+                counts: q
+                    .terms
+                    .iter()
+                    .map(|(sel, _)| count_matching(&ni.pods, sel, &q.namespace))
+                    .collect(),
+            }
+        };
+        let totals = &mut self.totals;
+        self.nodes.refresh(all, compute, |c| match c {
+            Change::Reset => totals.iter_mut().for_each(FxHashMap::clear),
+            Change::Replaced { old, new } => {
+                if let Some(old) = old {
+                    apply(totals, old, -1);
+                }
+                apply(totals, new, 1);
+            }
+        });
+    }
+
+    /// Per-node values, by snapshot position.
+    pub(crate) fn per_node(&self) -> &[NodeSpread] {
+        self.nodes.values()
+    }
+}
+
+fn apply(totals: &mut [FxHashMap<Arc<str>, DomainTotal>], v: &NodeSpread, sign: i64) {
+    if !v.has_all_keys() {
+        return;
+    }
+    for (i, d) in v.domains.iter().enumerate() {
+        let Some(d) = d else { continue };
+        let e = totals[i].entry(d.clone()).or_default();
+        e.pods += sign * v.counts[i];
+        e.nodes = (i64::from(e.nodes) + sign).max(0) as u32;
+        if e.nodes == 0 {
+            totals[i].remove(&**d);
+        }
+    }
+}
+
+impl PodTopologySpread {
+    /// Runs `f` on the up-to-date index for the pod's constraints.
+    pub(crate) fn with_index<R>(
+        &self,
+        pod: &Pod,
+        constraints: &[Constraint],
+        snapshot: &Snapshot,
+        f: impl FnOnce(&SpreadIndex) -> R,
+    ) -> R {
+        let q = SpreadQuery::new(pod, constraints);
+        self.index.with(
+            &q,
+            || q.clone(),
+            |idx| {
+                idx.refresh(&q, snapshot.node_infos());
+                f(idx)
+            },
+        )
+    }
+}
+
+/// Whether `includes_node` is true for every node, whatever its labels and taints:
+/// then the index's totals are the counts, with no per-node pass.
+pub(crate) fn inclusion_is_trivial(pod: &Pod, constraints: &[Constraint]) -> bool {
+    let no_node_affinity = pod.spec.node_selector.as_ref().is_none_or(|s| s.is_empty())
+        && pod.spec.required_node_affinity.is_none();
+    constraints.iter().all(|c| {
+        (c.node_affinity_policy == NodeInclusionPolicy::Ignore || no_node_affinity)
+            && c.node_taints_policy == NodeInclusionPolicy::Ignore
+    })
 }
 
 impl PodTopologySpread {
@@ -155,8 +302,11 @@ impl PodTopologySpread {
                 })
                 .collect();
         }
-        let wanted: Vec<&DefaultConstraint> =
-            self.defaults.iter().filter(|d| d.action == action).collect();
+        let wanted: Vec<&DefaultConstraint> = self
+            .defaults
+            .iter()
+            .filter(|d| d.action == action)
+            .collect();
         if wanted.is_empty() {
             return Vec::new();
         }
@@ -191,7 +341,10 @@ pub(crate) fn default_selector(pod: &Pod, snapshot: &Snapshot) -> Option<LabelSe
         }
     };
     let sources = snapshot.workload_selectors();
-    for s in sources.iter().filter(|s| s.kind == WorkloadKind::Service && *s.namespace == *pod.namespace) {
+    for s in sources
+        .iter()
+        .filter(|s| s.kind == WorkloadKind::Service && *s.namespace == *pod.namespace)
+    {
         if let Some(sel) = &s.match_labels {
             if sel.iter().all(|(k, v)| pod.labels().get(k) == Some(v)) {
                 merge(sel, &mut label_set);
@@ -207,10 +360,9 @@ pub(crate) fn default_selector(pod: &Pod, snapshot: &Snapshot) -> Option<LabelSe
             _ => None,
         };
         if let Some(kind) = kind {
-            if let Some(s) = sources
-                .iter()
-                .find(|s| s.kind == kind && *s.namespace == *pod.namespace && *s.name == *owner.name)
-            {
+            if let Some(s) = sources.iter().find(|s| {
+                s.kind == kind && *s.namespace == *pod.namespace && *s.name == *owner.name
+            }) {
                 match kind {
                     WorkloadKind::ReplicationController => {
                         if let Some(sel) = &s.match_labels {
@@ -237,12 +389,18 @@ pub(crate) fn default_selector(pod: &Pod, snapshot: &Snapshot) -> Option<LabelSe
     Some(LabelSelector::Requirements(reqs.into()))
 }
 
-fn policy(v: &Option<String>, field: &str, default: NodeInclusionPolicy) -> Result<NodeInclusionPolicy, String> {
+fn policy(
+    v: &Option<String>,
+    field: &str,
+    default: NodeInclusionPolicy,
+) -> Result<NodeInclusionPolicy, String> {
     match v.as_deref() {
         None => Ok(default),
         Some("Honor") => Ok(NodeInclusionPolicy::Honor),
         Some("Ignore") => Ok(NodeInclusionPolicy::Ignore),
-        Some(o) => Err(format!("{field}: Unsupported value: {o:?}: supported values: \"Honor\", \"Ignore\"")),
+        Some(o) => Err(format!(
+            "{field}: Unsupported value: {o:?}: supported values: \"Honor\", \"Ignore\""
+        )),
     }
 }
 
@@ -265,6 +423,7 @@ fn build(args: Option<&serde_json::Value>) -> Result<PodTopologySpread, String> 
             Ok(PodTopologySpread {
                 defaults: vec![d(LABEL_HOSTNAME, 3), d(LABEL_ZONE, 5)],
                 system_defaulted: true,
+                index: DerivedCache::new(INDEX_CAPACITY),
             })
         }
         "List" => {
@@ -272,7 +431,10 @@ fn build(args: Option<&serde_json::Value>) -> Result<PodTopologySpread, String> 
             for (i, c) in a.default_constraints.iter().enumerate() {
                 let f = format!("defaultConstraints[{i}]");
                 if c.max_skew <= 0 {
-                    return Err(format!("{f}.maxSkew: Invalid value: {}: not in valid range (0, inf)", c.max_skew));
+                    return Err(format!(
+                        "{f}.maxSkew: Invalid value: {}: not in valid range (0, inf)",
+                        c.max_skew
+                    ));
                 }
                 if c.topology_key.is_empty() {
                     return Err(format!("{f}.topologyKey: Required value: can not be empty"));
@@ -289,11 +451,13 @@ fn build(args: Option<&serde_json::Value>) -> Result<PodTopologySpread, String> 
                         ))
                     }
                 };
-                if defaults
-                    .iter()
-                    .any(|d: &DefaultConstraint| *d.topology_key == *c.topology_key && d.action == action)
-                {
-                    return Err(format!("{f}: Duplicate value: \"{{{}, {}}}\"", c.topology_key, c.when_unsatisfiable));
+                if defaults.iter().any(|d: &DefaultConstraint| {
+                    *d.topology_key == *c.topology_key && d.action == action
+                }) {
+                    return Err(format!(
+                        "{f}: Duplicate value: \"{{{}, {}}}\"",
+                        c.topology_key, c.when_unsatisfiable
+                    ));
                 }
                 let _ = &c.match_label_keys;
                 defaults.push(DefaultConstraint {
@@ -301,13 +465,22 @@ fn build(args: Option<&serde_json::Value>) -> Result<PodTopologySpread, String> 
                     topology_key: c.topology_key.as_str().into(),
                     action,
                     min_domains: i64::from(c.min_domains.unwrap_or(1)),
-                    node_affinity_policy: policy(&c.node_affinity_policy, &format!("{f}.nodeAffinityPolicy"), NodeInclusionPolicy::Honor)?,
-                    node_taints_policy: policy(&c.node_taints_policy, &format!("{f}.nodeTaintsPolicy"), NodeInclusionPolicy::Ignore)?,
+                    node_affinity_policy: policy(
+                        &c.node_affinity_policy,
+                        &format!("{f}.nodeAffinityPolicy"),
+                        NodeInclusionPolicy::Honor,
+                    )?,
+                    node_taints_policy: policy(
+                        &c.node_taints_policy,
+                        &format!("{f}.nodeTaintsPolicy"),
+                        NodeInclusionPolicy::Ignore,
+                    )?,
                 });
             }
             Ok(PodTopologySpread {
                 defaults,
                 system_defaulted: false,
+                index: DerivedCache::new(INDEX_CAPACITY),
             })
         }
         other => Err(format!(
@@ -364,10 +537,15 @@ fn hard_selectors(pod: &Pod) -> Vec<&crate::model::pod::TopologySpreadConstraint
         .collect()
 }
 
-fn is_schedulable_after_pod_change(pod: &Pod, old: Option<&EventObject>, new: Option<&EventObject>) -> QueueingHint {
+fn is_schedulable_after_pod_change(
+    pod: &Pod,
+    old: Option<&EventObject>,
+    new: Option<&EventObject>,
+) -> QueueingHint {
     let old = old.and_then(|o| o.as_pod());
     let new = new.and_then(|n| n.as_pod());
-    let involved = |p: &Pod| p.uid == pod.uid || (p.node_name.is_some() && p.namespace == pod.namespace);
+    let involved =
+        |p: &Pod| p.uid == pod.uid || (p.node_name.is_some() && p.namespace == pod.namespace);
     if new.is_some_and(|p| !involved(p)) || old.is_some_and(|p| !involved(p)) {
         return QueueingHint::QueueSkip;
     }
@@ -376,9 +554,13 @@ fn is_schedulable_after_pod_change(pod: &Pod, old: Option<&EventObject>, new: Op
         (Some(o), Some(n)) => {
             (pod.uid == n.uid
                 && o.spec.tolerations != n.spec.tolerations
-                && cs.iter().any(|c| c.node_taints_policy == NodeInclusionPolicy::Honor))
+                && cs
+                    .iter()
+                    .any(|c| c.node_taints_policy == NodeInclusionPolicy::Honor))
                 || (o.labels() != n.labels()
-                    && cs.iter().any(|c| c.selector.matches(o.labels()) != c.selector.matches(n.labels())))
+                    && cs
+                        .iter()
+                        .any(|c| c.selector.matches(o.labels()) != c.selector.matches(n.labels())))
         }
         (None, Some(n)) => cs.iter().any(|c| c.selector.matches(n.labels())),
         (Some(o), None) => cs.iter().any(|c| c.selector.matches(o.labels())),
@@ -391,7 +573,11 @@ fn is_schedulable_after_pod_change(pod: &Pod, old: Option<&EventObject>, new: Op
     }
 }
 
-fn is_schedulable_after_node_change(pod: &Pod, old: Option<&EventObject>, new: Option<&EventObject>) -> QueueingHint {
+fn is_schedulable_after_node_change(
+    pod: &Pod,
+    old: Option<&EventObject>,
+    new: Option<&EventObject>,
+) -> QueueingHint {
     let cs = hard_selectors(pod);
     let has_keys = |n: &Node| cs.iter().all(|c| n.labels.contains_key(&c.topology_key));
     let old = old.and_then(|o| o.as_node());
@@ -402,7 +588,9 @@ fn is_schedulable_after_node_change(pod: &Pod, old: Option<&EventObject>, new: O
         (Some(o), Some(n)) => {
             orig != now
                 || (now
-                    && (cs.iter().any(|c| o.labels.get(&c.topology_key) != n.labels.get(&c.topology_key))
+                    && (cs
+                        .iter()
+                        .any(|c| o.labels.get(&c.topology_key) != n.labels.get(&c.topology_key))
                         || o.taints != n.taints))
         }
         (None, Some(_)) => now,

@@ -4,7 +4,10 @@ use std::sync::Arc;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::{count_matching, node_has_all_keys, Constraint, PodTopologySpread, LABEL_HOSTNAME};
+use super::{
+    count_matching, inclusion_is_trivial, node_has_all_keys, Constraint, PodTopologySpread,
+    LABEL_HOSTNAME,
+};
 use crate::cache::Snapshot;
 use crate::framework::interface::{PreScorePlugin, ScorePlugin, MAX_NODE_SCORE};
 use crate::framework::{CycleState, NodeInfo, Status};
@@ -37,11 +40,13 @@ impl PreScorePlugin for PodTopologySpread {
         if all.is_empty() {
             return Status::skip();
         }
-        let constraints = self.constraints(pod, UnsatisfiableConstraintAction::ScheduleAnyway, snapshot);
+        let constraints =
+            self.constraints(pod, UnsatisfiableConstraintAction::ScheduleAnyway, snapshot);
         if constraints.is_empty() {
             return Status::skip();
         }
-        let require_all = !pod.spec.topology_spread_constraints.is_empty() || !self.system_defaulted;
+        let require_all =
+            !pod.spec.topology_spread_constraints.is_empty() || !self.system_defaulted;
         let n = constraints.len();
         let mut ignored_nodes = FxHashSet::default();
         let mut counts: Vec<FxHashMap<Box<str>, i64>> = vec![FxHashMap::default(); n];
@@ -71,21 +76,34 @@ impl PreScorePlugin for PodTopologySpread {
                 ((size + 2) as f64).ln()
             })
             .collect();
-        for ni in all {
-            let node = ni.node();
-            if require_all && !node_has_all_keys(&node.labels, &constraints) {
-                continue;
+        let trivial = inclusion_is_trivial(pod, &constraints);
+        let no_blank_domain = counts.iter().all(|m| !m.contains_key(""));
+        self.with_index(pod, &constraints, snapshot, |idx| {
+            if require_all && trivial && no_blank_domain {
+                // Totals cover exactly the nodes with every key, all included.
+                for (i, m) in counts.iter_mut().enumerate() {
+                    for (d, slot) in m.iter_mut() {
+                        *slot += idx.totals[i].get(&**d).map_or(0, |t| t.pods);
+                    }
+                }
+                return;
             }
-            for (i, c) in constraints.iter().enumerate() {
-                if *c.topology_key == *LABEL_HOSTNAME || !c.includes_node(pod, node) {
+            for (ni, ns) in all.iter().zip(idx.per_node()) {
+                if require_all && !ns.has_all_keys() {
                     continue;
                 }
-                let v = node.labels.get(&c.topology_key).unwrap_or("");
-                if let Some(slot) = counts[i].get_mut(v) {
-                    *slot += count_matching(&ni.pods, &c.selector, &pod.namespace);
+                let node = ni.node();
+                for (i, c) in constraints.iter().enumerate() {
+                    if *c.topology_key == *LABEL_HOSTNAME || !c.includes_node(pod, node) {
+                        continue;
+                    }
+                    let v = ns.domains[i].as_deref().unwrap_or("");
+                    if let Some(slot) = counts[i].get_mut(v) {
+                        *slot += ns.counts[i];
+                    }
                 }
             }
-        }
+        });
         state.write(PreScoreState(Arc::new(PreScoreData {
             constraints,
             ignored_nodes,
