@@ -129,7 +129,7 @@ fn is_dns_like_name(v: &str) -> bool {
 }
 
 /// Selector operators, covering both label selectors and node selector requirements.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Operator {
     In,
     NotIn,
@@ -155,7 +155,7 @@ impl Operator {
 
 /// One compiled requirement: `key op values`. Values are sorted for binary search;
 /// for Gt/Lt the single value is pre-parsed.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Requirement {
     pub key: Box<str>,
     pub op: Operator,
@@ -253,7 +253,7 @@ impl Requirement {
 
 /// A compiled `metav1.LabelSelector`. Upstream distinguishes a nil selector (matches
 /// nothing) from an empty one (matches everything); `Nothing` models the former.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum LabelSelector {
     Nothing,
     Requirements(Box<[Requirement]>),

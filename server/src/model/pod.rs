@@ -179,7 +179,7 @@ pub struct HostPort {
 
 /// An inter-pod (anti-)affinity term with namespaces resolved as far as the pod alone
 /// allows; `namespace_selector` is matched against namespace labels at PreFilter.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct AffinityTerm {
     /// Explicit namespaces; when both this and the selector are empty the term applies
     /// to the pod's own namespace (already filled in at ingest).
@@ -205,7 +205,7 @@ impl AffinityTerm {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct WeightedAffinityTerm {
     pub weight: i32,
     pub term: AffinityTerm,

@@ -2,8 +2,7 @@
 
 use std::sync::Arc;
 
-use rayon::prelude::*;
-
+use super::index::{RequiredQuery, TermKind};
 use super::{
     matches_all, resolve_term, InterPodAffinity, TopologyCounts, ERR_REASON_AFFINITY,
     ERR_REASON_ANTI_AFFINITY, ERR_REASON_EXISTING_ANTI_AFFINITY,
@@ -12,7 +11,6 @@ use crate::cache::Snapshot;
 use crate::framework::interface::{
     FilterPlugin, PreFilterExtensions, PreFilterPlugin, PreFilterResult,
 };
-use crate::framework::runtime::PARALLEL_THRESHOLD;
 use crate::framework::{CycleState, NodeInfo, Status};
 use crate::model::pod::AffinityTerm;
 use crate::model::{Labels, Pod};
@@ -28,6 +26,17 @@ pub(crate) struct PreFilterState {
     /// Domains with pods matching the incoming pod's required anti-affinity terms.
     anti_affinity_counts: TopologyCounts,
     terms: Arc<IncomingTerms>,
+}
+
+#[cfg(test)]
+impl PreFilterState {
+    pub(crate) fn counts(&self) -> (&TopologyCounts, &TopologyCounts, &TopologyCounts) {
+        (
+            &self.existing_anti_affinity_counts,
+            &self.affinity_counts,
+            &self.anti_affinity_counts,
+        )
+    }
 }
 
 pub(crate) struct IncomingTerms {
@@ -73,13 +82,6 @@ impl InterPodAffinity {
     }
 }
 
-/// Counts over one node, for a parallel fold.
-#[derive(Default)]
-struct Partial {
-    affinity: TopologyCounts,
-    anti: TopologyCounts,
-}
-
 impl PreFilterPlugin for InterPodAffinity {
     fn pre_filter(
         &self,
@@ -103,17 +105,25 @@ impl PreFilterPlugin for InterPodAffinity {
             .cloned()
             .unwrap_or_default();
 
-        // Existing pods' required anti-affinity against the incoming pod.
+        // Existing pods' required anti-affinity against the incoming pod: once per
+        // distinct term, not per existing pod.
         let mut existing_anti_affinity_counts = TopologyCounts::default();
-        for ni in snapshot.have_pods_with_required_anti_affinity() {
-            let labels = &ni.node().labels;
-            for existing in &ni.pods_with_required_anti_affinity {
-                for t in existing.spec.required_anti_affinity_terms.iter() {
-                    if t.matches(pod, &namespace_labels) {
-                        existing_anti_affinity_counts.add_for_node(labels, &t.topology_key, 1);
+        if snapshot
+            .have_pods_with_required_anti_affinity()
+            .next()
+            .is_some()
+        {
+            self.with_existing(snapshot, |idx| {
+                for (t, counts) in idx.terms() {
+                    if t.kind != TermKind::RequiredAnti || !t.term.matches(pod, &namespace_labels) {
+                        continue;
+                    }
+                    let key: Arc<str> = Arc::from(&*t.term.topology_key);
+                    for (v, n) in counts {
+                        existing_anti_affinity_counts.add_shared(&key, v, *n);
                     }
                 }
-            }
+            });
         }
         if existing_anti_affinity_counts.is_empty()
             && affinity.is_empty()
@@ -123,53 +133,28 @@ impl PreFilterPlugin for InterPodAffinity {
         }
 
         // The incoming pod's terms, over every node.
-        let count_node = |ni: &Arc<NodeInfo>| -> Partial {
-            let mut p = Partial::default();
-            let labels = &ni.node().labels;
-            for existing in &ni.pods {
-                if matches_all(&affinity, existing) {
-                    for t in &affinity {
-                        p.affinity.add_for_node(labels, &t.topology_key, 1);
-                    }
-                }
-                for t in &anti_affinity {
-                    if t.matches(existing, &super::EMPTY_LABELS) {
-                        p.anti.add_for_node(labels, &t.topology_key, 1);
-                    }
-                }
-            }
-            p
-        };
-        let mut counts = Partial::default();
-        if !affinity.is_empty() || !anti_affinity.is_empty() {
-            let nodes = snapshot.node_infos();
-            counts = if nodes.len() >= PARALLEL_THRESHOLD {
-                nodes
-                    .par_iter()
-                    .with_min_len(64)
-                    .map(count_node)
-                    .filter(|p| !p.affinity.is_empty() || !p.anti.is_empty())
-                    .reduce(Partial::default, |mut a, b| {
-                        a.affinity.merge(b.affinity);
-                        a.anti.merge(b.anti);
-                        a
-                    })
+        let (affinity_counts, anti_affinity_counts) =
+            if affinity.is_empty() && anti_affinity.is_empty() {
+                Default::default()
             } else {
-                nodes
-                    .iter()
-                    .map(count_node)
-                    .fold(Partial::default(), |mut a, b| {
-                        a.affinity.merge(b.affinity);
-                        a.anti.merge(b.anti);
-                        a
-                    })
+                let q = RequiredQuery {
+                    affinity: affinity.clone(),
+                    anti_affinity: anti_affinity.clone(),
+                };
+                self.required.with(
+                    &q,
+                    || q.clone(),
+                    |idx| {
+                        idx.refresh(&q, snapshot.node_infos());
+                        (idx.affinity.clone(), idx.anti_affinity.clone())
+                    },
+                )
             };
-        }
         let matches_itself = matches_all(&affinity, pod);
         state.write(PreFilterState {
             existing_anti_affinity_counts,
-            affinity_counts: counts.affinity,
-            anti_affinity_counts: counts.anti,
+            affinity_counts,
+            anti_affinity_counts,
             terms: Arc::new(IncomingTerms {
                 affinity,
                 anti_affinity,

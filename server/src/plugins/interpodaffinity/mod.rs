@@ -7,14 +7,16 @@
 //! domains without recounting.
 
 mod filtering;
+mod index;
 mod scoring;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use rustc_hash::FxHashMap;
 use serde::Deserialize;
 
 use crate::cache::Snapshot;
+use crate::framework::derived::DerivedCache;
 use crate::framework::events::{
     ActionType, ClusterEventWithHint, EventObject, EventResource, QueueingHint,
 };
@@ -57,13 +59,49 @@ impl Default for Args {
 pub struct InterPodAffinity {
     hard_pod_affinity_weight: i64,
     ignore_preferred_terms_of_existing_pods: bool,
+    /// Counts for incoming pods' required terms, per recent set of terms.
+    required: DerivedCache<index::RequiredQuery, index::RequiredIndex>,
+    /// Scores for incoming pods' preferred terms, per recent set of terms.
+    preferred: DerivedCache<index::PreferredQuery, index::PreferredIndex>,
+    /// Existing pods' terms by domain.
+    existing: Mutex<index::ExistingIndex>,
+}
+
+/// Term sets whose counts are kept (pods of a few workloads interleave).
+const INDEX_CAPACITY: usize = 8;
+
+impl InterPodAffinity {
+    fn new(hard_pod_affinity_weight: i64, ignore_preferred_terms_of_existing_pods: bool) -> Self {
+        InterPodAffinity {
+            hard_pod_affinity_weight,
+            ignore_preferred_terms_of_existing_pods,
+            required: DerivedCache::new(INDEX_CAPACITY),
+            preferred: DerivedCache::new(INDEX_CAPACITY),
+            existing: Mutex::new(index::ExistingIndex::default()),
+        }
+    }
+
+    /// Runs `f` on the existing-terms index, brought up to date with the snapshot.
+    fn with_existing<R>(
+        &self,
+        snapshot: &Snapshot,
+        f: impl FnOnce(&index::ExistingIndex) -> R,
+    ) -> R {
+        let mut idx = match self.existing.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        idx.refresh(snapshot.node_infos());
+        f(&idx)
+    }
 }
 
 /// Matching-pod counts per topology domain: key -> value -> count. Nested so lookups by
 /// a node's `&str` labels need no allocation; entries that reach zero are removed, so
-/// "empty" means no domain has a match.
-#[derive(Clone, Default, Debug)]
-pub(crate) struct TopologyCounts(FxHashMap<Box<str>, FxHashMap<Box<str>, i64>>);
+/// "empty" means no domain has a match. Keys are shared strings, so copying counts
+/// out of the cluster-wide index each cycle allocates nothing per domain.
+#[derive(Clone, Default, Debug, PartialEq)]
+pub(crate) struct TopologyCounts(FxHashMap<Arc<str>, FxHashMap<Arc<str>, i64>>);
 
 impl TopologyCounts {
     pub fn get(&self, key: &str, value: &str) -> i64 {
@@ -75,13 +113,27 @@ impl TopologyCounts {
     }
 
     pub fn add(&mut self, key: &str, value: &str, delta: i64) {
-        let m = self.0.entry(key.into()).or_default();
-        let e = m.entry(value.into()).or_insert(0);
+        self.add_shared(&Arc::from(key), &Arc::from(value), delta);
+    }
+
+    /// [`TopologyCounts::add`] with the strings already shared.
+    pub fn add_shared(&mut self, key: &Arc<str>, value: &Arc<str>, delta: i64) {
+        if delta == 0 {
+            return;
+        }
+        let m = match self.0.get_mut(&**key) {
+            Some(m) => m,
+            None => self.0.entry(key.clone()).or_default(),
+        };
+        let e = match m.get_mut(&**value) {
+            Some(e) => e,
+            None => m.entry(value.clone()).or_insert(0),
+        };
         *e += delta;
         if *e == 0 {
-            m.remove(value);
+            m.remove(&**value);
             if m.is_empty() {
-                self.0.remove(key);
+                self.0.remove(&**key);
             }
         }
     }
@@ -97,10 +149,15 @@ impl TopologyCounts {
         self.0.is_empty()
     }
 
-    pub fn merge(&mut self, other: TopologyCounts) {
-        for (k, vals) in other.0 {
+    /// Adds `scale` times every count of `other`.
+    pub fn add_all(&mut self, other: &TopologyCounts, scale: i64) {
+        if self.0.is_empty() && scale == 1 {
+            self.0.clone_from(&other.0);
+            return;
+        }
+        for (k, vals) in &other.0 {
             for (v, c) in vals {
-                self.add(&k, &v, c);
+                self.add_shared(k, v, scale * c);
             }
         }
     }
@@ -113,6 +170,10 @@ impl TopologyCounts {
                 .and_then(|v| vals.get(v))
                 .is_some_and(|c| *c > 0)
         })
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&Arc<str>, &FxHashMap<Arc<str>, i64>)> {
+        self.0.iter()
     }
 }
 
@@ -243,9 +304,200 @@ pub fn factory() -> PluginFactory {
                 a.hard_pod_affinity_weight
             ));
         }
-        Ok(Arc::new(InterPodAffinity {
-            hard_pod_affinity_weight: i64::from(a.hard_pod_affinity_weight),
-            ignore_preferred_terms_of_existing_pods: a.ignore_preferred_terms_of_existing_pods,
-        }) as Arc<dyn Plugin>)
+        Ok(Arc::new(InterPodAffinity::new(
+            i64::from(a.hard_pod_affinity_weight),
+            a.ignore_preferred_terms_of_existing_pods,
+        )) as Arc<dyn Plugin>)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    //! The incremental indexes against a plain recount, over random cluster changes.
+
+    use super::filtering::PreFilterState;
+    use super::*;
+    use crate::framework::{CycleState, NodeInfo};
+    use crate::model::labels::{Operator, Requirement};
+    use crate::model::pod::WeightedAffinityTerm;
+    use crate::scheduler::schedule_one::SplitMix64;
+    use crate::testing::{node, pod};
+
+    fn term(key: &str, app: &str) -> AffinityTerm {
+        AffinityTerm {
+            namespaces: vec![Arc::from("default")].into(),
+            namespace_selector: None,
+            selector: LabelSelector::Requirements(
+                vec![Requirement::new("app", Operator::In, vec![app.to_string()]).unwrap()].into(),
+            ),
+            topology_key: key.into(),
+        }
+    }
+
+    const APPS: [&str; 3] = ["a", "b", "c"];
+    const KEYS: [&str; 2] = ["kubernetes.io/hostname", "topology.kubernetes.io/zone"];
+
+    fn random_pod(rng: &mut SplitMix64, n: usize, node_name: Option<&str>) -> Arc<Pod> {
+        let app = APPS[rng.below(3)];
+        let mut b = pod(&format!("p{n}")).label("app", app);
+        if let Some(nn) = node_name {
+            b = b.node(nn);
+        }
+        let kind = rng.below(5);
+        let (k, other) = (KEYS[rng.below(2)], APPS[rng.below(3)]);
+        b.spec(|s| match kind {
+            0 => s.required_anti_affinity_terms = vec![term(k, other)].into(),
+            1 => s.required_affinity_terms = vec![term(k, other)].into(),
+            2 => {
+                s.preferred_affinity_terms = vec![WeightedAffinityTerm {
+                    weight: 3,
+                    term: term(k, other),
+                }]
+                .into()
+            }
+            3 => {
+                s.preferred_anti_affinity_terms = vec![WeightedAffinityTerm {
+                    weight: 2,
+                    term: term(k, other),
+                }]
+                .into()
+            }
+            _ => {}
+        })
+        .build()
+    }
+
+    /// PreFilter's counts, recounted over every pod.
+    fn brute_prefilter(p: &Pod, snap: &Snapshot) -> [TopologyCounts; 3] {
+        let (mut existing, mut aff, mut anti) = Default::default();
+        let (a, n) = (
+            &p.spec.required_affinity_terms,
+            &p.spec.required_anti_affinity_terms,
+        );
+        for ni in snap.node_infos() {
+            let labels = &ni.node().labels;
+            for e in &ni.pods {
+                for t in e.spec.required_anti_affinity_terms.iter() {
+                    if t.matches(p, &EMPTY_LABELS) {
+                        TopologyCounts::add_for_node(&mut existing, labels, &t.topology_key, 1);
+                    }
+                }
+                if matches_all(a, e) {
+                    for t in a.iter() {
+                        TopologyCounts::add_for_node(&mut aff, labels, &t.topology_key, 1);
+                    }
+                }
+                for t in n.iter() {
+                    if t.matches(e, &EMPTY_LABELS) {
+                        TopologyCounts::add_for_node(&mut anti, labels, &t.topology_key, 1);
+                    }
+                }
+            }
+        }
+        [existing, aff, anti]
+    }
+
+    /// PreScore's per-domain score, recounted over every pod.
+    fn brute_score(p: &Pod, snap: &Snapshot) -> TopologyCounts {
+        let mut score = TopologyCounts::default();
+        let s = &p.spec;
+        for ni in snap.node_infos() {
+            let labels = &ni.node().labels;
+            for e in &ni.pods {
+                let mut add = |t: &AffinityTerm, w: i64, who: &Pod| {
+                    if t.matches(who, &EMPTY_LABELS) {
+                        score.add_for_node(labels, &t.topology_key, w);
+                    }
+                };
+                for w in s.preferred_affinity_terms.iter() {
+                    add(&w.term, i64::from(w.weight), e);
+                }
+                for w in s.preferred_anti_affinity_terms.iter() {
+                    add(&w.term, -i64::from(w.weight), e);
+                }
+                for t in e.spec.required_affinity_terms.iter() {
+                    add(t, 1, p);
+                }
+                for w in e.spec.preferred_affinity_terms.iter() {
+                    add(&w.term, i64::from(w.weight), p);
+                }
+                for w in e.spec.preferred_anti_affinity_terms.iter() {
+                    add(&w.term, -i64::from(w.weight), p);
+                }
+            }
+        }
+        score
+    }
+
+    #[test]
+    fn indexes_match_a_recount_as_the_cluster_changes() {
+        let mut rng = SplitMix64(7);
+        let mut infos = Vec::new();
+        let mut n = 0;
+        for i in 0..24 {
+            let name = format!("n{i}");
+            let mut ni = NodeInfo::new(
+                node(&name)
+                    .label("kubernetes.io/hostname", &name)
+                    .label("topology.kubernetes.io/zone", ["z1", "z2", "z3"][i % 3])
+                    .build(),
+            );
+            for _ in 0..rng.below(4) {
+                n += 1;
+                ni.add_pod(random_pod(&mut rng, n, Some(&name)));
+            }
+            infos.push(ni);
+        }
+        let mut snap = Snapshot::from_node_infos(infos);
+        let plugin = InterPodAffinity::new(1, false);
+        let incoming: Vec<Arc<Pod>> = (0..6)
+            .map(|i| random_pod(&mut rng, 1000 + i, None))
+            .collect();
+        // Which kinds of counts were non-empty at least once: the test is not vacuous.
+        let mut seen = [false; 4];
+        for round in 0..40 {
+            for p in &incoming {
+                let mut state = CycleState::new();
+                let (_, s) = PreFilterPlugin::pre_filter(&plugin, &mut state, p, &snap);
+                let [existing, aff, anti] = brute_prefilter(p, &snap);
+                for (i, c) in [&existing, &aff, &anti].iter().enumerate() {
+                    seen[i] |= !c.is_empty();
+                }
+                match state.read::<PreFilterState>() {
+                    Some(st) => assert_eq!(st.counts(), (&existing, &aff, &anti), "round {round}"),
+                    None => {
+                        assert!(s.is_skip());
+                        assert!(existing.is_empty() && aff.is_empty() && anti.is_empty());
+                    }
+                }
+                let mut state = CycleState::new();
+                let s = PreScorePlugin::pre_score(&plugin, &mut state, p, &[], &snap);
+                let want = brute_score(p, &snap);
+                seen[3] |= !want.is_empty();
+                if s.is_skip() {
+                    assert!(want.is_empty(), "round {round}: skipped but {want:?}");
+                } else {
+                    assert_eq!(
+                        scoring::topology_score(&state),
+                        Some(&want),
+                        "round {round}"
+                    );
+                }
+            }
+            // Replace one node: add or remove a pod. Others keep their Arc.
+            let i = rng.below(snap.node_infos.len());
+            let mut ni = (*snap.node_infos[i]).clone();
+            if ni.pods.is_empty() || rng.below(2) == 0 {
+                n += 1;
+                let name = ni.node().name.to_string();
+                ni.add_pod(random_pod(&mut rng, n, Some(&name)));
+            } else {
+                let uid = ni.pods[rng.below(ni.pods.len())].uid.clone();
+                ni.remove_pod(&uid);
+            }
+            snap.node_infos[i] = Arc::new(ni);
+            snap.rebuild_affinity_lists();
+        }
+        assert_eq!(seen, [true; 4]);
+    }
 }

@@ -2,12 +2,13 @@
 
 use std::sync::Arc;
 
-use super::{resolve_term, InterPodAffinity, TopologyCounts, EMPTY_LABELS};
+use super::index::{PreferredQuery, TermKind};
+use super::{resolve_term, InterPodAffinity, TopologyCounts};
 use crate::cache::Snapshot;
 use crate::framework::interface::{PreScorePlugin, ScorePlugin, MAX_NODE_SCORE};
 use crate::framework::{CycleState, NodeInfo, Status};
-use crate::model::pod::{AffinityTerm, WeightedAffinityTerm};
-use crate::model::{Labels, Pod};
+use crate::model::pod::WeightedAffinityTerm;
+use crate::model::Pod;
 use crate::plugins::helper::missing_state;
 
 /// Score per topology domain, summed over every existing pod's contribution.
@@ -16,93 +17,15 @@ struct PreScoreState {
     topology_score: Arc<TopologyCounts>,
 }
 
-fn add_term(
-    score: &mut TopologyCounts,
-    term: &AffinityTerm,
-    weight: i64,
-    pod_to_check: &Pod,
-    ns_labels: &Labels,
-    node_labels: &Labels,
-) {
-    if term.matches(pod_to_check, ns_labels) {
-        if let Some(v) = node_labels.get(&term.topology_key) {
-            score.add(&term.topology_key, v, weight);
-        }
-    }
-}
-
-impl InterPodAffinity {
-    /// Upstream `processExistingPod`: the five contributions of one existing pod.
-    #[allow(clippy::too_many_arguments)]
-    fn process_existing_pod(
-        &self,
-        score: &mut TopologyCounts,
-        incoming: &Pod,
-        preferred: &[WeightedAffinityTerm],
-        preferred_anti: &[WeightedAffinityTerm],
-        ns_labels: &Labels,
-        existing: &Pod,
-        node_labels: &Labels,
-    ) {
-        if node_labels.is_empty() {
-            return;
-        }
-        for w in preferred {
-            add_term(
-                score,
-                &w.term,
-                i64::from(w.weight),
-                existing,
-                &EMPTY_LABELS,
-                node_labels,
-            );
-        }
-        for w in preferred_anti {
-            add_term(
-                score,
-                &w.term,
-                -i64::from(w.weight),
-                existing,
-                &EMPTY_LABELS,
-                node_labels,
-            );
-        }
-        if self.hard_pod_affinity_weight > 0 {
-            for t in existing.spec.required_affinity_terms.iter() {
-                add_term(
-                    score,
-                    t,
-                    self.hard_pod_affinity_weight,
-                    incoming,
-                    ns_labels,
-                    node_labels,
-                );
-            }
-        }
-        for w in existing.spec.preferred_affinity_terms.iter() {
-            add_term(
-                score,
-                &w.term,
-                i64::from(w.weight),
-                incoming,
-                ns_labels,
-                node_labels,
-            );
-        }
-        for w in existing.spec.preferred_anti_affinity_terms.iter() {
-            add_term(
-                score,
-                &w.term,
-                -i64::from(w.weight),
-                incoming,
-                ns_labels,
-                node_labels,
-            );
-        }
-    }
+#[cfg(test)]
+pub(crate) fn topology_score(state: &CycleState) -> Option<&TopologyCounts> {
+    state.read::<PreScoreState>().map(|s| &*s.topology_score)
 }
 
 impl PreScorePlugin for InterPodAffinity {
+    /// Upstream `PreScore` + `processExistingPod`, summed per domain: the incoming
+    /// pod's preferred terms over existing pods come from an index per term set, and
+    /// existing pods' terms toward the incoming pod are checked once per distinct term.
     fn pre_score(
         &self,
         state: &mut CycleState,
@@ -116,51 +39,55 @@ impl PreScorePlugin for InterPodAffinity {
         if self.ignore_preferred_terms_of_existing_pods && !has_constraints {
             return Status::skip();
         }
-        let resolve = |ws: &[WeightedAffinityTerm]| -> Vec<WeightedAffinityTerm> {
-            ws.iter()
-                .map(|w| WeightedAffinityTerm {
-                    weight: w.weight,
-                    term: resolve_term(&w.term, snapshot),
-                })
-                .collect()
-        };
-        let preferred = resolve(&spec.preferred_affinity_terms);
-        let preferred_anti = resolve(&spec.preferred_anti_affinity_terms);
-        let ns_labels = snapshot
-            .namespace_labels(&pod.namespace)
-            .cloned()
-            .unwrap_or_default();
         let mut score = TopologyCounts::default();
-        let mut touched = false;
-        let mut visit = |ni: &Arc<NodeInfo>, pods: &[Arc<Pod>]| {
-            let labels = &ni.node().labels;
-            let mut node_score = TopologyCounts::default();
-            for existing in pods {
-                self.process_existing_pod(
-                    &mut node_score,
-                    pod,
-                    &preferred,
-                    &preferred_anti,
-                    &ns_labels,
-                    existing,
-                    labels,
-                );
-            }
-            if !node_score.is_empty() {
-                touched = true;
-                score.merge(node_score);
-            }
-        };
         if has_constraints {
-            for ni in snapshot.node_infos() {
-                visit(ni, &ni.pods);
-            }
-        } else {
-            for ni in snapshot.have_pods_with_affinity() {
-                visit(ni, &ni.pods_with_affinity);
-            }
+            let resolve = |ws: &[WeightedAffinityTerm]| -> Vec<WeightedAffinityTerm> {
+                ws.iter()
+                    .map(|w| WeightedAffinityTerm {
+                        weight: w.weight,
+                        term: resolve_term(&w.term, snapshot),
+                    })
+                    .collect()
+            };
+            let q = PreferredQuery {
+                affinity: resolve(&spec.preferred_affinity_terms),
+                anti_affinity: resolve(&spec.preferred_anti_affinity_terms),
+            };
+            self.preferred.with(
+                &q,
+                || q.clone(),
+                |idx| {
+                    idx.refresh(&q, snapshot.node_infos());
+                    score.add_all(&idx.score, 1);
+                },
+            );
         }
-        if !touched {
+        if snapshot.have_pods_with_affinity().next().is_some() {
+            let ns_labels = snapshot
+                .namespace_labels(&pod.namespace)
+                .cloned()
+                .unwrap_or_default();
+            self.with_existing(snapshot, |idx| {
+                for (t, counts) in idx.terms() {
+                    let weight = match t.kind {
+                        TermKind::Required if self.hard_pod_affinity_weight > 0 => {
+                            self.hard_pod_affinity_weight
+                        }
+                        TermKind::Preferred => i64::from(t.weight),
+                        TermKind::PreferredAnti => -i64::from(t.weight),
+                        _ => continue,
+                    };
+                    if !t.term.matches(pod, &ns_labels) {
+                        continue;
+                    }
+                    let key: Arc<str> = Arc::from(&*t.term.topology_key);
+                    for (v, n) in counts {
+                        score.add_shared(&key, v, weight * n);
+                    }
+                }
+            });
+        }
+        if score.is_empty() {
             return Status::skip();
         }
         state.write(PreScoreState {
@@ -177,7 +104,6 @@ impl ScorePlugin for InterPodAffinity {
             .ok_or_else(|| missing_state("PreScoreInterPodAffinity"))?;
         let labels = &node.node().labels;
         Ok(s.topology_score
-            .0
             .iter()
             .filter_map(|(k, vals)| labels.get(k).and_then(|v| vals.get(v)))
             .sum())

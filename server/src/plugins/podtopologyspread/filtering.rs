@@ -69,6 +69,11 @@ pub(crate) struct PreFilterState {
     critical_paths: Vec<CriticalPaths>,
 }
 
+#[cfg(test)]
+pub(crate) fn match_num(state: &CycleState) -> Option<&[FxHashMap<Arc<str>, i64>]> {
+    state.read::<PreFilterState>().map(|s| &s.match_num[..])
+}
+
 impl PreFilterState {
     fn min_match_num(&self, i: usize, min_domains: i64) -> i64 {
         // Fewer eligible domains than minDomains: the global minimum counts as 0.

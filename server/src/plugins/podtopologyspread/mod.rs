@@ -612,3 +612,178 @@ pub fn factory() -> PluginFactory {
 pub(crate) fn nodes(snapshot: &Snapshot) -> &[Arc<NodeInfo>] {
     snapshot.node_infos()
 }
+
+#[cfg(test)]
+mod tests {
+    //! The incremental counts against a plain recount, over random cluster changes.
+
+    use super::*;
+    use crate::framework::CycleState;
+    use crate::model::labels::{Operator, Requirement};
+    use crate::model::pod::TopologySpreadConstraint;
+    use crate::scheduler::schedule_one::SplitMix64;
+    use crate::testing::{node, pod};
+
+    fn constraint(
+        key: &str,
+        app: &str,
+        action: UnsatisfiableConstraintAction,
+    ) -> TopologySpreadConstraint {
+        TopologySpreadConstraint {
+            max_skew: 1,
+            topology_key: key.into(),
+            when_unsatisfiable: action,
+            selector: LabelSelector::Requirements(
+                vec![Requirement::new("app", Operator::In, vec![app.to_string()]).unwrap()].into(),
+            ),
+            min_domains: None,
+            node_affinity_policy: NodeInclusionPolicy::Honor,
+            node_taints_policy: NodeInclusionPolicy::Ignore,
+        }
+    }
+
+    /// PreFilter's counts, recounted over every node.
+    fn brute(
+        pl: &PodTopologySpread,
+        p: &Pod,
+        snap: &Snapshot,
+        action: UnsatisfiableConstraintAction,
+    ) -> Vec<FxHashMap<Box<str>, i64>> {
+        let cs = pl.constraints(p, action, snap);
+        let mut out = vec![FxHashMap::default(); cs.len()];
+        for ni in snap.node_infos() {
+            let node = ni.node();
+            if !node_has_all_keys(&node.labels, &cs) {
+                continue;
+            }
+            for (i, c) in cs.iter().enumerate() {
+                if !c.includes_node(p, node) {
+                    continue;
+                }
+                let v = node.labels.get(&c.topology_key).unwrap_or_default();
+                *out[i].entry(v.into()).or_insert(0) +=
+                    count_matching(&ni.pods, &c.selector, &p.namespace);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn index_matches_a_recount_as_the_cluster_changes() {
+        use UnsatisfiableConstraintAction::*;
+        let mut rng = SplitMix64(11);
+        let mut infos = Vec::new();
+        let mut n = 0;
+        let new_pod = |rng: &mut SplitMix64, n: usize, node: &str| {
+            pod(&format!("p{n}"))
+                .namespace(["default", "other"][rng.below(2)])
+                .label("app", ["a", "b"][rng.below(2)])
+                .node(node)
+                .build()
+        };
+        for i in 0..30 {
+            let name = format!("n{i}");
+            let mut b = node(&name)
+                .label(LABEL_HOSTNAME, &name)
+                .label("disk", ["ssd", "hdd"][i % 2]);
+            if i % 7 != 0 {
+                b = b.label(LABEL_ZONE, ["z1", "z2", "z3"][i % 3]);
+            }
+            if i % 5 == 0 {
+                b = b.taint("dedicated", "x", crate::model::TaintEffect::NoSchedule);
+            }
+            let mut ni = NodeInfo::new(b.build());
+            for _ in 0..rng.below(5) {
+                n += 1;
+                ni.add_pod(new_pod(&mut rng, n, &name));
+            }
+            infos.push(ni);
+        }
+        let mut snap = Snapshot::from_node_infos(infos);
+        let pl = build(None).unwrap();
+        let mut honor_taints = constraint(LABEL_ZONE, "a", DoNotSchedule);
+        honor_taints.node_taints_policy = NodeInclusionPolicy::Honor;
+        let incoming = [
+            pod("i1").label("app", "a").spec(|s| {
+                s.topology_spread_constraints = vec![
+                    constraint(LABEL_ZONE, "a", DoNotSchedule),
+                    constraint(LABEL_HOSTNAME, "b", ScheduleAnyway),
+                    constraint(LABEL_ZONE, "b", ScheduleAnyway),
+                ]
+                .into()
+            }),
+            // Node inclusion depends on the pod: the per-node path.
+            pod("i2")
+                .label("app", "a")
+                .node_selector("disk", "ssd")
+                .spec(|s| {
+                    s.topology_spread_constraints = vec![
+                        constraint(LABEL_ZONE, "a", DoNotSchedule),
+                        constraint(LABEL_ZONE, "a", ScheduleAnyway),
+                    ]
+                    .into()
+                }),
+            pod("i3")
+                .label("app", "a")
+                .spec(|s| s.topology_spread_constraints = vec![honor_taints.clone()].into()),
+        ]
+        .map(|b| b.build());
+        let mut nonzero = 0;
+        for round in 0..40 {
+            for p in &incoming {
+                let mut state = CycleState::new();
+                let (_, s) = PreFilterPlugin::pre_filter(&pl, &mut state, p, &snap);
+                assert!(s.is_success(), "{s:?}");
+                let want = brute(&pl, p, &snap, DoNotSchedule);
+                let got: Vec<FxHashMap<Box<str>, i64>> = filtering::match_num(&state)
+                    .unwrap()
+                    .iter()
+                    .map(|m| m.iter().map(|(k, v)| (Box::from(&**k), *v)).collect())
+                    .collect();
+                assert_eq!(got, want, "round {round}, {}", p.name);
+                nonzero += want
+                    .iter()
+                    .flat_map(|m| m.values())
+                    .filter(|v| **v > 0)
+                    .count();
+
+                let mut state = CycleState::new();
+                let s = PreScorePlugin::pre_score(&pl, &mut state, p, snap.node_infos(), &snap);
+                if s.is_skip() {
+                    continue;
+                }
+                let mut want = brute(&pl, p, &snap, ScheduleAnyway);
+                let cs = pl.constraints(p, ScheduleAnyway, &snap);
+                for (i, c) in cs.iter().enumerate() {
+                    if *c.topology_key == *LABEL_HOSTNAME {
+                        want[i].clear();
+                    }
+                }
+                // Scoring counts domains of the filtered nodes (here: nodes with all keys).
+                let got = scoring::counts(&state).unwrap();
+                for (i, m) in got.iter().enumerate() {
+                    for (d, c) in m {
+                        assert_eq!(
+                            Some(c),
+                            want[i].get(d).or(Some(&0)),
+                            "round {round}, {}, {d}",
+                            p.name
+                        );
+                    }
+                }
+            }
+            let i = rng.below(snap.node_infos.len());
+            let mut ni = (*snap.node_infos[i]).clone();
+            if ni.pods.is_empty() || rng.below(2) == 0 {
+                n += 1;
+                let name = ni.node().name.to_string();
+                ni.add_pod(new_pod(&mut rng, n, &name));
+            } else {
+                let uid = ni.pods[rng.below(ni.pods.len())].uid.clone();
+                ni.remove_pod(&uid);
+            }
+            snap.node_infos[i] = Arc::new(ni);
+        }
+        assert!(nonzero > 100, "the cluster has matching pods to count");
+    }
+}

@@ -28,6 +28,11 @@ struct PreScoreData {
     weights: Vec<f64>,
 }
 
+#[cfg(test)]
+pub(crate) fn counts(state: &CycleState) -> Option<&[FxHashMap<Box<str>, i64>]> {
+    state.read::<PreScoreState>().map(|s| &s.0.counts[..])
+}
+
 impl PreScorePlugin for PodTopologySpread {
     fn pre_score(
         &self,
