@@ -36,21 +36,25 @@ enum Command {
     /// (examples/demo/cluster.yaml).
     ///
     /// Exit status: 0 when the run settled and every invariant held (no node
-    /// over-committed, no pod bound twice, every pod accounted for); 1 on bad input or
-    /// a failed run; 3 when an invariant was violated.
+    /// over-committed, no pod bound twice, every pod accounted for, no victim of
+    /// priority at or above its preemptor's); 1 on bad input or a failed run; 3 when
+    /// an invariant was violated.
     Simulate(SimulateArgs),
 }
 
 #[derive(clap::Args, Debug)]
 struct SimulateArgs {
     /// Kubernetes manifests to load: files or directories of multi-document YAML/JSON
-    /// (Nodes, Pods, Namespaces, PriorityClasses, PodDisruptionBudgets; `kind: List`
-    /// works). Other kinds are skipped with a warning.
+    /// (Nodes, Pods, Namespaces, PriorityClasses, PodDisruptionBudgets; Services,
+    /// ReplicationControllers, ReplicaSets and StatefulSets for their selectors;
+    /// `kind: List` works). Other kinds are skipped with a warning.
     #[arg(short, long, value_name = "PATH", num_args = 1..)]
     cluster: Vec<PathBuf>,
 
-    /// A workload in kube-scheduler's scheduler_perf format (test cases with ops such as
-    /// createNodes and createPods from templates), run after the --cluster manifests.
+    /// A workload in kube-scheduler's scheduler_perf format (test cases of ops:
+    /// createNodes, createNamespaces, createPods, barrier, sleep, deletePods, churn,
+    /// start/stopCollectingMetrics), run after the --cluster manifests. See
+    /// examples/workloads/.
     #[arg(short, long, value_name = "FILE")]
     workload: Option<PathBuf>,
 

@@ -189,12 +189,7 @@ pub fn build(
             preemptor: e.preemptor,
         })
         .collect();
-    let handled = records
-        .iter()
-        .filter(|r| profiles.contains(&&*r.pod.spec.scheduler_name))
-        .count();
     let double_binds = cluster.bind_conflicts();
-    let _ = handled;
     let accounted = pods
         .iter()
         .all(|p| p.node.is_some() || p.reason.as_deref() != Some(NO_ATTEMPT));

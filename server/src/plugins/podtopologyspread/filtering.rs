@@ -5,7 +5,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use super::{
-    inclusion_is_trivial, node_has_all_keys, nodes, Constraint, PodTopologySpread,
+    inclusion_is_trivial, node_has_all_keys, Constraint, PodTopologySpread,
     ERR_REASON_CONSTRAINTS_NOT_MATCH, ERR_REASON_NODE_LABEL_NOT_MATCH,
 };
 use crate::cache::Snapshot;
@@ -110,7 +110,7 @@ impl PreFilterPlugin for PodTopologySpread {
             }
             // Node inclusion depends on this pod: walk the nodes, counts come cached.
             let mut counts: Counts = vec![FxHashMap::default(); n];
-            for (ni, ns) in nodes(snapshot).iter().zip(idx.per_node()) {
+            for (ni, ns) in snapshot.node_infos().iter().zip(idx.per_node()) {
                 if !ns.has_all_keys() {
                     continue;
                 }

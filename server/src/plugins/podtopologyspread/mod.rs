@@ -608,11 +608,6 @@ pub fn factory() -> PluginFactory {
     Arc::new(|args, _h: &Arc<Handle>| Ok(Arc::new(build(args)?) as Arc<dyn Plugin>))
 }
 
-/// Nodes as the counting passes see them.
-pub(crate) fn nodes(snapshot: &Snapshot) -> &[Arc<NodeInfo>] {
-    snapshot.node_infos()
-}
-
 #[cfg(test)]
 mod tests {
     //! The incremental counts against a plain recount, over random cluster changes.
