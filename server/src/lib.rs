@@ -24,6 +24,7 @@ pub mod model;
 pub mod plugins;
 pub mod preemption;
 pub mod queue;
+pub mod remote;
 pub mod scheduler;
 pub mod simulate;
 pub mod testing;

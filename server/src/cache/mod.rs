@@ -369,6 +369,9 @@ impl Cache {
     /// Brings `snapshot` up to date, copying only node infos that changed.
     pub fn update_snapshot(&mut self, snapshot: &mut Snapshot) {
         let mut lists_changed = self.structure_changed;
+        snapshot.update_seq += 1;
+        snapshot.last_changed.clear();
+        snapshot.last_rebuilt = self.structure_changed;
         if !self.structure_changed {
             for name in self.dirty.drain() {
                 let Some(ni) = self.nodes.get(&name) else {
@@ -384,6 +387,7 @@ impl Cache {
                     }
                     snapshot.generation = snapshot.generation.max(ni.generation);
                     snapshot.node_infos[i] = ni.clone();
+                    snapshot.last_changed.push(i);
                 }
             }
         } else {

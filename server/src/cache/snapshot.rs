@@ -26,6 +26,12 @@ pub struct Snapshot {
     /// Services and controllers' selectors (default topology spreading).
     pub(crate) workload_selectors: Arc<Vec<Arc<WorkloadSelector>>>,
     pub(crate) generation: u64,
+    /// Bumped by every cache update of this snapshot.
+    pub(crate) update_seq: u64,
+    /// Positions replaced by the last update (when it did not rebuild the list).
+    pub(crate) last_changed: Vec<usize>,
+    /// The last update rebuilt the node list (nodes added or removed).
+    pub(crate) last_rebuilt: bool,
 }
 
 impl Snapshot {
@@ -43,6 +49,8 @@ impl Snapshot {
         }
         s.image_nodes = Arc::new(images);
         s.rebuild_affinity_lists();
+        s.update_seq = 1;
+        s.last_rebuilt = true;
         s
     }
 
@@ -111,5 +119,16 @@ impl Snapshot {
 
     pub fn generation(&self) -> u64 {
         self.generation
+    }
+
+    /// Counts the cache updates applied to this snapshot.
+    pub fn update_seq(&self) -> u64 {
+        self.update_seq
+    }
+
+    /// What the last update changed: `None` when it rebuilt the whole list, else the
+    /// positions of the node infos it replaced.
+    pub fn last_changes(&self) -> Option<&[usize]> {
+        (!self.last_rebuilt).then_some(&self.last_changed[..])
     }
 }

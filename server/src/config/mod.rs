@@ -2,7 +2,7 @@
 //! file, defaulted, merged with the default profile and validated as upstream does.
 //! Errors name the file and the field.
 
-mod types;
+pub mod types;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -98,6 +98,8 @@ pub struct SchedulerConfig {
     pub leader_election: LeaderElectionConfig,
     pub client_qps: f32,
     pub client_burst: i32,
+    /// Sidecar endpoints serving remote plugins.
+    pub remote_plugins: Vec<crate::remote::EndpointConfig>,
 }
 
 fn default_plugins() -> Plugins {
@@ -225,6 +227,7 @@ impl SchedulerConfig {
                 profiles: vec![],
                 extenders: vec![],
                 delay_cache_until_active: None,
+                remote_plugins: vec![],
             },
             "<default>",
         )
@@ -359,6 +362,14 @@ impl SchedulerConfig {
         let client_qps = cc.and_then(|c| c.qps).filter(|q| *q != 0.0).unwrap_or(50.0);
         let client_burst = cc.and_then(|c| c.burst).filter(|b| *b != 0).unwrap_or(100);
 
+        let mut remote_plugins = Vec::new();
+        for (i, r) in raw.remote_plugins.iter().enumerate() {
+            let path = format!("remotePlugins[{i}]");
+            remote_plugins.push(
+                crate::remote::EndpointConfig::resolve(i, r)
+                    .map_err(|(field, msg)| invalid(&format!("{path}.{field}"), msg))?,
+            );
+        }
         let mut raw_profiles = raw.profiles;
         if raw_profiles.is_empty() {
             raw_profiles.push(Profile::default());
@@ -474,6 +485,7 @@ impl SchedulerConfig {
             leader_election,
             client_qps,
             client_burst,
+            remote_plugins,
         })
     }
 }

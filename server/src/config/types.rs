@@ -263,4 +263,28 @@ pub struct KubeSchedulerConfiguration {
     pub extenders: Vec<serde_json::Value>,
     #[serde(default)]
     pub delay_cache_until_active: Option<bool>,
+    /// Switchyard's extension: sidecars serving plugins over gRPC.
+    #[serde(default)]
+    pub remote_plugins: Vec<RemotePluginEndpoint>,
+}
+
+/// One sidecar endpoint (`remotePlugins[]`).
+#[derive(Clone, Debug, Deserialize, PartialEq, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RemotePluginEndpoint {
+    /// `unix:///path.sock` (default for sidecars) or `http://host:port`.
+    pub endpoint: String,
+    /// Per-call timeout (Go duration, default `1s`).
+    #[serde(default)]
+    pub timeout: Option<String>,
+    /// `Fail` (default) or `Ignore`, as admission webhooks have it.
+    #[serde(default)]
+    pub failure_policy: Option<String>,
+    /// The plugins the sidecar serves, so profiles can name them while it is down at
+    /// start; the handshake is the authority once it answers.
+    #[serde(default)]
+    pub plugins: Vec<String>,
+    /// How long start-up waits for the first handshake (Go duration, default `10s`).
+    #[serde(default)]
+    pub startup_timeout: Option<String>,
 }

@@ -53,6 +53,10 @@ pub struct CycleState {
     pub skip_score_plugins: PluginSet,
     /// Whether per-plugin durations are recorded in this cycle (sampled, as upstream).
     pub record_plugin_metrics: bool,
+    /// The attempt's number, unique in this process (sidecars key their state by it).
+    pub cycle_id: u64,
+    /// Score plugins whose PreScore was deferred into their batched Score call.
+    pub deferred_pre_score: PluginSet,
 }
 
 impl CycleState {
@@ -101,6 +105,8 @@ impl Clone for CycleState {
             skip_filter_plugins: self.skip_filter_plugins,
             skip_score_plugins: self.skip_score_plugins,
             record_plugin_metrics: self.record_plugin_metrics,
+            cycle_id: self.cycle_id,
+            deferred_pre_score: self.deferred_pre_score,
         }
     }
 }

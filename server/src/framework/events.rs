@@ -35,11 +35,51 @@ impl EventResource {
             EventResource::WildCard => "*",
         }
     }
+
+    /// Parses a resource name as [`as_str`](Self::as_str) prints it.
+    pub fn parse(name: &str) -> Option<EventResource> {
+        [
+            EventResource::Pod,
+            EventResource::AssignedPod,
+            EventResource::UnschedulablePod,
+            EventResource::Node,
+            EventResource::PodDisruptionBudget,
+            EventResource::Namespace,
+            EventResource::WildCard,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == name)
+    }
 }
 
 /// Bit flags of what happened, with upstream's bit layout.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ActionType(pub u32);
+
+const ACTION_NAMES: [(ActionType, &str); 13] = [
+    (ActionType::ADD, "Add"),
+    (ActionType::DELETE, "Delete"),
+    (ActionType::UPDATE_NODE_ALLOCATABLE, "UpdateNodeAllocatable"),
+    (ActionType::UPDATE_NODE_LABEL, "UpdateNodeLabel"),
+    (ActionType::UPDATE_NODE_TAINT, "UpdateNodeTaint"),
+    (ActionType::UPDATE_NODE_CONDITION, "UpdateNodeCondition"),
+    (ActionType::UPDATE_NODE_ANNOTATION, "UpdateNodeAnnotation"),
+    (
+        ActionType::UPDATE_NODE_DECLARED_FEATURE,
+        "UpdateNodeDeclaredFeature",
+    ),
+    (ActionType::UPDATE_POD_LABEL, "UpdatePodLabel"),
+    (ActionType::UPDATE_POD_SCALE_DOWN, "UpdatePodScaleDown"),
+    (ActionType::UPDATE_POD_TOLERATION, "UpdatePodToleration"),
+    (
+        ActionType::UPDATE_POD_SCHEDULING_GATES_ELIMINATED,
+        "UpdatePodSchedulingGatesEliminated",
+    ),
+    (
+        ActionType::UPDATE_POD_GENERATED_RESOURCE_CLAIM,
+        "UpdatePodGeneratedResourceClaim",
+    ),
+];
 
 impl ActionType {
     pub const NONE: ActionType = ActionType(0);
@@ -68,31 +108,20 @@ impl ActionType {
         self.0 & other.0 != 0
     }
 
+    /// Parses one action name (`Add`, `UpdateNodeTaint`, ...), `Update` or `All`.
+    pub fn parse(name: &str) -> Option<ActionType> {
+        match name {
+            "All" | "*" => Some(ActionType::ALL),
+            "Update" => Some(ActionType::UPDATE),
+            _ => ACTION_NAMES
+                .iter()
+                .find(|(_, n)| *n == name)
+                .map(|(a, _)| *a),
+        }
+    }
+
     fn name(self) -> String {
-        const NAMES: [(ActionType, &str); 13] = [
-            (ActionType::ADD, "Add"),
-            (ActionType::DELETE, "Delete"),
-            (ActionType::UPDATE_NODE_ALLOCATABLE, "UpdateNodeAllocatable"),
-            (ActionType::UPDATE_NODE_LABEL, "UpdateNodeLabel"),
-            (ActionType::UPDATE_NODE_TAINT, "UpdateNodeTaint"),
-            (ActionType::UPDATE_NODE_CONDITION, "UpdateNodeCondition"),
-            (ActionType::UPDATE_NODE_ANNOTATION, "UpdateNodeAnnotation"),
-            (
-                ActionType::UPDATE_NODE_DECLARED_FEATURE,
-                "UpdateNodeDeclaredFeature",
-            ),
-            (ActionType::UPDATE_POD_LABEL, "UpdatePodLabel"),
-            (ActionType::UPDATE_POD_SCALE_DOWN, "UpdatePodScaleDown"),
-            (ActionType::UPDATE_POD_TOLERATION, "UpdatePodToleration"),
-            (
-                ActionType::UPDATE_POD_SCHEDULING_GATES_ELIMINATED,
-                "UpdatePodSchedulingGatesEliminated",
-            ),
-            (
-                ActionType::UPDATE_POD_GENERATED_RESOURCE_CLAIM,
-                "UpdatePodGeneratedResourceClaim",
-            ),
-        ];
+        const NAMES: [(ActionType, &str); 13] = ACTION_NAMES;
         if self == ActionType::ALL {
             return "All".into();
         }

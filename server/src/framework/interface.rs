@@ -267,6 +267,61 @@ pub trait Plugin: Send + Sync + 'static {
     fn events_to_register(&self) -> Option<Vec<ClusterEventWithHint>> {
         None
     }
+
+    /// Remote plugins: the sidecar connection that must see every attempt's start
+    /// (snapshot replication) and end (state cleanup).
+    fn cycle_hooks(&self) -> Option<Arc<dyn CycleHooks>> {
+        None
+    }
+}
+
+/// Attempt boundaries, for plugins whose state lives elsewhere (sidecars).
+pub trait CycleHooks: Send + Sync {
+    /// Identity: hooks shared by several plugins run once per attempt.
+    fn key(&self) -> usize;
+    /// Before PreFilter, with the attempt's snapshot.
+    fn cycle_start(
+        &self,
+        state: &mut CycleState,
+        pod: &Arc<Pod>,
+        snapshot: &Snapshot,
+        profile: &str,
+    );
+    /// When the attempt is over: bound, failed, or rejected.
+    fn cycle_end(&self, state: &CycleState);
+}
+
+/// A call in flight to a plugin that evaluates batches (remote plugins).
+pub trait PendingFilter: Send {
+    /// The nodes that did not pass, by their index in the batch.
+    fn wait(self: Box<Self>) -> Result<Vec<(usize, Status)>, Status>;
+}
+
+/// Filter over many nodes in one call; the runtime starts it, runs the in-process
+/// plugins meanwhile, then waits.
+pub trait BatchFilter: Send + Sync {
+    fn start_filter(
+        &self,
+        state: &CycleState,
+        pod: &Pod,
+        nodes: &[&NodeInfo],
+    ) -> Result<Box<dyn PendingFilter>, Status>;
+}
+
+/// A Score call in flight: scores in batch order, and whether they are normalised.
+pub trait PendingScore: Send {
+    fn wait(self: Box<Self>) -> Result<(Vec<i64>, bool), Status>;
+}
+
+pub trait BatchScore: Send + Sync {
+    /// `with_pre_score`: the plugin's PreScore was deferred to this call.
+    fn start_score(
+        &self,
+        state: &CycleState,
+        pod: &Pod,
+        nodes: &[Arc<NodeInfo>],
+        with_pre_score: bool,
+    ) -> Result<Box<dyn PendingScore>, Status>;
 }
 
 pub trait PreEnqueuePlugin: Plugin {
@@ -316,6 +371,11 @@ pub trait FilterPlugin: Plugin {
     /// Success, Unschedulable or UnschedulableAndUnresolvable for one node. Runs in
     /// parallel over nodes: must not lock or allocate on the success path.
     fn filter(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status;
+
+    /// Plugins that evaluate a batch of nodes per call (remote ones).
+    fn as_batch(&self) -> Option<&dyn BatchFilter> {
+        None
+    }
 }
 
 pub trait PostFilterPlugin: Plugin {
@@ -337,6 +397,12 @@ pub trait PreScorePlugin: Plugin {
         nodes: &[Arc<NodeInfo>],
         snapshot: &Snapshot,
     ) -> Status;
+
+    /// The plugin can run its PreScore inside its batched Score call (remote plugins:
+    /// one exchange instead of two).
+    fn deferrable(&self) -> bool {
+        false
+    }
 }
 
 pub trait ScorePlugin: Plugin {
@@ -357,6 +423,11 @@ pub trait ScorePlugin: Plugin {
             *o = self.score(state, pod, n)?;
         }
         Ok(())
+    }
+
+    /// Plugins that score the whole batch in one call (remote ones).
+    fn as_batch(&self) -> Option<&dyn BatchScore> {
+        None
     }
 
     /// Whether [`normalize_score`](Self::normalize_score) should run.

@@ -13,6 +13,7 @@ use crate::model::pod::{HostPort, Protocol};
 use crate::model::{Node, Pod, Resource};
 
 static GENERATION: AtomicU64 = AtomicU64::new(0);
+static NODE_ID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 /// Process-wide monotonically increasing generation, bumped on every NodeInfo change
 /// (upstream `nextGeneration`).
@@ -126,6 +127,9 @@ pub struct NodeInfo {
     pub non_zero_requested: NonZeroResource,
     pub used_ports: HostPortInfo,
     pub generation: u64,
+    /// A number for this node, stable while the cache holds it (copies keep it): remote
+    /// plugins name nodes by it instead of by name.
+    pub id: u32,
     /// Pods with any inter-pod (anti-)affinity term.
     pub pods_with_affinity: Vec<Arc<Pod>>,
     /// Pods with a required anti-affinity term.
@@ -147,6 +151,7 @@ impl Default for NodeInfo {
             non_zero_requested: NonZeroResource::default(),
             allocatable: Resource::default(),
             generation: next_generation(),
+            id: NODE_ID.fetch_add(1, Ordering::Relaxed).wrapping_add(1),
             added_view: AddedPodsView::default(),
         }
     }

@@ -57,6 +57,11 @@ impl Handle {
     pub fn services(&self) -> Option<Arc<dyn SchedulerServices>> {
         self.services.get().and_then(|w| w.upgrade())
     }
+
+    /// Pods parked at Permit, shared by every profile.
+    pub fn waiting_pods(&self) -> &Arc<WaitingPods> {
+        &self.waiting_pods
+    }
 }
 
 /// Builds a plugin from its args (already parsed YAML, `None` when not configured).
@@ -133,6 +138,10 @@ pub struct Framework {
     post_bind: Vec<Entry>,
     /// Events each requeue-relevant plugin registered.
     enqueue_extensions: Vec<(Arc<str>, Vec<ClusterEventWithHint>)>,
+    /// Sidecar connections to tell about attempt boundaries, once each.
+    cycle_hooks: Vec<Arc<dyn CycleHooks>>,
+    /// Filter plugins that evaluate batches (by position in `filter`).
+    batch_filters: PluginSet,
     handle: Arc<Handle>,
 }
 
@@ -349,7 +358,24 @@ impl Framework {
             enqueue_extensions.push((e.name.clone(), events));
         }
 
+        let mut cycle_hooks: Vec<Arc<dyn CycleHooks>> = Vec::new();
+        for p in instances.values() {
+            if let Some(h) = p.cycle_hooks() {
+                if !cycle_hooks.iter().any(|x| x.key() == h.key()) {
+                    cycle_hooks.push(h);
+                }
+            }
+        }
+        let mut batch_filters = PluginSet::default();
+        for (i, e) in filter.iter().enumerate() {
+            if e.plugin.as_filter().is_some_and(|f| f.as_batch().is_some()) {
+                batch_filters.insert(i);
+            }
+        }
+
         Ok(Framework {
+            cycle_hooks,
+            batch_filters,
             profile_name: profile.scheduler_name.as_str().into(),
             percentage_of_nodes_to_score: profile.percentage_of_nodes_to_score,
             pre_enqueue,
@@ -373,6 +399,110 @@ impl Framework {
 
     pub fn profile_name(&self) -> &Arc<str> {
         &self.profile_name
+    }
+
+    /// Tells sidecars an attempt starts (replicating the snapshot first).
+    pub fn start_cycle(&self, state: &mut CycleState, pod: &Arc<Pod>, snapshot: &Snapshot) {
+        for h in &self.cycle_hooks {
+            h.cycle_start(state, pod, snapshot, &self.profile_name);
+        }
+    }
+
+    /// Tells sidecars an attempt is over.
+    pub fn end_cycle(&self, state: &CycleState) {
+        for h in &self.cycle_hooks {
+            h.cycle_end(state);
+        }
+    }
+
+    /// Whether some Filter plugin evaluates batches (remote plugins).
+    pub fn has_batch_filters(&self) -> bool {
+        !self.batch_filters.is_empty()
+    }
+
+    /// Filter over a batch of nodes without nominated pods when some Filter plugins
+    /// are remote: their calls go out first, the in-process plugins run meanwhile, and
+    /// each node's status is the first failure in plugin order — what running the
+    /// plugins node by node gives. Returns the failing nodes by index, in order.
+    pub fn run_filter_plugins_batched(
+        &self,
+        state: &CycleState,
+        pod: &Pod,
+        nodes: &[&Arc<NodeInfo>],
+        parallel: bool,
+    ) -> Result<Vec<(usize, Status)>, Status> {
+        let skip = state.skip_filter_plugins;
+        let refs: Vec<&NodeInfo> = nodes.iter().map(|n| &***n).collect();
+        let mut pending = Vec::new();
+        for (i, e) in self.filter.iter().enumerate() {
+            if !self.batch_filters.contains(i) || skip.contains(i) {
+                continue;
+            }
+            if let Some(b) = e.plugin.as_filter().and_then(|f| f.as_batch()) {
+                let call = b.start_filter(state, pod, &refs).map_err(|s| {
+                    wrap(format!(
+                        "running {:?} filter plugin: {}",
+                        e.name,
+                        s.message()
+                    ))
+                })?;
+                pending.push((i, call));
+            }
+        }
+        let local = |ni: &NodeInfo| -> Option<(usize, Status)> {
+            for (i, e) in self.filter.iter().enumerate() {
+                if self.batch_filters.contains(i) || (!skip.is_empty() && skip.contains(i)) {
+                    continue;
+                }
+                let Some(p) = e.plugin.as_filter() else {
+                    continue;
+                };
+                let s = p.filter(state, pod, ni);
+                if !s.is_success() {
+                    return Some((i, s));
+                }
+            }
+            None
+        };
+        let mut first: Vec<Option<(usize, Status)>> = if parallel {
+            refs.par_iter()
+                .with_min_len(PARALLEL_CHUNK)
+                .map(|n| local(n))
+                .collect()
+        } else {
+            refs.iter().map(|n| local(n)).collect()
+        };
+        for (pi, call) in pending {
+            let failures = call.wait().map_err(|s| {
+                wrap(format!(
+                    "running {:?} filter plugin: {}",
+                    self.filter[pi].name,
+                    s.message()
+                ))
+            })?;
+            for (ni, s) in failures {
+                let Some(slot) = first.get_mut(ni) else {
+                    continue;
+                };
+                if slot.as_ref().is_none_or(|(i, _)| pi < *i) {
+                    *slot = Some((pi, s));
+                }
+            }
+        }
+        Ok(first
+            .into_iter()
+            .enumerate()
+            .filter_map(|(ni, f)| {
+                let (pi, s) = f?;
+                let name = &self.filter[pi].name;
+                let s = if s.is_rejected() {
+                    s
+                } else {
+                    wrap(format!("running {:?} filter plugin: {}", name, s.message()))
+                };
+                Some((ni, s.with_plugin(name)))
+            })
+            .collect())
     }
 
     pub fn percentage_of_nodes_to_score(&self) -> Option<i32> {
@@ -773,10 +903,25 @@ impl Framework {
         snapshot: &Snapshot,
     ) -> Status {
         let mut skip = PluginSet::default();
+        let mut deferred = PluginSet::default();
+        state.deferred_pre_score = deferred;
         for (i, e) in self.pre_score.iter().enumerate() {
             let Some(p) = e.plugin.as_pre_score() else {
                 continue;
             };
+            if p.deferrable() {
+                if let Some(si) = self.pre_score_to_score[i] {
+                    if self.score[si]
+                        .entry
+                        .plugin
+                        .as_score()
+                        .is_some_and(|s| s.as_batch().is_some())
+                    {
+                        deferred.insert(si);
+                        continue;
+                    }
+                }
+            }
             let s = p.pre_score(state, pod, nodes, snapshot);
             if s.is_skip() {
                 if let Some(si) = self.pre_score_to_score[i] {
@@ -795,6 +940,7 @@ impl Framework {
             }
         }
         state.skip_score_plugins = skip;
+        state.deferred_pre_score = deferred;
         Status::success()
     }
 
@@ -820,6 +966,25 @@ impl Framework {
         }
         buf.scores.clear();
         buf.scores.resize(n * np, 0);
+        // Remote plugins' calls go out before the in-process scoring starts.
+        let mut remote = Vec::new();
+        for (slot, &pi) in active.iter().enumerate() {
+            let e = &self.score[pi].entry;
+            if let Some(b) = e.plugin.as_score().and_then(|p| p.as_batch()) {
+                let call = b
+                    .start_score(state, pod, nodes, state.deferred_pre_score.contains(pi))
+                    .map_err(|s| {
+                        wrap(format!(
+                            "running Score plugins: plugin {:?} failed with: {}",
+                            e.name,
+                            s.message()
+                        ))
+                        .with_plugin(&e.name)
+                    })?;
+                remote.push((slot, call));
+            }
+        }
+        let mut remote_results: Vec<(usize, Vec<i64>, bool)> = Vec::new();
         // Chunk-major layout: chunk k holds, plugin by plugin, the scores of its nodes.
         let chunk = if n >= PARALLEL_THRESHOLD {
             n.div_ceil(rayon::current_num_threads().max(1) * 4)
@@ -835,6 +1000,9 @@ impl Framework {
                 let Some(p) = e.plugin.as_score() else {
                     continue;
                 };
+                if p.as_batch().is_some() {
+                    continue;
+                }
                 p.score_nodes(state, pod, nodes, &mut scores[slot * len..(slot + 1) * len])
                     .map_err(|s| {
                         wrap(format!(
@@ -855,6 +1023,18 @@ impl Framework {
         } else {
             score_chunk((&mut buf.scores[..], nodes))?;
         }
+        for (slot, call) in remote {
+            let e = &self.score[active[slot]].entry;
+            let (scores, normalized) = call.wait().map_err(|s| {
+                wrap(format!(
+                    "running Score plugins: plugin {:?} failed with: {}",
+                    e.name,
+                    s.message()
+                ))
+                .with_plugin(&e.name)
+            })?;
+            remote_results.push((slot, scores, normalized));
+        }
         let at = |node: usize, slot: usize| -> usize {
             let k = node / chunk;
             let start = k * chunk;
@@ -868,8 +1048,15 @@ impl Framework {
                 continue;
             };
             buf.column.clear();
-            buf.column.extend((0..n).map(|i| buf.scores[at(i, slot)]));
-            if p.has_normalize_score() {
+            let mut normalized = false;
+            match remote_results.iter_mut().find(|(s, _, _)| *s == slot) {
+                Some((_, scores, norm)) => {
+                    buf.column.append(scores);
+                    normalized = *norm;
+                }
+                None => buf.column.extend((0..n).map(|i| buf.scores[at(i, slot)])),
+            }
+            if p.has_normalize_score() && !normalized {
                 let s = p.normalize_score(state, pod, nodes, &mut buf.column);
                 if !s.is_success() {
                     return Err(wrap(format!(

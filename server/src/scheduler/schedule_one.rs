@@ -21,6 +21,12 @@ use crate::framework::{Code, CycleState, Framework, NodeInfo, ScoreBuffer, Statu
 use crate::model::Pod;
 use crate::queue::NominatedPods;
 
+/// Numbers scheduling attempts for sidecars, which key per-attempt state by it.
+fn next_cycle_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 /// At least this many nodes are checked for feasibility per cycle.
 pub const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
 /// The adaptive percentage never goes below this.
@@ -152,6 +158,7 @@ impl Scheduler {
         let start = Instant::now();
         let mut state = CycleState::new();
         state.record_plugin_metrics = st.rng.below(100) < 10;
+        state.cycle_id = next_cycle_id();
 
         let result = self.schedule_pod(st, &fw, &mut state, &pod);
         let host = match result {
@@ -185,6 +192,7 @@ impl Scheduler {
                         (Status::unschedulable(msg), Some(*diag), nominating)
                     }
                 };
+                fw.end_cycle(&state);
                 self.handle_scheduling_failure(&fw, pinfo, status, diag, nominating, start);
                 return;
             }
@@ -193,6 +201,7 @@ impl Scheduler {
         // Assume: the cache counts the pod on its node before the binding lands.
         let assumed = Arc::new(pod.with_node(host.clone()));
         if let Err(e) = self.cache().assume_pod(assumed.clone()) {
+            fw.end_cycle(&state);
             self.handle_scheduling_failure(
                 &fw,
                 pinfo,
@@ -210,6 +219,7 @@ impl Scheduler {
             fw.run_reserve_plugins_unreserve(&mut state, &assumed, &host);
             self.forget(&assumed);
             let (status, diag) = single_node_failure(s, &host);
+            fw.end_cycle(&state);
             self.handle_scheduling_failure(
                 &fw,
                 pinfo,
@@ -225,6 +235,7 @@ impl Scheduler {
             fw.run_reserve_plugins_unreserve(&mut state, &assumed, &host);
             self.forget(&assumed);
             let (status, diag) = single_node_failure(s, &host);
+            fw.end_cycle(&state);
             self.handle_scheduling_failure(
                 &fw,
                 pinfo,
@@ -264,6 +275,7 @@ impl Scheduler {
         pod: &Arc<Pod>,
     ) -> Result<ScheduleResult, ScheduleError> {
         self.cache().update_snapshot(&mut st.snapshot);
+        fw.start_cycle(state, pod, &st.snapshot);
         let num_nodes = st.snapshot.num_nodes();
         if num_nodes == 0 {
             return Err(ScheduleError::NoNodes);
@@ -509,11 +521,25 @@ impl Scheduler {
         });
     }
 
-    /// The binding cycle (upstream `bindingCycle`), on tokio.
+    /// The binding cycle, then the end of the attempt for sidecars.
     async fn binding_cycle(
         self: &Arc<Self>,
         fw: Arc<Framework>,
         mut state: CycleState,
+        assumed: Arc<Pod>,
+        pinfo: QueuedPodInfo,
+        host: Arc<str>,
+    ) {
+        self.binding_cycle_steps(&fw, &mut state, assumed, pinfo, host)
+            .await;
+        fw.end_cycle(&state);
+    }
+
+    /// The binding cycle (upstream `bindingCycle`), on tokio.
+    async fn binding_cycle_steps(
+        self: &Arc<Self>,
+        fw: &Arc<Framework>,
+        state: &mut CycleState,
         assumed: Arc<Pod>,
         pinfo: QueuedPodInfo,
         host: Arc<str>,
@@ -526,21 +552,17 @@ impl Scheduler {
             } else {
                 (s, None)
             };
-            self.handle_binding_cycle_error(
-                &fw, &mut state, &assumed, pinfo, &host, status, diag, start,
-            );
+            self.handle_binding_cycle_error(fw, state, &assumed, pinfo, &host, status, diag, start);
             return;
         }
         // Failures after Permit are errors, never "unschedulable".
         self.queue.done(&assumed.uid);
-        let s = fw.run_pre_bind_plugins(&state, &assumed, &host).await;
+        let s = fw.run_pre_bind_plugins(state, &assumed, &host).await;
         if !s.is_success() {
-            self.handle_binding_cycle_error(
-                &fw, &mut state, &assumed, pinfo, &host, s, None, start,
-            );
+            self.handle_binding_cycle_error(fw, state, &assumed, pinfo, &host, s, None, start);
             return;
         }
-        let s = fw.run_bind_plugins(&state, &assumed, &host).await;
+        let s = fw.run_bind_plugins(state, &assumed, &host).await;
         self.cache().finish_binding(&assumed.uid, self.clock.now());
         if !s.is_success() {
             let s = if s.is_skip() {
@@ -548,9 +570,7 @@ impl Scheduler {
             } else {
                 s
             };
-            self.handle_binding_cycle_error(
-                &fw, &mut state, &assumed, pinfo, &host, s, None, start,
-            );
+            self.handle_binding_cycle_error(fw, state, &assumed, pinfo, &host, s, None, start);
             return;
         }
         self.stats
@@ -566,7 +586,7 @@ impl Scheduler {
                 assumed.namespace, assumed.name, host
             ),
         ));
-        fw.run_post_bind_plugins(&state, &assumed, &host).await;
+        fw.run_post_bind_plugins(state, &assumed, &host).await;
     }
 
     /// Upstream `handleBindingCycleError`: Unreserve, forget the assumed pod, let pods
@@ -669,7 +689,28 @@ fn find_nodes_that_pass_filters(
         let round = (need + need / 4 + 16).min(n - offset);
         // Only failures are materialised; most nodes usually pass.
         failures.clear();
-        if round >= PARALLEL_THRESHOLD {
+        if fw.has_batch_filters() {
+            // Remote plugins get the round's nodes in one call; nodes with nominated
+            // pods take the node-by-node path (its what-if deltas).
+            let mut plain: Vec<&Arc<NodeInfo>> = Vec::with_capacity(round);
+            let mut plain_at: Vec<usize> = Vec::with_capacity(round);
+            for i in 0..round {
+                let ni = at(offset + i);
+                if !nominated.is_empty() && nominated.contains_key(&ni.node().name) {
+                    let s = check(ni);
+                    if !s.is_success() {
+                        failures.push((i, s));
+                    }
+                } else {
+                    plain.push(ni);
+                    plain_at.push(i);
+                }
+            }
+            let found =
+                fw.run_filter_plugins_batched(state, pod, &plain, round >= PARALLEL_THRESHOLD)?;
+            failures.extend(found.into_iter().map(|(k, s)| (plain_at[k], s)));
+            failures.sort_by_key(|(i, _)| *i);
+        } else if round >= PARALLEL_THRESHOLD {
             let min_len = (round / (rayon::current_num_threads().max(1) * 4)).max(PARALLEL_CHUNK);
             let found: Vec<(usize, Status)> = (0..round)
                 .into_par_iter()

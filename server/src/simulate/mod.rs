@@ -79,6 +79,8 @@ pub enum SimulateError {
     Runtime(String),
     #[error("the queue did not settle within {timeout:?}: {pending}")]
     Timeout { timeout: Duration, pending: String },
+    #[error("{0}")]
+    Remote(String),
 }
 
 /// Runs a simulation and returns its report.
@@ -110,6 +112,11 @@ pub fn run(opts: &SimulateOptions, registry: &Registry) -> Result<Report, Simula
         tracing::warn!(%src, kind, "kind is not used by the scheduler; skipped");
     }
     let cluster = Arc::new(EmbeddedCluster::from_manifests(&objects)?);
+    let mut registry = registry.clone();
+    let endpoints = crate::remote::register(&config.remote_plugins, &mut registry)
+        .map_err(SimulateError::Remote)?;
+    let registry = &registry;
+    let _stop = StopEndpoints(endpoints);
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -160,6 +167,17 @@ pub fn run(opts: &SimulateOptions, registry: &Registry) -> Result<Report, Simula
     drop(sched);
     runtime.shutdown_timeout(Duration::from_secs(1));
     Ok(report)
+}
+
+/// Closes sidecar connections when the run ends, however it ends.
+struct StopEndpoints(Vec<crate::remote::Endpoint>);
+
+impl Drop for StopEndpoints {
+    fn drop(&mut self) {
+        for e in &self.0 {
+            e.stop();
+        }
+    }
 }
 
 /// Throughput over a measured stretch (a `collectMetrics` op, or start/stop ops).

@@ -1,0 +1,199 @@
+//! The traits a sidecar plugin implements: [`Plugin`] plus one per extension point,
+//! with kube-scheduler's meaning. Every call inside a scheduling attempt gets the
+//! [`Cycle`]: the pod, the replicated snapshot at the attempt's generation, and the
+//! profile.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::service::Handle;
+use crate::snapshot::{NodeInfo, Snapshot};
+use crate::state::CycleState;
+use crate::status::Status;
+use crate::{pb, Pod};
+
+/// One scheduling attempt, as a call sees it.
+pub struct Cycle<'a> {
+    /// The scheduler's attempt number (unique per scheduler process).
+    pub id: u64,
+    /// The pod being scheduled.
+    pub pod: &'a Arc<Pod>,
+    /// The scheduler profile (schedulerName) scheduling it.
+    pub profile: &'a str,
+    /// The replicated snapshot, at the attempt's generation.
+    pub snapshot: &'a Snapshot,
+}
+
+/// The base of every plugin: its name, the extension points it implements (the
+/// `as_*` methods, `Some(self)` for each), and the cluster events that may make a
+/// pod it rejected schedulable.
+pub trait Plugin: Send + Sync + 'static {
+    fn name(&self) -> &str;
+
+    /// Events that should requeue pods this plugin rejected. Empty means every event.
+    fn events(&self) -> Vec<pb::ClusterEvent> {
+        Vec::new()
+    }
+
+    fn as_pre_enqueue(&self) -> Option<&dyn PreEnqueuePlugin> {
+        None
+    }
+    fn as_queue_sort(&self) -> Option<&dyn QueueSortPlugin> {
+        None
+    }
+    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
+        None
+    }
+    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
+        None
+    }
+    fn as_post_filter(&self) -> Option<&dyn PostFilterPlugin> {
+        None
+    }
+    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
+        None
+    }
+    fn as_score(&self) -> Option<&dyn ScorePlugin> {
+        None
+    }
+    fn as_reserve(&self) -> Option<&dyn ReservePlugin> {
+        None
+    }
+    fn as_permit(&self) -> Option<&dyn PermitPlugin> {
+        None
+    }
+    fn as_pre_bind(&self) -> Option<&dyn PreBindPlugin> {
+        None
+    }
+    fn as_bind(&self) -> Option<&dyn BindPlugin> {
+        None
+    }
+    fn as_post_bind(&self) -> Option<&dyn PostBindPlugin> {
+        None
+    }
+}
+
+/// Gates a pod before it enters the active queue: anything but Success holds it back.
+pub trait PreEnqueuePlugin: Plugin {
+    fn pre_enqueue(&self, pod: &Pod) -> Status;
+}
+
+/// Orders the queue by a key computed once per pod at enqueue: smaller keys first
+/// (bytewise), equal keys in enqueue order.
+pub trait QueueSortPlugin: Plugin {
+    fn sort_key(&self, pod: &Pod) -> Vec<u8>;
+}
+
+/// What PreFilter returns: a status, and optionally the only nodes worth evaluating.
+#[derive(Clone, Debug, Default)]
+pub struct PreFilterResult {
+    pub status: Status,
+    pub node_names: Option<Vec<String>>,
+}
+
+impl From<Status> for PreFilterResult {
+    fn from(status: Status) -> Self {
+        PreFilterResult {
+            status,
+            node_names: None,
+        }
+    }
+}
+
+/// Computes the attempt's state once. Plugins whose Filter depends on the pods on a
+/// node also implement `add_pod`/`remove_pod` (and return true from
+/// `has_extensions`): the SDK calls them on a fork of the state when the scheduler
+/// asks "what if these pods were added or removed" (nominated pods, preemption).
+pub trait PreFilterPlugin: Plugin {
+    fn pre_filter(&self, cycle: &Cycle, state: &mut CycleState) -> PreFilterResult;
+
+    fn has_extensions(&self) -> bool {
+        false
+    }
+    fn add_pod(
+        &self,
+        _cycle: &Cycle,
+        _state: &mut CycleState,
+        _pod: &Arc<Pod>,
+        _node: &NodeInfo,
+    ) -> Status {
+        Status::success()
+    }
+    fn remove_pod(
+        &self,
+        _cycle: &Cycle,
+        _state: &mut CycleState,
+        _pod: &Arc<Pod>,
+        _node: &NodeInfo,
+    ) -> Status {
+        Status::success()
+    }
+}
+
+/// Whether the pod fits one node. Called for a batch of nodes in parallel: keep it
+/// free of locks.
+pub trait FilterPlugin: Plugin {
+    fn filter(&self, cycle: &Cycle, state: &CycleState, node: &NodeInfo) -> Status;
+}
+
+/// Runs when no node fits. May nominate a node (return its name).
+pub trait PostFilterPlugin: Plugin {
+    fn post_filter(
+        &self,
+        cycle: &Cycle,
+        state: &mut CycleState,
+        node_statuses: &HashMap<String, Status>,
+    ) -> (Status, Option<String>);
+}
+
+/// Runs once over the feasible nodes before Score. Skip skips Score for the pod.
+pub trait PreScorePlugin: Plugin {
+    fn pre_score(&self, cycle: &Cycle, state: &mut CycleState, nodes: &[&NodeInfo]) -> Status;
+}
+
+/// A score per feasible node; with `normalize`, rescaled to 0..=100 over all nodes.
+pub trait ScorePlugin: Plugin {
+    fn score(&self, cycle: &Cycle, state: &CycleState, node: &NodeInfo) -> Result<i64, Status>;
+
+    /// Whether [`normalize`](Self::normalize) is implemented.
+    fn has_normalize(&self) -> bool {
+        false
+    }
+    fn normalize(&self, _cycle: &Cycle, _state: &CycleState, _scores: &mut [i64]) -> Status {
+        Status::success()
+    }
+}
+
+/// Reserve claims what the pod will use on the chosen node; Unreserve gives it back
+/// when a later step fails. Unreserve must be idempotent.
+pub trait ReservePlugin: Plugin {
+    fn reserve(&self, cycle: &Cycle, state: &mut CycleState, node: &str) -> Status;
+    fn unreserve(&self, cycle: &Cycle, state: &mut CycleState, node: &str);
+}
+
+/// Approves, rejects, or holds the pod before binding. A Wait status with a timeout
+/// parks the pod until [`Handle::allow`] or [`Handle::reject`] decides, or the timeout
+/// rejects it.
+pub trait PermitPlugin: Plugin {
+    fn permit(
+        &self,
+        cycle: &Cycle,
+        state: &mut CycleState,
+        node: &str,
+        handle: &Handle,
+    ) -> (Status, Duration);
+}
+
+pub trait PreBindPlugin: Plugin {
+    fn pre_bind(&self, cycle: &Cycle, state: &CycleState, node: &str) -> Status;
+}
+
+/// Binds the pod. Skip passes it to the next bind plugin.
+pub trait BindPlugin: Plugin {
+    fn bind(&self, cycle: &Cycle, state: &CycleState, node: &str) -> Status;
+}
+
+pub trait PostBindPlugin: Plugin {
+    fn post_bind(&self, cycle: &Cycle, state: &CycleState, node: &str);
+}

@@ -1,0 +1,1120 @@
+//! The gRPC service: one task per stream reads requests in order, evaluates them
+//! against the replica at the generation they name, and writes replies.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use rayon::prelude::*;
+use tokio::sync::{mpsc, watch, Notify};
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tokio_stream::Stream;
+use tonic::{Request, Response, Streaming};
+
+use crate::plugin::{Cycle, Plugin};
+use crate::snapshot::{NodeInfo, Snapshot};
+use crate::state::CycleState;
+use crate::status::{Code, Status};
+use crate::{pb, Pod, PROTOCOL_VERSION};
+
+type ReplyStream<T> = Pin<Box<dyn Stream<Item = Result<T, tonic::Status>> + Send + 'static>>;
+
+/// One scheduling attempt the sidecar knows about (CycleStart to CycleEnd).
+struct CycleEntry {
+    id: u64,
+    pod: Arc<Pod>,
+    profile: String,
+    /// Generation of the CycleStart message: calls of the cycle name it.
+    generation: u64,
+    /// Replica generation the cycle's scheduling calls must be evaluated at.
+    snapshot_generation: u64,
+    /// One state per plugin, by plugin index.
+    states: Vec<RwLock<CycleState>>,
+    /// PreScore outcomes, for Score calls sent right behind their PreScore.
+    pre_scores: Mutex<HashMap<usize, Status>>,
+    pre_score_done: Notify,
+}
+
+/// A pod some plugin answered Wait for at Permit.
+struct Waiting {
+    pod: Arc<Pod>,
+    plugins: Vec<String>,
+}
+
+pub(crate) struct Shared {
+    plugins: Vec<Arc<dyn Plugin>>,
+    by_name: HashMap<String, usize>,
+    replica: RwLock<Snapshot>,
+    /// Generation of the last Replicate message applied.
+    applied: watch::Sender<u64>,
+    cycles: Mutex<HashMap<u64, Arc<CycleEntry>>>,
+    waiting: Mutex<HashMap<String, Waiting>>,
+    /// The open Permit stream, for decisions about waiting pods.
+    permit_tx: Mutex<Option<mpsc::UnboundedSender<Result<pb::PermitResponse, tonic::Status>>>>,
+    generation_wait: Duration,
+    parallel_threshold: usize,
+    max_batch_nodes: u32,
+}
+
+/// What a plugin uses to decide about pods waiting at Permit, from any thread.
+#[derive(Clone)]
+pub struct Handle {
+    shared: Arc<Shared>,
+}
+
+impl Handle {
+    /// Lets `plugin` release the waiting pod `uid`. False when the pod is not waiting
+    /// on it (already decided, timed out, or never waited).
+    pub fn allow(&self, plugin: &str, uid: &str) -> bool {
+        self.decide(plugin, uid, true, String::new())
+    }
+    /// Rejects the waiting pod `uid`: the scheduler unreserves it and retries it later.
+    pub fn reject(&self, plugin: &str, uid: &str, message: impl Into<String>) -> bool {
+        self.decide(plugin, uid, false, message.into())
+    }
+    /// Pods currently waiting on `plugin`.
+    pub fn waiting_pods(&self, plugin: &str) -> Vec<Arc<Pod>> {
+        lock(&self.shared.waiting)
+            .values()
+            .filter(|w| w.plugins.iter().any(|p| p == plugin))
+            .map(|w| w.pod.clone())
+            .collect()
+    }
+
+    fn decide(&self, plugin: &str, uid: &str, allow: bool, message: String) -> bool {
+        {
+            let mut waiting = lock(&self.shared.waiting);
+            let Some(w) = waiting.get_mut(uid) else {
+                return false;
+            };
+            let Some(i) = w.plugins.iter().position(|p| p == plugin) else {
+                return false;
+            };
+            w.plugins.swap_remove(i);
+            if !allow || w.plugins.is_empty() {
+                waiting.remove(uid);
+            }
+        }
+        let tx = lock(&self.shared.permit_tx).clone();
+        let Some(tx) = tx else { return false };
+        tx.send(Ok(pb::PermitResponse {
+            request_id: 0,
+            decision: Some(pb::WaitingPodDecision {
+                pod_uid: uid.to_string(),
+                plugin: plugin.to_string(),
+                allow,
+                message,
+            }),
+            ..Default::default()
+        }))
+        .is_ok()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+fn read<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(|e| e.into_inner())
+}
+fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    m.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The service the SDK serves.
+#[derive(Clone)]
+pub struct PluginService {
+    shared: Arc<Shared>,
+}
+
+impl PluginService {
+    pub(crate) fn new(
+        plugins: Vec<Arc<dyn Plugin>>,
+        generation_wait: Duration,
+        parallel_threshold: usize,
+        max_batch_nodes: u32,
+    ) -> Self {
+        let by_name = plugins
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.name().to_string(), i))
+            .collect();
+        PluginService {
+            shared: Arc::new(Shared {
+                plugins,
+                by_name,
+                replica: RwLock::new(Snapshot::default()),
+                applied: watch::channel(0).0,
+                cycles: Mutex::new(HashMap::new()),
+                waiting: Mutex::new(HashMap::new()),
+                permit_tx: Mutex::new(None),
+                generation_wait,
+                parallel_threshold,
+                max_batch_nodes,
+            }),
+        }
+    }
+
+    pub(crate) fn handle(&self) -> Handle {
+        Handle {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+/// Runs `handle` on every request of an inbound stream, in order, and streams the
+/// replies back.
+fn bidi<Req, Resp, F, Fut>(mut inbound: Streaming<Req>, handle: F) -> ReplyStream<Resp>
+where
+    Req: Send + 'static,
+    Resp: Send + 'static,
+    F: Fn(Req) -> Fut + Send + 'static,
+    Fut: Future<Output = Resp> + Send,
+{
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        loop {
+            match inbound.message().await {
+                Ok(Some(req)) => {
+                    if tx.send(Ok(handle(req).await)).is_err() {
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::debug!(error = %e, "plugin stream closed");
+                    break;
+                }
+            }
+        }
+    });
+    Box::pin(UnboundedReceiverStream::new(rx))
+}
+
+impl Shared {
+    fn plugin(&self, name: &str) -> Result<(usize, &Arc<dyn Plugin>), Status> {
+        self.by_name
+            .get(name)
+            .map(|&i| (i, &self.plugins[i]))
+            .ok_or_else(|| Status::error(format!("this sidecar serves no plugin named {name:?}")))
+    }
+
+    /// The cycle a call names, once the replica has reached its generation.
+    async fn cycle(&self, cycle: u64, generation: u64) -> Result<Arc<CycleEntry>, Status> {
+        let mut rx = self.applied.subscribe();
+        let reached = tokio::time::timeout(self.generation_wait, rx.wait_for(|&g| g >= generation));
+        match reached.await {
+            Ok(Ok(_)) => {}
+            _ => {
+                return Err(Status::error(format!(
+                    "generation {generation} not reached within {:?} (replica at {})",
+                    self.generation_wait,
+                    *self.applied.borrow()
+                )))
+            }
+        }
+        let entry = lock(&self.cycles).get(&cycle).cloned();
+        match entry {
+            Some(e) if e.generation == generation => Ok(e),
+            Some(e) => Err(Status::error(format!(
+                "cycle {cycle} started at generation {}, not {generation}",
+                e.generation
+            ))),
+            None => Err(Status::error(format!(
+                "cycle {cycle} is unknown (never started, or already ended)"
+            ))),
+        }
+    }
+
+    /// The replica for a scheduling-cycle call: it must still be at the cycle's
+    /// generation, never a later one.
+    fn replica_at(
+        &self,
+        entry: &CycleEntry,
+    ) -> Result<std::sync::RwLockReadGuard<'_, Snapshot>, Status> {
+        let r = read(&self.replica);
+        if r.generation() != entry.snapshot_generation {
+            return Err(Status::error(format!(
+                "the replica moved on to generation {} since cycle {} (at {}) started",
+                r.generation(),
+                entry.id,
+                entry.snapshot_generation
+            )));
+        }
+        Ok(r)
+    }
+
+    fn apply(&self, msg: pb::ReplicateRequest, expect: &mut Option<u64>) -> Result<(), String> {
+        let g = msg.generation;
+        let full = matches!(&msg.kind, Some(pb::replicate_request::Kind::Delta(d)) if d.full);
+        match expect {
+            None if !full => {
+                return Err(format!(
+                    "the first message of a Replicate stream must be a full snapshot (got generation {g})"
+                ))
+            }
+            Some(e) if !full && *e != g => {
+                return Err(format!("generation gap: expected {e}, got {g}"));
+            }
+            _ => {}
+        }
+        match msg.kind {
+            Some(pb::replicate_request::Kind::Delta(d)) => {
+                if full {
+                    lock(&self.cycles).clear();
+                    lock(&self.waiting).clear();
+                }
+                write(&self.replica).apply(g, d)?;
+            }
+            Some(pb::replicate_request::Kind::CycleStart(c)) => {
+                let pod = Arc::new(c.pod.unwrap_or_default());
+                let entry = CycleEntry {
+                    id: c.cycle,
+                    pod,
+                    profile: c.profile,
+                    generation: g,
+                    snapshot_generation: read(&self.replica).generation(),
+                    states: self.plugins.iter().map(|_| RwLock::default()).collect(),
+                    pre_scores: Mutex::new(HashMap::new()),
+                    pre_score_done: Notify::new(),
+                };
+                lock(&self.cycles).insert(c.cycle, Arc::new(entry));
+            }
+            Some(pb::replicate_request::Kind::CycleEnd(c)) => {
+                if let Some(e) = lock(&self.cycles).remove(&c.cycle) {
+                    lock(&self.waiting).remove(&e.pod.uid);
+                }
+            }
+            None => return Err(format!("generation {g}: empty Replicate message")),
+        }
+        *expect = Some(g + 1);
+        self.applied.send_replace(g);
+        Ok(())
+    }
+
+    fn status_reply(request_id: u64, generation: u64, s: Status) -> pb::StatusResponse {
+        pb::StatusResponse {
+            request_id,
+            status: Some(s.to_pb()),
+            generation,
+        }
+    }
+
+    async fn filter(&self, req: pb::FilterRequest) -> pb::FilterResponse {
+        let mut out = pb::FilterResponse {
+            request_id: req.request_id,
+            generation: req.generation,
+            ..Default::default()
+        };
+        match self.filter_batch(&req).await {
+            Ok(failures) => {
+                out.evaluated = req.nodes.len() as u32;
+                out.failures = failures;
+            }
+            Err(s) => out.error = Some(s.to_pb()),
+        }
+        out
+    }
+
+    async fn filter_batch(&self, req: &pb::FilterRequest) -> Result<Vec<pb::NodeStatus>, Status> {
+        let entry = self.cycle(req.cycle, req.generation).await?;
+        let (idx, plugin) = self.plugin(&req.plugin)?;
+        let f = plugin
+            .as_filter()
+            .ok_or_else(|| Status::error(format!("plugin {:?} has no Filter", req.plugin)))?;
+        let pf = plugin.as_pre_filter().filter(|p| p.has_extensions());
+        let replica = self.replica_at(&entry)?;
+        let state = read(&entry.states[idx]);
+        let cycle = Cycle {
+            id: entry.id,
+            pod: &entry.pod,
+            profile: &entry.profile,
+            snapshot: &replica,
+        };
+        let mut nodes: Vec<&NodeInfo> = Vec::with_capacity(req.nodes.len());
+        for id in &req.nodes {
+            nodes.push(
+                replica
+                    .node(*id)
+                    .ok_or_else(|| Status::error(format!("unknown node id {id}")))?,
+            );
+        }
+        let mut deltas: Vec<Option<&pb::NodeDelta>> = vec![None; nodes.len()];
+        for d in &req.deltas {
+            let slot = deltas.get_mut(d.index as usize).ok_or_else(|| {
+                Status::error(format!(
+                    "delta for item {} of a batch of {}",
+                    d.index,
+                    nodes.len()
+                ))
+            })?;
+            *slot = Some(d);
+        }
+        let eval = |i: usize| -> Status {
+            match deltas[i] {
+                None => f.filter(&cycle, &state, nodes[i]),
+                Some(d) => filter_with_delta(f, pf, &cycle, &state, nodes[i], d),
+            }
+        };
+        let failures: Vec<pb::NodeStatus> =
+            if nodes.len() >= self.parallel_threshold && self.parallel_threshold > 0 {
+                (0..nodes.len())
+                    .into_par_iter()
+                    .with_min_len(self.parallel_threshold / 2)
+                    .filter_map(|i| failure(i, eval(i)))
+                    .collect()
+            } else {
+                (0..nodes.len())
+                    .filter_map(|i| failure(i, eval(i)))
+                    .collect()
+            };
+        Ok(failures)
+    }
+
+    async fn score(&self, req: pb::ScoreRequest) -> pb::ScoreResponse {
+        let mut out = pb::ScoreResponse {
+            request_id: req.request_id,
+            generation: req.generation,
+            ..Default::default()
+        };
+        match self.score_batch(&req).await {
+            Ok((scores, normalized)) => {
+                out.status = Some(Status::success().to_pb());
+                out.scores = scores;
+                out.normalized = normalized;
+            }
+            Err(s) => out.status = Some(s.to_pb()),
+        }
+        out
+    }
+
+    async fn score_batch(&self, req: &pb::ScoreRequest) -> Result<(Vec<i64>, bool), Status> {
+        let entry = self.cycle(req.cycle, req.generation).await?;
+        let (idx, plugin) = self.plugin(&req.plugin)?;
+        let sp = plugin
+            .as_score()
+            .ok_or_else(|| Status::error(format!("plugin {:?} has no Score", req.plugin)))?;
+        if req.after_pre_score {
+            let s = self.pre_score_outcome(&entry, idx).await?;
+            if !s.is_success() {
+                return Err(s);
+            }
+        }
+        let replica = self.replica_at(&entry)?;
+        let state = read(&entry.states[idx]);
+        let cycle = Cycle {
+            id: entry.id,
+            pod: &entry.pod,
+            profile: &entry.profile,
+            snapshot: &replica,
+        };
+        let mut nodes: Vec<&NodeInfo> = Vec::with_capacity(req.nodes.len());
+        for id in &req.nodes {
+            nodes.push(
+                replica
+                    .node(*id)
+                    .ok_or_else(|| Status::error(format!("unknown node id {id}")))?,
+            );
+        }
+        let mut scores: Vec<i64> =
+            if nodes.len() >= self.parallel_threshold && self.parallel_threshold > 0 {
+                nodes
+                    .par_iter()
+                    .with_min_len(self.parallel_threshold / 2)
+                    .map(|n| sp.score(&cycle, &state, n))
+                    .collect::<Result<_, _>>()?
+            } else {
+                nodes
+                    .iter()
+                    .map(|n| sp.score(&cycle, &state, n))
+                    .collect::<Result<_, _>>()?
+            };
+        let normalized = if sp.has_normalize() {
+            if !req.normalize {
+                return Ok((scores, false));
+            }
+            let s = sp.normalize(&cycle, &state, &mut scores);
+            if !s.is_success() {
+                return Err(s);
+            }
+            true
+        } else {
+            true
+        };
+        Ok((scores, normalized))
+    }
+
+    /// Waits for this cycle's PreScore of plugin `idx` (sent just before the Score).
+    async fn pre_score_outcome(&self, entry: &CycleEntry, idx: usize) -> Result<Status, Status> {
+        let wait = async {
+            loop {
+                let notified = entry.pre_score_done.notified();
+                if let Some(s) = lock(&entry.pre_scores).get(&idx) {
+                    return s.clone();
+                }
+                notified.await;
+            }
+        };
+        tokio::time::timeout(self.generation_wait, wait)
+            .await
+            .map_err(|_| {
+                Status::error(format!(
+                    "Score named a PreScore of cycle {} that did not arrive within {:?}",
+                    entry.id, self.generation_wait
+                ))
+            })
+    }
+
+    async fn pre_score(&self, req: pb::PreScoreRequest) -> pb::StatusResponse {
+        let s = match self.pre_score_inner(&req).await {
+            Ok(s) | Err(s) => s,
+        };
+        Self::status_reply(req.request_id, req.generation, s)
+    }
+
+    async fn pre_score_inner(&self, req: &pb::PreScoreRequest) -> Result<Status, Status> {
+        let entry = self.cycle(req.cycle, req.generation).await?;
+        let (idx, plugin) = self.plugin(&req.plugin)?;
+        let record = |s: Status| {
+            lock(&entry.pre_scores).insert(idx, s.clone());
+            entry.pre_score_done.notify_waiters();
+            s
+        };
+        let Some(p) = plugin.as_pre_score() else {
+            return Ok(record(Status::error(format!(
+                "plugin {:?} has no PreScore",
+                req.plugin
+            ))));
+        };
+        let replica = match self.replica_at(&entry) {
+            Ok(r) => r,
+            Err(s) => return Ok(record(s)),
+        };
+        let mut nodes: Vec<&NodeInfo> = Vec::with_capacity(req.nodes.len());
+        for id in &req.nodes {
+            match replica.node(*id) {
+                Some(n) => nodes.push(n),
+                None => return Ok(record(Status::error(format!("unknown node id {id}")))),
+            }
+        }
+        let cycle = Cycle {
+            id: entry.id,
+            pod: &entry.pod,
+            profile: &entry.profile,
+            snapshot: &replica,
+        };
+        let s = p.pre_score(&cycle, &mut write(&entry.states[idx]), &nodes);
+        Ok(record(s))
+    }
+
+    async fn pre_filter(&self, req: pb::PreFilterRequest) -> pb::PreFilterResponse {
+        let mut out = pb::PreFilterResponse {
+            request_id: req.request_id,
+            generation: req.generation,
+            ..Default::default()
+        };
+        let r = async {
+            let entry = self.cycle(req.cycle, req.generation).await?;
+            let (idx, plugin) = self.plugin(&req.plugin)?;
+            let p = plugin.as_pre_filter().ok_or_else(|| {
+                Status::error(format!("plugin {:?} has no PreFilter", req.plugin))
+            })?;
+            let replica = self.replica_at(&entry)?;
+            let cycle = Cycle {
+                id: entry.id,
+                pod: &entry.pod,
+                profile: &entry.profile,
+                snapshot: &replica,
+            };
+            let r = p.pre_filter(&cycle, &mut write(&entry.states[idx]));
+            Ok::<_, Status>(r)
+        }
+        .await;
+        match r {
+            Ok(res) => {
+                out.status = Some(res.status.to_pb());
+                if let Some(names) = res.node_names {
+                    out.has_node_names = true;
+                    out.node_names = names;
+                }
+            }
+            Err(s) => out.status = Some(s.to_pb()),
+        }
+        out
+    }
+
+    async fn post_filter(&self, req: pb::PostFilterRequest) -> pb::PostFilterResponse {
+        let mut out = pb::PostFilterResponse {
+            request_id: req.request_id,
+            generation: req.generation,
+            ..Default::default()
+        };
+        let r = async {
+            let entry = self.cycle(req.cycle, req.generation).await?;
+            let (idx, plugin) = self.plugin(&req.plugin)?;
+            let p = plugin.as_post_filter().ok_or_else(|| {
+                Status::error(format!("plugin {:?} has no PostFilter", req.plugin))
+            })?;
+            let statuses: HashMap<String, Status> = req
+                .node_statuses
+                .iter()
+                .map(|(k, v)| (k.clone(), Status::from_pb(v)))
+                .collect();
+            let replica = self.replica_at(&entry)?;
+            let cycle = Cycle {
+                id: entry.id,
+                pod: &entry.pod,
+                profile: &entry.profile,
+                snapshot: &replica,
+            };
+            let r = p.post_filter(&cycle, &mut write(&entry.states[idx]), &statuses);
+            Ok::<_, Status>(r)
+        }
+        .await;
+        match r {
+            Ok((s, nominate)) => {
+                out.status = Some(s.to_pb());
+                out.nominated_node_name = nominate.unwrap_or_default();
+            }
+            Err(s) => out.status = Some(s.to_pb()),
+        }
+        out
+    }
+
+    async fn normalize_score(&self, req: pb::NormalizeScoreRequest) -> pb::ScoreResponse {
+        let mut out = pb::ScoreResponse {
+            request_id: req.request_id,
+            generation: req.generation,
+            ..Default::default()
+        };
+        let r = async {
+            let entry = self.cycle(req.cycle, req.generation).await?;
+            let (idx, plugin) = self.plugin(&req.plugin)?;
+            let p = plugin
+                .as_score()
+                .filter(|p| p.has_normalize())
+                .ok_or_else(|| {
+                    Status::error(format!("plugin {:?} has no NormalizeScore", req.plugin))
+                })?;
+            let replica = self.replica_at(&entry)?;
+            let cycle = Cycle {
+                id: entry.id,
+                pod: &entry.pod,
+                profile: &entry.profile,
+                snapshot: &replica,
+            };
+            let mut scores = req.scores.clone();
+            let s = p.normalize(&cycle, &read(&entry.states[idx]), &mut scores);
+            if s.is_success() {
+                Ok(scores)
+            } else {
+                Err(s)
+            }
+        }
+        .await;
+        match r {
+            Ok(scores) => {
+                out.status = Some(Status::success().to_pb());
+                out.scores = scores;
+                out.normalized = true;
+            }
+            Err(s) => out.status = Some(s.to_pb()),
+        }
+        out
+    }
+
+    /// Reserve, Unreserve, PreBind, Bind, PostBind: a cycle, a node, a status.
+    async fn cycle_call(&self, req: pb::CycleRequest, point: Point) -> pb::StatusResponse {
+        let r = async {
+            let entry = self.cycle(req.cycle, req.generation).await?;
+            let (idx, plugin) = self.plugin(&req.plugin)?;
+            let replica = read(&self.replica);
+            let cycle = Cycle {
+                id: entry.id,
+                pod: &entry.pod,
+                profile: &entry.profile,
+                snapshot: &replica,
+            };
+            let node = req.node_name.as_str();
+            let missing = || Status::error(format!("plugin {:?} has no {point:?}", req.plugin));
+            let state = &entry.states[idx];
+            Ok::<_, Status>(match point {
+                Point::Reserve => plugin.as_reserve().ok_or_else(missing)?.reserve(
+                    &cycle,
+                    &mut write(state),
+                    node,
+                ),
+                Point::Unreserve => {
+                    plugin.as_reserve().ok_or_else(missing)?.unreserve(
+                        &cycle,
+                        &mut write(state),
+                        node,
+                    );
+                    Status::success()
+                }
+                Point::PreBind => {
+                    plugin
+                        .as_pre_bind()
+                        .ok_or_else(missing)?
+                        .pre_bind(&cycle, &read(state), node)
+                }
+                Point::Bind => {
+                    plugin
+                        .as_bind()
+                        .ok_or_else(missing)?
+                        .bind(&cycle, &read(state), node)
+                }
+                Point::PostBind => {
+                    plugin.as_post_bind().ok_or_else(missing)?.post_bind(
+                        &cycle,
+                        &read(state),
+                        node,
+                    );
+                    Status::success()
+                }
+            })
+        }
+        .await;
+        let s = match r {
+            Ok(s) | Err(s) => s,
+        };
+        Self::status_reply(req.request_id, req.generation, s)
+    }
+
+    async fn permit(self: &Arc<Self>, req: pb::CycleRequest) -> pb::PermitResponse {
+        let mut out = pb::PermitResponse {
+            request_id: req.request_id,
+            generation: req.generation,
+            ..Default::default()
+        };
+        let r = async {
+            let entry = self.cycle(req.cycle, req.generation).await?;
+            let (idx, plugin) = self.plugin(&req.plugin)?;
+            let p = plugin
+                .as_permit()
+                .ok_or_else(|| Status::error(format!("plugin {:?} has no Permit", req.plugin)))?;
+            let handle = Handle {
+                shared: self.clone(),
+            };
+            // Registered as waiting before the plugin runs, so it can count itself.
+            let (s, timeout) = {
+                let replica = read(&self.replica);
+                let cycle = Cycle {
+                    id: entry.id,
+                    pod: &entry.pod,
+                    profile: &entry.profile,
+                    snapshot: &replica,
+                };
+                p.permit(
+                    &cycle,
+                    &mut write(&entry.states[idx]),
+                    &req.node_name,
+                    &handle,
+                )
+            };
+            if s.code == Code::Wait {
+                let mut waiting = lock(&self.waiting);
+                let w = waiting
+                    .entry(entry.pod.uid.clone())
+                    .or_insert_with(|| Waiting {
+                        pod: entry.pod.clone(),
+                        plugins: Vec::new(),
+                    });
+                if !w.plugins.contains(&req.plugin) {
+                    w.plugins.push(req.plugin.clone());
+                }
+            }
+            Ok::<_, Status>((s, timeout))
+        }
+        .await;
+        match r {
+            Ok((s, timeout)) => {
+                out.status = Some(s.to_pb());
+                out.timeout_millis = timeout.as_millis().min(u32::MAX as u128) as u32;
+            }
+            Err(s) => out.status = Some(s.to_pb()),
+        }
+        out
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Point {
+    Reserve,
+    Unreserve,
+    PreBind,
+    Bind,
+    PostBind,
+}
+
+fn failure(i: usize, s: Status) -> Option<pb::NodeStatus> {
+    (!s.is_success()).then(|| pb::NodeStatus {
+        index: i as u32,
+        status: Some(s.to_pb()),
+    })
+}
+
+/// Filter on a what-if copy of the node: pods removed and added, the plugin's state
+/// forked and updated by its RemovePod/AddPod (in that order, as upstream's dry run).
+fn filter_with_delta(
+    f: &dyn crate::FilterPlugin,
+    pf: Option<&dyn crate::PreFilterPlugin>,
+    cycle: &Cycle,
+    base: &CycleState,
+    node: &NodeInfo,
+    d: &pb::NodeDelta,
+) -> Status {
+    let mut ni = node.clone();
+    let mut state = base.clone();
+    for uid in &d.remove_pods {
+        let Some(p) = ni.remove_pod(uid) else {
+            return Status::error(format!(
+                "delta removes pod {uid}, which is not on node {}",
+                node.name()
+            ));
+        };
+        if let Some(pf) = pf {
+            let s = pf.remove_pod(cycle, &mut state, &p, &ni);
+            if !s.is_success() {
+                return Status::error(format!("RemovePod: {}", s.message()));
+            }
+        }
+    }
+    let adds = d
+        .add_pods
+        .iter()
+        .map(|uid| {
+            cycle
+                .snapshot
+                .pod(uid)
+                .map(|p| (**p).clone())
+                .ok_or_else(|| {
+                    Status::error(format!(
+                        "delta adds pod {uid}, which the replica does not hold"
+                    ))
+                })
+        })
+        .chain(d.add_pod_objects.iter().map(|p| Ok(p.clone())));
+    for p in adds {
+        let mut p = match p {
+            Ok(p) => p,
+            Err(s) => return s,
+        };
+        p.node_name = ni.node.name.clone();
+        let p = Arc::new(p);
+        ni.pods.push(p.clone());
+        if let Some(pf) = pf {
+            let s = pf.add_pod(cycle, &mut state, &p, &ni);
+            if !s.is_success() {
+                return Status::error(format!("AddPod: {}", s.message()));
+            }
+        }
+    }
+    f.filter(cycle, &state, &ni)
+}
+
+fn points(p: &dyn Plugin) -> Vec<i32> {
+    use pb::ExtensionPoint as E;
+    let mut v = Vec::new();
+    let mut add = |has: bool, e: E| {
+        if has {
+            v.push(e as i32)
+        }
+    };
+    add(p.as_pre_enqueue().is_some(), E::PreEnqueue);
+    add(p.as_queue_sort().is_some(), E::QueueSort);
+    add(p.as_pre_filter().is_some(), E::PreFilter);
+    add(p.as_filter().is_some(), E::Filter);
+    add(p.as_post_filter().is_some(), E::PostFilter);
+    add(p.as_pre_score().is_some(), E::PreScore);
+    add(p.as_score().is_some(), E::Score);
+    add(p.as_reserve().is_some(), E::Reserve);
+    add(p.as_permit().is_some(), E::Permit);
+    add(p.as_pre_bind().is_some(), E::PreBind);
+    add(p.as_bind().is_some(), E::Bind);
+    add(p.as_post_bind().is_some(), E::PostBind);
+    v
+}
+
+#[tonic::async_trait]
+impl pb::plugin_server::Plugin for PluginService {
+    async fn handshake(
+        &self,
+        request: Request<pb::HandshakeRequest>,
+    ) -> Result<Response<pb::HandshakeResponse>, tonic::Status> {
+        let req = request.into_inner();
+        if !req.protocol_versions.iter().any(|v| v == PROTOCOL_VERSION) {
+            return Err(tonic::Status::failed_precondition(format!(
+                "this sidecar speaks protocol {PROTOCOL_VERSION}; the scheduler offered {:?}",
+                req.protocol_versions
+            )));
+        }
+        let plugins = self
+            .shared
+            .plugins
+            .iter()
+            .map(|p| pb::PluginInfo {
+                name: p.name().to_string(),
+                extension_points: points(p.as_ref()),
+                pre_filter_extensions: p.as_pre_filter().is_some_and(|f| f.has_extensions()),
+                normalize_score: p.as_score().is_some_and(|s| s.has_normalize()),
+                events: p.events(),
+            })
+            .collect();
+        Ok(Response::new(pb::HandshakeResponse {
+            protocol_version: PROTOCOL_VERSION.to_string(),
+            plugins,
+            max_batch_nodes: self.shared.max_batch_nodes,
+        }))
+    }
+
+    type ReplicateStream = ReplyStream<pb::ReplicateResponse>;
+    async fn replicate(
+        &self,
+        request: Request<Streaming<pb::ReplicateRequest>>,
+    ) -> Result<Response<Self::ReplicateStream>, tonic::Status> {
+        let mut inbound = request.into_inner();
+        let shared = self.shared.clone();
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut expect = None;
+            loop {
+                match inbound.message().await {
+                    Ok(Some(msg)) => {
+                        let (g, ack) = (msg.generation, msg.ack);
+                        if let Err(e) = shared.apply(msg, &mut expect) {
+                            tracing::warn!(error = %e, "replication failed; closing the stream");
+                            let _ = tx.send(Err(tonic::Status::failed_precondition(e)));
+                            break;
+                        }
+                        if ack {
+                            let _ = tx.send(Ok(pb::ReplicateResponse {
+                                applied_generation: g,
+                            }));
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "replication stream closed");
+                        break;
+                    }
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(UnboundedReceiverStream::new(rx))))
+    }
+
+    type PreEnqueueStream = ReplyStream<pb::StatusResponse>;
+    async fn pre_enqueue(
+        &self,
+        request: Request<Streaming<pb::PreEnqueueRequest>>,
+    ) -> Result<Response<Self::PreEnqueueStream>, tonic::Status> {
+        let shared = self.shared.clone();
+        Ok(Response::new(bidi(
+            request.into_inner(),
+            move |req: pb::PreEnqueueRequest| {
+                let shared = shared.clone();
+                async move {
+                    let s = match shared.plugin(&req.plugin) {
+                        Ok((_, p)) => match (p.as_pre_enqueue(), &req.pod) {
+                            (Some(pe), Some(pod)) => pe.pre_enqueue(pod),
+                            (None, _) => {
+                                Status::error(format!("plugin {:?} has no PreEnqueue", req.plugin))
+                            }
+                            (_, None) => Status::error("PreEnqueue request without a pod"),
+                        },
+                        Err(s) => s,
+                    };
+                    Shared::status_reply(req.request_id, 0, s)
+                }
+            },
+        )))
+    }
+
+    type QueueSortStream = ReplyStream<pb::QueueSortResponse>;
+    async fn queue_sort(
+        &self,
+        request: Request<Streaming<pb::QueueSortRequest>>,
+    ) -> Result<Response<Self::QueueSortStream>, tonic::Status> {
+        let shared = self.shared.clone();
+        Ok(Response::new(bidi(
+            request.into_inner(),
+            move |req: pb::QueueSortRequest| {
+                let shared = shared.clone();
+                async move {
+                    let mut out = pb::QueueSortResponse {
+                        request_id: req.request_id,
+                        ..Default::default()
+                    };
+                    match shared.plugin(&req.plugin) {
+                        Ok((_, p)) => match (p.as_queue_sort(), &req.pod) {
+                            (Some(q), Some(pod)) => {
+                                out.sort_key = q.sort_key(pod);
+                                out.status = Some(Status::success().to_pb());
+                            }
+                            _ => {
+                                out.status = Some(
+                                    Status::error(format!(
+                                        "plugin {:?} has no QueueSort, or the request has no pod",
+                                        req.plugin
+                                    ))
+                                    .to_pb(),
+                                )
+                            }
+                        },
+                        Err(s) => out.status = Some(s.to_pb()),
+                    }
+                    out
+                }
+            },
+        )))
+    }
+
+    type PreFilterStream = ReplyStream<pb::PreFilterResponse>;
+    async fn pre_filter(
+        &self,
+        request: Request<Streaming<pb::PreFilterRequest>>,
+    ) -> Result<Response<Self::PreFilterStream>, tonic::Status> {
+        let shared = self.shared.clone();
+        Ok(Response::new(bidi(request.into_inner(), move |req| {
+            let shared = shared.clone();
+            async move { shared.pre_filter(req).await }
+        })))
+    }
+
+    type FilterStream = ReplyStream<pb::FilterResponse>;
+    async fn filter(
+        &self,
+        request: Request<Streaming<pb::FilterRequest>>,
+    ) -> Result<Response<Self::FilterStream>, tonic::Status> {
+        let shared = self.shared.clone();
+        Ok(Response::new(bidi(request.into_inner(), move |req| {
+            let shared = shared.clone();
+            async move { shared.filter(req).await }
+        })))
+    }
+
+    type PostFilterStream = ReplyStream<pb::PostFilterResponse>;
+    async fn post_filter(
+        &self,
+        request: Request<Streaming<pb::PostFilterRequest>>,
+    ) -> Result<Response<Self::PostFilterStream>, tonic::Status> {
+        let shared = self.shared.clone();
+        Ok(Response::new(bidi(request.into_inner(), move |req| {
+            let shared = shared.clone();
+            async move { shared.post_filter(req).await }
+        })))
+    }
+
+    type PreScoreStream = ReplyStream<pb::StatusResponse>;
+    async fn pre_score(
+        &self,
+        request: Request<Streaming<pb::PreScoreRequest>>,
+    ) -> Result<Response<Self::PreScoreStream>, tonic::Status> {
+        let shared = self.shared.clone();
+        Ok(Response::new(bidi(request.into_inner(), move |req| {
+            let shared = shared.clone();
+            async move { shared.pre_score(req).await }
+        })))
+    }
+
+    type ScoreStream = ReplyStream<pb::ScoreResponse>;
+    async fn score(
+        &self,
+        request: Request<Streaming<pb::ScoreRequest>>,
+    ) -> Result<Response<Self::ScoreStream>, tonic::Status> {
+        let shared = self.shared.clone();
+        Ok(Response::new(bidi(request.into_inner(), move |req| {
+            let shared = shared.clone();
+            async move { shared.score(req).await }
+        })))
+    }
+
+    type NormalizeScoreStream = ReplyStream<pb::ScoreResponse>;
+    async fn normalize_score(
+        &self,
+        request: Request<Streaming<pb::NormalizeScoreRequest>>,
+    ) -> Result<Response<Self::NormalizeScoreStream>, tonic::Status> {
+        let shared = self.shared.clone();
+        Ok(Response::new(bidi(request.into_inner(), move |req| {
+            let shared = shared.clone();
+            async move { shared.normalize_score(req).await }
+        })))
+    }
+
+    type ReserveStream = ReplyStream<pb::StatusResponse>;
+    async fn reserve(
+        &self,
+        request: Request<Streaming<pb::CycleRequest>>,
+    ) -> Result<Response<Self::ReserveStream>, tonic::Status> {
+        Ok(Response::new(self.cycle_stream(request, Point::Reserve)))
+    }
+
+    type UnreserveStream = ReplyStream<pb::StatusResponse>;
+    async fn unreserve(
+        &self,
+        request: Request<Streaming<pb::CycleRequest>>,
+    ) -> Result<Response<Self::UnreserveStream>, tonic::Status> {
+        Ok(Response::new(self.cycle_stream(request, Point::Unreserve)))
+    }
+
+    type PermitStream = ReplyStream<pb::PermitResponse>;
+    async fn permit(
+        &self,
+        request: Request<Streaming<pb::CycleRequest>>,
+    ) -> Result<Response<Self::PermitStream>, tonic::Status> {
+        // Replies and unsolicited decisions share the stream's sender.
+        let mut inbound = request.into_inner();
+        let shared = self.shared.clone();
+        let (tx, rx) = mpsc::unbounded_channel();
+        *lock(&shared.permit_tx) = Some(tx.clone());
+        tokio::spawn(async move {
+            while let Ok(Some(req)) = inbound.message().await {
+                if tx.send(Ok(shared.permit(req).await)).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(UnboundedReceiverStream::new(rx))))
+    }
+
+    type PreBindStream = ReplyStream<pb::StatusResponse>;
+    async fn pre_bind(
+        &self,
+        request: Request<Streaming<pb::CycleRequest>>,
+    ) -> Result<Response<Self::PreBindStream>, tonic::Status> {
+        Ok(Response::new(self.cycle_stream(request, Point::PreBind)))
+    }
+
+    type BindStream = ReplyStream<pb::StatusResponse>;
+    async fn bind(
+        &self,
+        request: Request<Streaming<pb::CycleRequest>>,
+    ) -> Result<Response<Self::BindStream>, tonic::Status> {
+        Ok(Response::new(self.cycle_stream(request, Point::Bind)))
+    }
+
+    type PostBindStream = ReplyStream<pb::StatusResponse>;
+    async fn post_bind(
+        &self,
+        request: Request<Streaming<pb::CycleRequest>>,
+    ) -> Result<Response<Self::PostBindStream>, tonic::Status> {
+        Ok(Response::new(self.cycle_stream(request, Point::PostBind)))
+    }
+}
+
+impl PluginService {
+    fn cycle_stream(
+        &self,
+        request: Request<Streaming<pb::CycleRequest>>,
+        point: Point,
+    ) -> ReplyStream<pb::StatusResponse> {
+        let shared = self.shared.clone();
+        bidi(request.into_inner(), move |req| {
+            let shared = shared.clone();
+            async move { shared.cycle_call(req, point).await }
+        })
+    }
+}

@@ -1,0 +1,237 @@
+//! The sidecar's replica of the scheduler's snapshot, kept current by the Replicate
+//! stream. Calls are evaluated against it at the generation they name.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+use switchyard_proto::v1 as pb;
+
+use crate::{Node, Pod};
+
+/// A node with the pods placed on it (bound or assumed by the scheduler).
+#[derive(Clone, Debug)]
+pub struct NodeInfo {
+    pub node: Node,
+    pub pods: Vec<Arc<Pod>>,
+}
+
+impl NodeInfo {
+    pub fn name(&self) -> &str {
+        &self.node.name
+    }
+    /// Sum of one resource requested by the pods on the node (cpu in millicores).
+    pub fn requested(&self, resource: &str) -> i64 {
+        self.pods
+            .iter()
+            .filter_map(|p| p.requests.get(resource))
+            .sum()
+    }
+    /// Allocatable amount of one resource (0 when the node does not report it).
+    pub fn allocatable(&self, resource: &str) -> i64 {
+        self.node.allocatable.get(resource).copied().unwrap_or(0)
+    }
+    pub(crate) fn remove_pod(&mut self, uid: &str) -> Option<Arc<Pod>> {
+        let i = self.pods.iter().position(|p| p.uid == uid)?;
+        Some(self.pods.swap_remove(i))
+    }
+}
+
+/// The replicated snapshot: nodes by the scheduler's node id, pods by UID.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    /// Generation of the last delta applied.
+    generation: u64,
+    nodes: FxHashMap<u32, NodeInfo>,
+    by_name: HashMap<String, u32>,
+    /// Where each replicated pod is (`None`: its node is not in the replica).
+    pods: HashMap<String, (Arc<Pod>, Option<u32>)>,
+}
+
+impl Snapshot {
+    /// Generation of the last snapshot change applied.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+    pub fn node(&self, id: u32) -> Option<&NodeInfo> {
+        self.nodes.get(&id)
+    }
+    pub fn node_by_name(&self, name: &str) -> Option<&NodeInfo> {
+        self.nodes.get(self.by_name.get(name)?)
+    }
+    pub fn nodes(&self) -> impl Iterator<Item = &NodeInfo> {
+        self.nodes.values()
+    }
+    pub fn num_nodes(&self) -> usize {
+        self.nodes.len()
+    }
+    /// A bound or assumed pod by UID.
+    pub fn pod(&self, uid: &str) -> Option<&Arc<Pod>> {
+        self.pods.get(uid).map(|(p, _)| p)
+    }
+    /// Every bound or assumed pod.
+    pub fn pods(&self) -> impl Iterator<Item = &Arc<Pod>> {
+        self.pods.values().map(|(p, _)| p)
+    }
+
+    /// Applies one delta. Errors mean the replica cannot be trusted any more (the
+    /// scheduler resends a full snapshot when the stream is reopened).
+    pub(crate) fn apply(&mut self, generation: u64, d: pb::SnapshotDelta) -> Result<(), String> {
+        if d.full {
+            self.nodes.clear();
+            self.by_name.clear();
+            self.pods.clear();
+        }
+        // Removals first: a node deleted and re-created arrives with a new id.
+        for id in d.remove_nodes {
+            if let Some(ni) = self.nodes.remove(&id) {
+                self.by_name.remove(&ni.node.name);
+                for p in &ni.pods {
+                    if let Some(e) = self.pods.get_mut(&p.uid) {
+                        e.1 = None;
+                    }
+                }
+            }
+        }
+        for uid in &d.remove_pods {
+            self.remove_pod(uid);
+        }
+        for n in d.upsert_nodes {
+            let id = n.id;
+            if let Some(old) = self.by_name.get(&n.name) {
+                if *old != id {
+                    return Err(format!(
+                        "node {:?} arrived with id {id} but the replica has it as {old}",
+                        n.name
+                    ));
+                }
+            }
+            self.by_name.insert(n.name.clone(), id);
+            match self.nodes.get_mut(&id) {
+                Some(ni) => {
+                    if ni.node.name != n.name {
+                        self.by_name.remove(&ni.node.name);
+                    }
+                    ni.node = n;
+                }
+                None => {
+                    self.nodes.insert(
+                        id,
+                        NodeInfo {
+                            node: n,
+                            pods: Vec::new(),
+                        },
+                    );
+                }
+            }
+        }
+        for p in d.upsert_pods {
+            self.remove_pod(&p.uid);
+            let pod = Arc::new(p);
+            let node = self.by_name.get(&pod.node_name).copied();
+            if let Some(ni) = node.and_then(|id| self.nodes.get_mut(&id)) {
+                ni.pods.push(pod.clone());
+            }
+            self.pods.insert(pod.uid.clone(), (pod, node));
+        }
+        self.generation = generation;
+        Ok(())
+    }
+
+    fn remove_pod(&mut self, uid: &str) {
+        if let Some((_, Some(id))) = self.pods.remove(uid) {
+            if let Some(ni) = self.nodes.get_mut(&id) {
+                ni.remove_pod(uid);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(id: u32, name: &str) -> pb::Node {
+        pb::Node {
+            id,
+            name: name.into(),
+            ..Default::default()
+        }
+    }
+    fn pod(uid: &str, node: &str, cpu: i64) -> pb::Pod {
+        pb::Pod {
+            uid: uid.into(),
+            name: uid.into(),
+            node_name: node.into(),
+            requests: [("cpu".to_string(), cpu)].into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn deltas_move_pods_and_nodes() {
+        let mut s = Snapshot::default();
+        s.apply(
+            1,
+            pb::SnapshotDelta {
+                full: true,
+                upsert_nodes: vec![node(1, "a"), node(2, "b")],
+                upsert_pods: vec![pod("p1", "a", 100), pod("p2", "a", 200)],
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(s.node_by_name("a").unwrap().requested("cpu"), 300);
+        // p1 moves to b, p2 goes away, node a is removed.
+        s.apply(
+            2,
+            pb::SnapshotDelta {
+                upsert_pods: vec![pod("p1", "b", 100)],
+                remove_pods: vec!["p2".into()],
+                remove_nodes: vec![1],
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert!(s.node_by_name("a").is_none());
+        assert_eq!(s.node(2).unwrap().requested("cpu"), 100);
+        assert!(s.pod("p2").is_none());
+        assert_eq!(s.generation(), 2);
+        // A full snapshot replaces everything.
+        s.apply(
+            3,
+            pb::SnapshotDelta {
+                full: true,
+                upsert_nodes: vec![node(7, "c")],
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(s.num_nodes(), 1);
+        assert!(s.pod("p1").is_none());
+    }
+
+    #[test]
+    fn conflicting_node_id_is_an_error() {
+        let mut s = Snapshot::default();
+        s.apply(
+            1,
+            pb::SnapshotDelta {
+                full: true,
+                upsert_nodes: vec![node(1, "a")],
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let err = s
+            .apply(
+                2,
+                pb::SnapshotDelta {
+                    upsert_nodes: vec![node(2, "a")],
+                    ..Default::default()
+                },
+            )
+            .unwrap_err();
+        assert!(err.contains("id 2"), "{err}");
+    }
+}

@@ -1,0 +1,660 @@
+//! One sidecar connection: a thread with a single-threaded runtime keeps it up
+//! (connect, handshake, one stream per extension point, reconnect with backoff), and
+//! callers on any thread send requests and wait for the reply with their request id.
+//! A single-threaded runtime on the calling side halves round-trip latency compared
+//! to a multi-threaded one (see `../shared/STACK.md` measurements in the README).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+use rustc_hash::FxHashMap;
+use switchyard_proto::v1 as pb;
+use switchyard_proto::v1::plugin_client::PluginClient;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+
+use super::replicate::Replicator;
+use super::EndpointConfig;
+use crate::framework::waiting_pods::WaitingPods;
+
+/// A reply, by stream.
+#[derive(Debug)]
+pub enum Reply {
+    Status(pb::StatusResponse),
+    QueueSort(pb::QueueSortResponse),
+    PreFilter(pb::PreFilterResponse),
+    Filter(pb::FilterResponse),
+    PostFilter(pb::PostFilterResponse),
+    Score(pb::ScoreResponse),
+    Permit(pb::PermitResponse),
+}
+
+/// A request, by stream.
+pub enum Outbound {
+    PreEnqueue(pb::PreEnqueueRequest),
+    QueueSort(pb::QueueSortRequest),
+    PreFilter(pb::PreFilterRequest),
+    Filter(pb::FilterRequest),
+    PostFilter(pb::PostFilterRequest),
+    PreScore(pb::PreScoreRequest),
+    Score(pb::ScoreRequest),
+    NormalizeScore(pb::NormalizeScoreRequest),
+    Reserve(pb::CycleRequest),
+    Unreserve(pb::CycleRequest),
+    Permit(pb::CycleRequest),
+    PreBind(pb::CycleRequest),
+    Bind(pb::CycleRequest),
+    PostBind(pb::CycleRequest),
+}
+
+type Tx<T> = mpsc::UnboundedSender<T>;
+
+/// Senders of the open streams of one connection.
+#[derive(Clone)]
+pub struct Streams {
+    pub epoch: u64,
+    replicate: Tx<pb::ReplicateRequest>,
+    pre_enqueue: Tx<pb::PreEnqueueRequest>,
+    queue_sort: Tx<pb::QueueSortRequest>,
+    pre_filter: Tx<pb::PreFilterRequest>,
+    filter: Tx<pb::FilterRequest>,
+    post_filter: Tx<pb::PostFilterRequest>,
+    pre_score: Tx<pb::PreScoreRequest>,
+    score: Tx<pb::ScoreRequest>,
+    normalize_score: Tx<pb::NormalizeScoreRequest>,
+    reserve: Tx<pb::CycleRequest>,
+    unreserve: Tx<pb::CycleRequest>,
+    permit: Tx<pb::CycleRequest>,
+    pre_bind: Tx<pb::CycleRequest>,
+    bind: Tx<pb::CycleRequest>,
+    post_bind: Tx<pb::CycleRequest>,
+}
+
+impl Streams {
+    fn send(&self, m: Outbound) -> bool {
+        match m {
+            Outbound::PreEnqueue(r) => self.pre_enqueue.send(r).is_ok(),
+            Outbound::QueueSort(r) => self.queue_sort.send(r).is_ok(),
+            Outbound::PreFilter(r) => self.pre_filter.send(r).is_ok(),
+            Outbound::Filter(r) => self.filter.send(r).is_ok(),
+            Outbound::PostFilter(r) => self.post_filter.send(r).is_ok(),
+            Outbound::PreScore(r) => self.pre_score.send(r).is_ok(),
+            Outbound::Score(r) => self.score.send(r).is_ok(),
+            Outbound::NormalizeScore(r) => self.normalize_score.send(r).is_ok(),
+            Outbound::Reserve(r) => self.reserve.send(r).is_ok(),
+            Outbound::Unreserve(r) => self.unreserve.send(r).is_ok(),
+            Outbound::Permit(r) => self.permit.send(r).is_ok(),
+            Outbound::PreBind(r) => self.pre_bind.send(r).is_ok(),
+            Outbound::Bind(r) => self.bind.send(r).is_ok(),
+            Outbound::PostBind(r) => self.post_bind.send(r).is_ok(),
+        }
+    }
+
+    /// Sends a request nobody waits for (its reply is dropped on arrival).
+    pub fn send_untracked(&self, m: Outbound) -> bool {
+        self.send(m)
+    }
+
+    pub fn replicate(&self, m: pb::ReplicateRequest) -> bool {
+        self.replicate.send(m).is_ok()
+    }
+}
+
+/// Where a caller waits for its reply: a spin, then a park (synchronous callers), or
+/// a oneshot (async callers).
+enum Waiter {
+    Sync(Arc<SyncSlot>),
+    Async(tokio::sync::oneshot::Sender<Result<Reply, String>>),
+}
+
+struct SyncSlot {
+    done: AtomicBool,
+    value: Mutex<Option<Result<Reply, String>>>,
+    thread: Thread,
+}
+
+impl Waiter {
+    fn complete(self, r: Result<Reply, String>) {
+        match self {
+            Waiter::Sync(s) => {
+                if let Ok(mut v) = s.value.lock() {
+                    *v = Some(r);
+                }
+                s.done.store(true, Ordering::Release);
+                s.thread.unpark();
+            }
+            Waiter::Async(tx) => {
+                let _ = tx.send(r);
+            }
+        }
+    }
+}
+
+/// A call sent and not yet answered.
+pub struct Pending {
+    id: u64,
+    slot: Arc<SyncSlot>,
+    deadline: Instant,
+    inner: Arc<Inner>,
+}
+
+impl Pending {
+    /// Waits for the reply until the endpoint's timeout.
+    pub fn wait(self) -> Result<Reply, String> {
+        // Replies usually come within tens of microseconds: spinning that long is
+        // cheaper than a park/unpark round through the kernel.
+        let spin_until = Instant::now() + Duration::from_micros(50);
+        loop {
+            if self.slot.done.load(Ordering::Acquire) {
+                break;
+            }
+            let now = Instant::now();
+            if now >= self.deadline {
+                self.inner.pending_remove(self.id);
+                if self.slot.done.load(Ordering::Acquire) {
+                    break;
+                }
+                return Err(format!(
+                    "no reply within {:?} (timeout)",
+                    self.inner.config.timeout
+                ));
+            }
+            if now < spin_until {
+                std::hint::spin_loop();
+            } else {
+                std::thread::park_timeout(self.deadline - now);
+            }
+        }
+        let v = self.slot.value.lock().ok().and_then(|mut v| v.take());
+        v.unwrap_or_else(|| Err("reply lost".into()))
+    }
+}
+
+struct ConnState {
+    streams: Option<Streams>,
+    last_error: String,
+}
+
+pub(crate) struct Inner {
+    pub config: EndpointConfig,
+    conn: Mutex<ConnState>,
+    handshake: Mutex<Option<pb::HandshakeResponse>>,
+    handshake_cv: Condvar,
+    pending: Mutex<FxHashMap<u64, Waiter>>,
+    next_id: AtomicU64,
+    epoch: AtomicU64,
+    pub replicator: Mutex<Replicator>,
+    pub waiting_pods: OnceLock<Arc<WaitingPods>>,
+    stop: AtomicBool,
+    pub stats: EndpointStats,
+}
+
+/// Counters for one endpoint (exported as metrics later).
+#[derive(Default)]
+pub struct EndpointStats {
+    pub calls: AtomicU64,
+    pub errors: AtomicU64,
+    pub reconnects: AtomicU64,
+}
+
+impl Inner {
+    fn pending_remove(&self, id: u64) -> Option<Waiter> {
+        self.pending.lock().ok()?.remove(&id)
+    }
+
+    fn fail_all(&self, why: &str) {
+        let drained: Vec<Waiter> = match self.pending.lock() {
+            Ok(mut p) => p.drain().map(|(_, w)| w).collect(),
+            Err(_) => Vec::new(),
+        };
+        for w in drained {
+            w.complete(Err(why.to_string()));
+        }
+    }
+
+    fn dispatch(&self, id: u64, r: Reply) {
+        if let Some(w) = self.pending_remove(id) {
+            w.complete(Ok(r));
+        }
+    }
+
+    fn set_error(&self, e: String) {
+        if let Ok(mut c) = self.conn.lock() {
+            c.streams = None;
+            c.last_error = e;
+        }
+    }
+}
+
+/// A sidecar endpoint shared by the remote plugins it serves.
+#[derive(Clone)]
+pub struct Endpoint {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl Endpoint {
+    /// Starts the connection thread; it keeps reconnecting until the endpoint is
+    /// dropped by [`Endpoint::stop`].
+    pub fn start(config: EndpointConfig) -> Result<Endpoint, String> {
+        let inner = Arc::new(Inner {
+            config,
+            conn: Mutex::new(ConnState {
+                streams: None,
+                last_error: "not connected yet".into(),
+            }),
+            handshake: Mutex::new(None),
+            handshake_cv: Condvar::new(),
+            pending: Mutex::new(FxHashMap::default()),
+            next_id: AtomicU64::new(1),
+            epoch: AtomicU64::new(0),
+            replicator: Mutex::new(Replicator::default()),
+            waiting_pods: OnceLock::new(),
+            stop: AtomicBool::new(false),
+            stats: EndpointStats::default(),
+        });
+        let i = inner.clone();
+        std::thread::Builder::new()
+            .name(format!("sidecar-{}", inner.config.index))
+            .spawn(move || connection_thread(i))
+            .map_err(|e| format!("cannot start the connection thread: {e}"))?;
+        Ok(Endpoint { inner })
+    }
+
+    pub fn config(&self) -> &EndpointConfig {
+        &self.inner.config
+    }
+
+    /// Stops reconnecting and closes the connection.
+    pub fn stop(&self) {
+        self.inner.stop.store(true, Ordering::Release);
+        self.inner.set_error("endpoint stopped".into());
+    }
+
+    /// Waits for the first handshake, at most `timeout`.
+    pub fn wait_handshake(&self, timeout: Duration) -> Option<pb::HandshakeResponse> {
+        let deadline = Instant::now() + timeout;
+        let mut g = self.inner.handshake.lock().ok()?;
+        loop {
+            if let Some(h) = g.as_ref() {
+                return Some(h.clone());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            g = self
+                .inner
+                .handshake_cv
+                .wait_timeout(g, deadline - now)
+                .ok()?
+                .0;
+        }
+    }
+
+    pub fn handshake(&self) -> Option<pb::HandshakeResponse> {
+        self.inner.handshake.lock().ok()?.clone()
+    }
+
+    /// The open streams, or why there are none.
+    pub fn streams(&self) -> Result<Streams, String> {
+        let c = self
+            .inner
+            .conn
+            .lock()
+            .map_err(|_| "connection state poisoned".to_string())?;
+        c.streams.clone().ok_or_else(|| {
+            format!(
+                "sidecar {} is not connected: {}",
+                self.inner.config.endpoint, c.last_error
+            )
+        })
+    }
+
+    pub fn next_request_id(&self) -> u64 {
+        self.inner.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Sends a request on `streams` and returns the call to wait on.
+    pub fn start_call(&self, streams: &Streams, id: u64, m: Outbound) -> Result<Pending, String> {
+        self.inner.stats.calls.fetch_add(1, Ordering::Relaxed);
+        let slot = Arc::new(SyncSlot {
+            done: AtomicBool::new(false),
+            value: Mutex::new(None),
+            thread: std::thread::current(),
+        });
+        if let Ok(mut p) = self.inner.pending.lock() {
+            p.insert(id, Waiter::Sync(slot.clone()));
+        }
+        if !streams.send(m) {
+            self.inner.pending_remove(id);
+            return Err(format!(
+                "sidecar {}: the stream is closed",
+                self.inner.config.endpoint
+            ));
+        }
+        Ok(Pending {
+            id,
+            slot,
+            deadline: Instant::now() + self.inner.config.timeout,
+            inner: self.inner.clone(),
+        })
+    }
+
+    /// Sends and waits (synchronous callers: the scheduling thread).
+    pub fn call(&self, build: impl FnOnce(u64) -> Outbound) -> Result<Reply, String> {
+        let streams = self.streams()?;
+        let id = self.next_request_id();
+        self.start_call(&streams, id, build(id))?.wait()
+    }
+
+    /// Sends and awaits (binding-cycle callers on the tokio runtime).
+    pub async fn call_async(&self, build: impl FnOnce(u64) -> Outbound) -> Result<Reply, String> {
+        self.inner.stats.calls.fetch_add(1, Ordering::Relaxed);
+        let streams = self.streams()?;
+        let id = self.next_request_id();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if let Ok(mut p) = self.inner.pending.lock() {
+            p.insert(id, Waiter::Async(tx));
+        }
+        if !streams.send(build(id)) {
+            self.inner.pending_remove(id);
+            return Err("the stream is closed".into());
+        }
+        match tokio::time::timeout(self.inner.config.timeout, rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err("reply lost".into()),
+            Err(_) => {
+                self.inner.pending_remove(id);
+                Err(format!(
+                    "no reply within {:?} (timeout)",
+                    self.inner.config.timeout
+                ))
+            }
+        }
+    }
+
+    pub fn count_error(&self) {
+        self.inner.stats.errors.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn connection_thread(inner: Arc<Inner>) {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            inner.set_error(format!("cannot start the connection runtime: {e}"));
+            return;
+        }
+    };
+    rt.block_on(async {
+        let mut backoff = Duration::from_millis(50);
+        while !inner.stop.load(Ordering::Acquire) {
+            let started = Instant::now();
+            let e = connect_once(&inner).await;
+            inner.set_error(e.clone());
+            inner.fail_all(&format!(
+                "sidecar {} connection lost: {e}",
+                inner.config.endpoint
+            ));
+            if inner.stop.load(Ordering::Acquire) {
+                break;
+            }
+            tracing::warn!(endpoint = %inner.config.endpoint, error = %e, "sidecar unavailable; reconnecting");
+            if started.elapsed() > Duration::from_secs(10) {
+                backoff = Duration::from_millis(50);
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(2));
+        }
+    });
+}
+
+async fn channel(endpoint: &str) -> Result<tonic::transport::Channel, String> {
+    use tonic::transport::Endpoint as TEndpoint;
+    if let Some(path) = endpoint
+        .strip_prefix("unix://")
+        .or_else(|| endpoint.strip_prefix("unix:"))
+    {
+        let path = path.to_string();
+        // The URI is a placeholder: the connector dials the socket.
+        TEndpoint::from_static("http://sidecar.local")
+            .connect_timeout(Duration::from_secs(1))
+            .tcp_nodelay(true)
+            .connect_with_connector(tower::service_fn(move |_| {
+                let path = path.clone();
+                async move {
+                    let s = tokio::net::UnixStream::connect(path).await?;
+                    Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(s))
+                }
+            }))
+            .await
+            .map_err(|e| format!("cannot connect: {e}"))
+    } else {
+        TEndpoint::from_shared(endpoint.to_string())
+            .map_err(|e| format!("bad endpoint: {e}"))?
+            .connect_timeout(Duration::from_secs(1))
+            .tcp_nodelay(true)
+            .connect()
+            .await
+            .map_err(|e| format!("cannot connect: {e}"))
+    }
+}
+
+/// One connection's life: returns why it ended.
+async fn connect_once(inner: &Arc<Inner>) -> String {
+    let ch = match channel(&inner.config.endpoint).await {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
+    let mut client = PluginClient::new(ch)
+        .max_decoding_message_size(64 << 20)
+        .max_encoding_message_size(64 << 20);
+    let hs = tokio::time::timeout(
+        inner.config.timeout.max(Duration::from_secs(1)),
+        client.handshake(pb::HandshakeRequest {
+            protocol_versions: vec![switchyard_proto::PROTOCOL_VERSION.to_string()],
+            scheduler: format!("switchyard {}", env!("CARGO_PKG_VERSION")),
+        }),
+    )
+    .await;
+    let hs = match hs {
+        Ok(Ok(r)) => r.into_inner(),
+        Ok(Err(s)) => return format!("handshake failed: {}", s.message()),
+        Err(_) => return "handshake timed out".into(),
+    };
+    if hs.protocol_version != switchyard_proto::PROTOCOL_VERSION {
+        return format!(
+            "sidecar chose protocol {:?}; this scheduler speaks {}",
+            hs.protocol_version,
+            switchyard_proto::PROTOCOL_VERSION
+        );
+    }
+    if let Ok(mut h) = inner.handshake.lock() {
+        *h = Some(hs);
+    }
+    inner.handshake_cv.notify_all();
+
+    let epoch = inner.epoch.fetch_add(1, Ordering::AcqRel) + 1;
+    if epoch > 1 {
+        inner.stats.reconnects.fetch_add(1, Ordering::Relaxed);
+    }
+    let (closed_tx, mut closed_rx) = mpsc::unbounded_channel::<String>();
+
+    macro_rules! open {
+        ($method:ident, $req:ty, $wrap:expr) => {{
+            let (tx, rx) = mpsc::unbounded_channel::<$req>();
+            let mut c = client.clone();
+            let inner = inner.clone();
+            let closed = closed_tx.clone();
+            tokio::spawn(async move {
+                let why = match c.$method(UnboundedReceiverStream::new(rx)).await {
+                    Ok(resp) => {
+                        let mut s = resp.into_inner();
+                        loop {
+                            match s.message().await {
+                                Ok(Some(m)) => {
+                                    let (id, r) = $wrap(m);
+                                    handle_reply(&inner, id, r);
+                                }
+                                Ok(None) => break format!("{} stream ended", stringify!($method)),
+                                Err(e) => {
+                                    break format!(
+                                        "{} stream failed: {}",
+                                        stringify!($method),
+                                        e.message()
+                                    )
+                                }
+                            }
+                        }
+                    }
+                    Err(e) => format!(
+                        "cannot open the {} stream: {}",
+                        stringify!($method),
+                        e.message()
+                    ),
+                };
+                let _ = closed.send(why);
+            });
+            tx
+        }};
+    }
+
+    let streams = Streams {
+        epoch,
+        replicate: {
+            let (tx, rx) = mpsc::unbounded_channel::<pb::ReplicateRequest>();
+            let mut c = client.clone();
+            let closed = closed_tx.clone();
+            tokio::spawn(async move {
+                let why = match c.replicate(UnboundedReceiverStream::new(rx)).await {
+                    Ok(resp) => {
+                        let mut s = resp.into_inner();
+                        loop {
+                            match s.message().await {
+                                Ok(Some(_ack)) => {}
+                                Ok(None) => break "replication stream ended".to_string(),
+                                Err(e) => break format!("replication failed: {}", e.message()),
+                            }
+                        }
+                    }
+                    Err(e) => format!("cannot open the replication stream: {}", e.message()),
+                };
+                let _ = closed.send(why);
+            });
+            tx
+        },
+        pre_enqueue: open!(
+            pre_enqueue,
+            pb::PreEnqueueRequest,
+            |m: pb::StatusResponse| (m.request_id, Reply::Status(m))
+        ),
+        queue_sort: open!(
+            queue_sort,
+            pb::QueueSortRequest,
+            |m: pb::QueueSortResponse| (m.request_id, Reply::QueueSort(m))
+        ),
+        pre_filter: open!(
+            pre_filter,
+            pb::PreFilterRequest,
+            |m: pb::PreFilterResponse| (m.request_id, Reply::PreFilter(m))
+        ),
+        filter: open!(filter, pb::FilterRequest, |m: pb::FilterResponse| (
+            m.request_id,
+            Reply::Filter(m)
+        )),
+        post_filter: open!(
+            post_filter,
+            pb::PostFilterRequest,
+            |m: pb::PostFilterResponse| (m.request_id, Reply::PostFilter(m))
+        ),
+        pre_score: open!(pre_score, pb::PreScoreRequest, |m: pb::StatusResponse| (
+            m.request_id,
+            Reply::Status(m)
+        )),
+        score: open!(score, pb::ScoreRequest, |m: pb::ScoreResponse| (
+            m.request_id,
+            Reply::Score(m)
+        )),
+        normalize_score: open!(
+            normalize_score,
+            pb::NormalizeScoreRequest,
+            |m: pb::ScoreResponse| (m.request_id, Reply::Score(m))
+        ),
+        reserve: open!(reserve, pb::CycleRequest, |m: pb::StatusResponse| (
+            m.request_id,
+            Reply::Status(m)
+        )),
+        unreserve: open!(unreserve, pb::CycleRequest, |m: pb::StatusResponse| (
+            m.request_id,
+            Reply::Status(m)
+        )),
+        permit: open!(permit, pb::CycleRequest, |m: pb::PermitResponse| (
+            m.request_id,
+            Reply::Permit(m)
+        )),
+        pre_bind: open!(pre_bind, pb::CycleRequest, |m: pb::StatusResponse| (
+            m.request_id,
+            Reply::Status(m)
+        )),
+        bind: open!(bind, pb::CycleRequest, |m: pb::StatusResponse| (
+            m.request_id,
+            Reply::Status(m)
+        )),
+        post_bind: open!(post_bind, pb::CycleRequest, |m: pb::StatusResponse| (
+            m.request_id,
+            Reply::Status(m)
+        )),
+    };
+    drop(closed_tx);
+    if let Ok(mut c) = inner.conn.lock() {
+        c.streams = Some(streams);
+    }
+    tracing::info!(endpoint = %inner.config.endpoint, epoch, "sidecar connected");
+    let stop_poll = async {
+        while !inner.stop.load(Ordering::Acquire) {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::select! {
+        why = closed_rx.recv() => why.unwrap_or_else(|| "connection closed".into()),
+        _ = stop_poll => "endpoint stopped".into(),
+    }
+}
+
+fn handle_reply(inner: &Arc<Inner>, id: u64, r: Reply) {
+    if id != 0 {
+        inner.dispatch(id, r);
+        return;
+    }
+    // Unsolicited: a Permit decision about a waiting pod.
+    let Reply::Permit(pb::PermitResponse {
+        decision: Some(d), ..
+    }) = r
+    else {
+        return;
+    };
+    let Some(wp) = inner.waiting_pods.get().cloned() else {
+        return;
+    };
+    // The decision can overtake the scheduling thread parking the pod after its own
+    // Wait reply: give it a moment to appear.
+    tokio::spawn(async move {
+        for _ in 0..200 {
+            if let Some(p) = wp.get(&d.pod_uid) {
+                if d.allow {
+                    p.allow(&d.plugin);
+                } else {
+                    p.reject(&d.plugin, &d.message);
+                }
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tracing::debug!(pod = %d.pod_uid, plugin = %d.plugin, "Permit decision for a pod that is not waiting");
+    });
+}

@@ -1,0 +1,198 @@
+//! The client side of the plugin contract (`proto/switchyard/plugin/v1`): a plugin
+//! served by a sidecar looks to the framework like any built-in plugin. Each endpoint
+//! has one connection with one stream per extension point; the snapshot is replicated
+//! to it as generation-numbered deltas at the start of each attempt; Filter and Score
+//! go out as one batch per round; failures follow the endpoint's failure policy.
+
+pub mod client;
+pub mod convert;
+mod plugin;
+pub mod replicate;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use client::Endpoint;
+pub use plugin::RemotePlugin;
+
+use crate::config::parse_go_duration;
+use crate::config::types::RemotePluginEndpoint;
+use crate::framework::{Handle, Plugin, PluginFactory, Registry};
+
+/// What a failing sidecar call does to the attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailurePolicy {
+    /// The attempt fails with an error and the pod is retried with backoff.
+    Fail,
+    /// The plugin is skipped for this call: Filter passes, Score adds nothing.
+    Ignore,
+}
+
+/// A resolved `remotePlugins[]` entry.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EndpointConfig {
+    pub index: usize,
+    pub endpoint: String,
+    pub timeout: Duration,
+    pub failure_policy: FailurePolicy,
+    pub plugins: Vec<String>,
+    pub startup_timeout: Duration,
+}
+
+impl EndpointConfig {
+    /// Validates one entry; errors name the field (relative to the entry) and the fix.
+    pub fn resolve(index: usize, r: &RemotePluginEndpoint) -> Result<Self, (String, String)> {
+        let e = r.endpoint.trim();
+        let ok = e.starts_with("unix://") && e.len() > "unix://".len()
+            || e.starts_with("unix:") && e.len() > "unix:".len()
+            || e.starts_with("http://");
+        if !ok {
+            let hint = if e.starts_with("https://") {
+                "TLS endpoints are not supported yet: run the sidecar on a Unix socket in the pod (unix:///path.sock)"
+            } else {
+                "expected unix:///path/to.sock or http://host:port"
+            };
+            return Err(("endpoint".into(), format!("Invalid value: {e:?}: {hint}")));
+        }
+        let dur = |v: &Option<String>, field: &str, default: Duration| match v {
+            None => Ok(default),
+            Some(s) => parse_go_duration(s)
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| {
+                    (
+                        field.to_string(),
+                        format!("Invalid value: {s:?}: a positive duration such as \"500ms\""),
+                    )
+                }),
+        };
+        let failure_policy = match r.failure_policy.as_deref() {
+            None | Some("Fail") => FailurePolicy::Fail,
+            Some("Ignore") => FailurePolicy::Ignore,
+            Some(other) => {
+                return Err((
+                    "failurePolicy".into(),
+                    format!("Unsupported value: {other:?}: supported values: \"Fail\", \"Ignore\""),
+                ))
+            }
+        };
+        Ok(EndpointConfig {
+            index,
+            endpoint: e.to_string(),
+            timeout: dur(&r.timeout, "timeout", Duration::from_secs(1))?,
+            failure_policy,
+            plugins: r.plugins.clone(),
+            startup_timeout: dur(
+                &r.startup_timeout,
+                "startupTimeout",
+                Duration::from_secs(10),
+            )?,
+        })
+    }
+}
+
+/// Starts every endpoint, waits (bounded) for its handshake, and registers its plugins
+/// so profiles can enable them by name. A sidecar that does not answer in time is
+/// registered from the names its entry lists (its calls fail, and the policy decides,
+/// until it comes up); without names that is a start-up error.
+pub fn register(
+    configs: &[EndpointConfig],
+    registry: &mut Registry,
+) -> Result<Vec<Endpoint>, String> {
+    let mut endpoints = Vec::new();
+    for cfg in configs {
+        let ep = Endpoint::start(cfg.clone())?;
+        let hs = ep.wait_handshake(cfg.startup_timeout);
+        let infos: Vec<(String, Option<switchyard_proto::v1::PluginInfo>)> = match &hs {
+            Some(h) => {
+                for name in &cfg.plugins {
+                    if !h.plugins.iter().any(|p| p.name == *name) {
+                        return Err(format!(
+                            "remotePlugins[{}] ({}): the configuration lists plugin {name:?}, but the sidecar serves {:?}",
+                            cfg.index,
+                            cfg.endpoint,
+                            h.plugins.iter().map(|p| &p.name).collect::<Vec<_>>()
+                        ));
+                    }
+                }
+                h.plugins
+                    .iter()
+                    .map(|p| (p.name.clone(), Some(p.clone())))
+                    .collect()
+            }
+            None if !cfg.plugins.is_empty() => {
+                let why = ep.streams().err().unwrap_or_else(|| "no handshake".into());
+                tracing::warn!(endpoint = %cfg.endpoint, error = %why, "sidecar not available at start; its plugins fail (policy {:?}) until it is", cfg.failure_policy);
+                cfg.plugins.iter().map(|n| (n.clone(), None)).collect()
+            }
+            None => {
+                let why = ep.streams().err().unwrap_or_else(|| "no handshake".into());
+                ep.stop();
+                return Err(format!(
+                    "remotePlugins[{}] ({}): no handshake within {:?} ({why}); start the sidecar first, or list its plugins in remotePlugins[{}].plugins so the scheduler can start without it",
+                    cfg.index, cfg.endpoint, cfg.startup_timeout, cfg.index
+                ));
+            }
+        };
+        let hooks = Arc::new(plugin::EndpointHooks::new(ep.clone()));
+        for (name, info) in infos {
+            if registry.contains(&name) {
+                return Err(format!(
+                    "remotePlugins[{}] ({}): plugin {name:?} is already registered (a built-in or another sidecar has that name)",
+                    cfg.index, cfg.endpoint
+                ));
+            }
+            let reg_name = name.clone();
+            let ep2 = ep.clone();
+            let hooks = hooks.clone();
+            let factory: PluginFactory = Arc::new(move |args, h: &Arc<Handle>| {
+                if args.is_some() {
+                    return Err("remote plugins take no pluginConfig args here; configure the sidecar itself".into());
+                }
+                let _ = ep2.inner.waiting_pods.set(h.waiting_pods().clone());
+                Ok(Arc::new(RemotePlugin::new(
+                    name.clone(),
+                    ep2.clone(),
+                    hooks.clone(),
+                    info.clone(),
+                )) as Arc<dyn Plugin>)
+            });
+            registry.register(&reg_name, factory);
+        }
+        endpoints.push(ep);
+    }
+    Ok(endpoints)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_config_errors_name_the_field() {
+        let r = RemotePluginEndpoint {
+            endpoint: "https://x:1".into(),
+            ..Default::default()
+        };
+        let (f, m) = EndpointConfig::resolve(0, &r).unwrap_err();
+        assert_eq!(f, "endpoint");
+        assert!(m.contains("TLS"), "{m}");
+        let r = RemotePluginEndpoint {
+            endpoint: "unix:///tmp/x.sock".into(),
+            failure_policy: Some("Sometimes".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            EndpointConfig::resolve(0, &r).unwrap_err().0,
+            "failurePolicy"
+        );
+        let r = RemotePluginEndpoint {
+            endpoint: "unix:///tmp/x.sock".into(),
+            timeout: Some("250ms".into()),
+            failure_policy: Some("Ignore".into()),
+            ..Default::default()
+        };
+        let c = EndpointConfig::resolve(0, &r).unwrap();
+        assert_eq!(c.timeout, Duration::from_millis(250));
+        assert_eq!(c.failure_policy, FailurePolicy::Ignore);
+    }
+}

@@ -1,0 +1,1018 @@
+//! A plugin served by a sidecar, behind the same traits as a built-in one. Every
+//! failure — sidecar down, timeout, malformed or misaligned reply — becomes a plugin
+//! error naming the plugin and endpoint, and the endpoint's failure policy decides
+//! what it does to the attempt.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use smallvec::SmallVec;
+use switchyard_proto::v1 as pb;
+
+use super::client::{Outbound, Pending, Reply, Streams};
+use super::{convert, Endpoint, FailurePolicy};
+use crate::cache::Snapshot;
+use crate::framework::events::ClusterEventWithHint;
+use crate::framework::interface::*;
+use crate::framework::{Code, CycleState, NodeInfo, Status};
+use crate::model::Pod;
+
+/// Which sidecar cycles this attempt started: (endpoint index, generation, epoch).
+#[derive(Clone, Default)]
+struct RemoteCycles(SmallVec<[(usize, u64, u64); 2]>);
+
+/// Attempt boundaries for one endpoint: replicate, then start or end the cycle.
+pub struct EndpointHooks {
+    ep: Endpoint,
+}
+
+impl EndpointHooks {
+    pub fn new(ep: Endpoint) -> Self {
+        EndpointHooks { ep }
+    }
+}
+
+impl CycleHooks for EndpointHooks {
+    fn key(&self) -> usize {
+        Arc::as_ptr(&self.ep.inner) as usize
+    }
+
+    fn cycle_start(
+        &self,
+        state: &mut CycleState,
+        pod: &Arc<Pod>,
+        snapshot: &Snapshot,
+        profile: &str,
+    ) {
+        // Without a connection the calls of this attempt fail and the policy decides.
+        let Ok(streams) = self.ep.streams() else {
+            return;
+        };
+        let g = {
+            let Ok(mut rep) = self.ep.inner.replicator.lock() else {
+                return;
+            };
+            if rep.epoch != streams.epoch {
+                rep.reset(streams.epoch);
+            }
+            if let Some(d) = rep.delta(snapshot) {
+                let g = rep.next_generation();
+                if !streams.replicate(pb::ReplicateRequest {
+                    generation: g,
+                    kind: Some(pb::replicate_request::Kind::Delta(d)),
+                    ack: false,
+                }) {
+                    return;
+                }
+            }
+            let g = rep.next_generation();
+            if !streams.replicate(pb::ReplicateRequest {
+                generation: g,
+                kind: Some(pb::replicate_request::Kind::CycleStart(pb::CycleStart {
+                    cycle: state.cycle_id,
+                    pod: Some(convert::pod(pod)),
+                    profile: profile.to_string(),
+                })),
+                ack: false,
+            }) {
+                return;
+            }
+            g
+        };
+        let mut rc = state.read::<RemoteCycles>().cloned().unwrap_or_default();
+        rc.0.retain(|(i, _, _)| *i != self.ep.config().index);
+        rc.0.push((self.ep.config().index, g, streams.epoch));
+        state.write(rc);
+    }
+
+    fn cycle_end(&self, state: &CycleState) {
+        let idx = self.ep.config().index;
+        let Some(&(_, _, epoch)) = state
+            .read::<RemoteCycles>()
+            .and_then(|rc| rc.0.iter().find(|(i, _, _)| *i == idx))
+        else {
+            return;
+        };
+        let Ok(streams) = self.ep.streams() else {
+            return;
+        };
+        if streams.epoch != epoch {
+            return;
+        }
+        if let Ok(mut rep) = self.ep.inner.replicator.lock() {
+            if rep.epoch != epoch {
+                return;
+            }
+            let g = rep.next_generation();
+            streams.replicate(pb::ReplicateRequest {
+                generation: g,
+                kind: Some(pb::replicate_request::Kind::CycleEnd(pb::CycleEnd {
+                    cycle: state.cycle_id,
+                })),
+                ack: false,
+            });
+        }
+    }
+}
+
+/// What a call in flight needs to judge its reply.
+struct Meta {
+    name: Arc<str>,
+    ep: Endpoint,
+}
+
+impl Meta {
+    fn policy(&self) -> FailurePolicy {
+        self.ep.config().failure_policy
+    }
+
+    fn error(&self, what: &str, e: impl std::fmt::Display) -> Status {
+        self.ep.count_error();
+        let s = Status::error(format!(
+            "remote plugin {:?} ({}): {what}: {e}",
+            self.name,
+            self.ep.config().endpoint
+        ));
+        tracing::warn!(status = %s, policy = ?self.policy(), "sidecar call failed");
+        s
+    }
+
+    fn check_generation(&self, got: u64, want: u64) -> Result<(), Status> {
+        if got != want {
+            return Err(self.error(
+                "bad reply",
+                format!("answered for generation {got}, the call named {want}"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+pub struct RemotePlugin {
+    meta: Arc<Meta>,
+    hooks: Arc<EndpointHooks>,
+    /// From the handshake at start; `None` when the sidecar was down then (every
+    /// extension point is assumed, calls fail until it is up).
+    info: Option<pb::PluginInfo>,
+    ext: NoopExtensions,
+}
+
+/// The sidecar applies AddPod/RemovePod itself, from the what-if delta each Filter
+/// call carries (derived from the node copy the framework passes).
+struct NoopExtensions;
+
+impl PreFilterExtensions for NoopExtensions {
+    fn add_pod(&self, _: &mut CycleState, _: &Pod, _: &Arc<Pod>, _: &NodeInfo) -> Status {
+        Status::success()
+    }
+    fn remove_pod(&self, _: &mut CycleState, _: &Pod, _: &Arc<Pod>, _: &NodeInfo) -> Status {
+        Status::success()
+    }
+}
+
+impl RemotePlugin {
+    pub fn new(
+        name: String,
+        ep: Endpoint,
+        hooks: Arc<EndpointHooks>,
+        info: Option<pb::PluginInfo>,
+    ) -> Self {
+        RemotePlugin {
+            meta: Arc::new(Meta {
+                name: name.into(),
+                ep,
+            }),
+            hooks,
+            info,
+            ext: NoopExtensions,
+        }
+    }
+
+    fn implements(&self, p: pb::ExtensionPoint) -> bool {
+        self.info
+            .as_ref()
+            .is_none_or(|i| i.extension_points.contains(&(p as i32)))
+    }
+
+    fn ep(&self) -> &Endpoint {
+        &self.meta.ep
+    }
+
+    /// The attempt's cycle on this endpoint and the streams it runs on.
+    fn cycle(&self, state: &CycleState) -> Result<(u64, u64, Streams), Status> {
+        let idx = self.ep().config().index;
+        let Some(&(_, g, epoch)) = state
+            .read::<RemoteCycles>()
+            .and_then(|rc| rc.0.iter().find(|(i, _, _)| *i == idx))
+        else {
+            let why = self
+                .ep()
+                .streams()
+                .err()
+                .unwrap_or_else(|| "it connected after the attempt started".into());
+            return Err(self.meta.error("unavailable", why));
+        };
+        let streams = self
+            .ep()
+            .streams()
+            .map_err(|e| self.meta.error("unavailable", e))?;
+        if streams.epoch != epoch {
+            return Err(self
+                .meta
+                .error("unavailable", "the sidecar reconnected during the attempt"));
+        }
+        Ok((state.cycle_id, g, streams))
+    }
+
+    fn send(
+        &self,
+        streams: &Streams,
+        build: impl FnOnce(u64) -> Outbound,
+    ) -> Result<Pending, Status> {
+        let id = self.ep().next_request_id();
+        self.ep()
+            .start_call(streams, id, build(id))
+            .map_err(|e| self.meta.error("send", e))
+    }
+
+    /// Applies the failure policy: `Ignore` turns an error into `neutral`.
+    fn policy<T>(&self, r: Result<T, Status>, neutral: impl FnOnce() -> T) -> Result<T, Status> {
+        match r {
+            Err(s) if s.code() == Code::Error && self.meta.policy() == FailurePolicy::Ignore => {
+                Ok(neutral())
+            }
+            r => r,
+        }
+    }
+
+    fn status_call(
+        &self,
+        state: &CycleState,
+        node: &str,
+        wrap: fn(pb::CycleRequest) -> Outbound,
+    ) -> Status {
+        let r = (|| {
+            let (cycle, g, streams) = self.cycle(state)?;
+            let req = |id| {
+                wrap(pb::CycleRequest {
+                    request_id: id,
+                    plugin: self.meta.name.to_string(),
+                    cycle,
+                    generation: g,
+                    node_name: node.to_string(),
+                })
+            };
+            let reply = self
+                .send(&streams, req)?
+                .wait()
+                .map_err(|e| self.meta.error("call", e))?;
+            self.status_reply(reply, g)
+        })();
+        match self.policy(r, Status::success) {
+            Ok(s) | Err(s) => s,
+        }
+    }
+
+    fn status_reply(&self, reply: Reply, g: u64) -> Result<Status, Status> {
+        match reply {
+            Reply::Status(r) => {
+                self.meta.check_generation(r.generation, g)?;
+                let s = convert::status_from_pb(r.status.as_ref());
+                if s.code() == Code::Error {
+                    return Err(self.meta.error("plugin error", s.message()));
+                }
+                Ok(s)
+            }
+            other => Err(self
+                .meta
+                .error("bad reply", format!("unexpected {other:?}"))),
+        }
+    }
+
+    async fn async_status_call(
+        &self,
+        state: &CycleState,
+        node: &str,
+        wrap: fn(pb::CycleRequest) -> Outbound,
+    ) -> Status {
+        let r = async {
+            let (cycle, g, _streams) = self.cycle(state)?;
+            let name = self.meta.name.to_string();
+            let node = node.to_string();
+            let reply = self
+                .ep()
+                .call_async(move |id| {
+                    wrap(pb::CycleRequest {
+                        request_id: id,
+                        plugin: name,
+                        cycle,
+                        generation: g,
+                        node_name: node,
+                    })
+                })
+                .await
+                .map_err(|e| self.meta.error("call", e))?;
+            self.status_reply(reply, g)
+        }
+        .await;
+        match self.policy(r, Status::skip) {
+            Ok(s) | Err(s) => s,
+        }
+    }
+
+    /// The what-if delta for a node copy that differs from what the sidecar holds.
+    fn delta(&self, index: usize, ni: &NodeInfo) -> Result<Option<pb::NodeDelta>, Status> {
+        let rep = self
+            .ep()
+            .inner
+            .replicator
+            .lock()
+            .map_err(|_| self.meta.error("replication", "state poisoned"))?;
+        if rep.sent_generation(ni.id) == Some(ni.generation) {
+            return Ok(None);
+        }
+        let Some(sent) = rep.sent_pods(ni.id) else {
+            return Err(self.meta.error(
+                "replication",
+                format!("node {} was never replicated", ni.name()),
+            ));
+        };
+        let mut d = pb::NodeDelta {
+            index: index as u32,
+            ..Default::default()
+        };
+        for uid in sent.keys() {
+            if !ni.pods.iter().any(|p| p.uid == *uid) {
+                d.remove_pods.push(uid.to_string());
+            }
+        }
+        for p in &ni.pods {
+            match sent.get(&p.uid) {
+                Some(old) if Arc::ptr_eq(old, p) => {}
+                Some(_) => {
+                    d.remove_pods.push(p.uid.to_string());
+                    d.add_pod_objects.push(convert::pod(p));
+                }
+                None => d.add_pod_objects.push(convert::pod(p)),
+            }
+        }
+        Ok((!d.remove_pods.is_empty() || !d.add_pod_objects.is_empty()).then_some(d))
+    }
+
+    fn start_filter_call(
+        &self,
+        state: &CycleState,
+        nodes: &[&NodeInfo],
+    ) -> Result<RemoteFilterCall, Status> {
+        let (cycle, g, streams) = self.cycle(state)?;
+        let mut deltas = Vec::new();
+        for (i, ni) in nodes.iter().enumerate() {
+            if let Some(d) = self.delta(i, ni)? {
+                deltas.push(d);
+            }
+        }
+        let req = |id| {
+            Outbound::Filter(pb::FilterRequest {
+                request_id: id,
+                plugin: self.meta.name.to_string(),
+                cycle,
+                generation: g,
+                nodes: nodes.iter().map(|n| n.id).collect(),
+                deltas,
+            })
+        };
+        Ok(RemoteFilterCall {
+            pending: Some(self.send(&streams, req)?),
+            n: nodes.len(),
+            g,
+            meta: self.meta.clone(),
+        })
+    }
+}
+
+struct RemoteFilterCall {
+    pending: Option<Pending>,
+    n: usize,
+    g: u64,
+    meta: Arc<Meta>,
+}
+
+impl RemoteFilterCall {
+    fn result(&mut self) -> Result<Vec<(usize, Status)>, Status> {
+        let Some(p) = self.pending.take() else {
+            return Ok(Vec::new());
+        };
+        let r = match p.wait().map_err(|e| self.meta.error("Filter", e))? {
+            Reply::Filter(r) => r,
+            other => {
+                return Err(self
+                    .meta
+                    .error("bad reply", format!("unexpected {other:?}")))
+            }
+        };
+        if let Some(e) = &r.error {
+            let s = convert::status_from_pb(Some(e));
+            return Err(self.meta.error("Filter failed", s.message()));
+        }
+        self.meta.check_generation(r.generation, self.g)?;
+        if r.evaluated as usize != self.n {
+            return Err(self.meta.error(
+                "bad reply",
+                format!("evaluated {} nodes of a batch of {}", r.evaluated, self.n),
+            ));
+        }
+        let mut out = Vec::with_capacity(r.failures.len());
+        for f in &r.failures {
+            let i = f.index as usize;
+            if i >= self.n {
+                return Err(self.meta.error(
+                    "bad reply",
+                    format!("a status for item {i} of a batch of {}", self.n),
+                ));
+            }
+            let s = convert::status_from_pb(f.status.as_ref());
+            match s.code() {
+                Code::Success => {}
+                Code::Unschedulable | Code::UnschedulableAndUnresolvable => out.push((i, s)),
+                Code::Error => return Err(self.meta.error("Filter failed", s.message())),
+                c => {
+                    return Err(self.meta.error(
+                        "bad reply",
+                        format!("Filter returned {} for a node", c.as_str()),
+                    ))
+                }
+            }
+        }
+        out.sort_by_key(|(i, _)| *i);
+        Ok(out)
+    }
+}
+
+impl PendingFilter for RemoteFilterCall {
+    fn wait(mut self: Box<Self>) -> Result<Vec<(usize, Status)>, Status> {
+        let r = self.result();
+        match r {
+            Err(s) if self.meta.policy() == FailurePolicy::Ignore => {
+                let _ = s;
+                Ok(Vec::new())
+            }
+            r => r,
+        }
+    }
+}
+
+struct RemoteScoreCall {
+    pending: Option<Pending>,
+    n: usize,
+    g: u64,
+    meta: Arc<Meta>,
+}
+
+impl RemoteScoreCall {
+    fn result(&mut self) -> Result<(Vec<i64>, bool), Status> {
+        let Some(p) = self.pending.take() else {
+            return Ok((vec![0; self.n], true));
+        };
+        let r = match p.wait().map_err(|e| self.meta.error("Score", e))? {
+            Reply::Score(r) => r,
+            other => {
+                return Err(self
+                    .meta
+                    .error("bad reply", format!("unexpected {other:?}")))
+            }
+        };
+        self.meta.check_generation(r.generation, self.g)?;
+        let s = convert::status_from_pb(r.status.as_ref());
+        if s.is_skip() {
+            return Ok((vec![0; self.n], true));
+        }
+        if !s.is_success() {
+            return Err(self.meta.error("Score failed", s.message()));
+        }
+        if r.scores.len() != self.n {
+            return Err(self.meta.error(
+                "bad reply",
+                format!("{} scores for a batch of {} nodes", r.scores.len(), self.n),
+            ));
+        }
+        if r.normalized {
+            if let Some(bad) = r
+                .scores
+                .iter()
+                .find(|v| !(MIN_NODE_SCORE..=MAX_NODE_SCORE).contains(*v))
+            {
+                return Err(self.meta.error(
+                    "bad reply",
+                    format!("score {bad} is outside [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}]"),
+                ));
+            }
+        }
+        Ok((r.scores, r.normalized))
+    }
+}
+
+impl PendingScore for RemoteScoreCall {
+    fn wait(mut self: Box<Self>) -> Result<(Vec<i64>, bool), Status> {
+        let n = self.n;
+        match self.result() {
+            Err(_) if self.meta.policy() == FailurePolicy::Ignore => Ok((vec![0; n], true)),
+            r => r,
+        }
+    }
+}
+
+impl Plugin for RemotePlugin {
+    fn name(&self) -> &str {
+        &self.meta.name
+    }
+    fn as_pre_enqueue(&self) -> Option<&dyn PreEnqueuePlugin> {
+        self.implements(pb::ExtensionPoint::PreEnqueue)
+            .then_some(self as &dyn PreEnqueuePlugin)
+    }
+    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
+        self.implements(pb::ExtensionPoint::PreFilter)
+            .then_some(self as &dyn PreFilterPlugin)
+    }
+    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
+        self.implements(pb::ExtensionPoint::Filter)
+            .then_some(self as &dyn FilterPlugin)
+    }
+    fn as_post_filter(&self) -> Option<&dyn PostFilterPlugin> {
+        self.implements(pb::ExtensionPoint::PostFilter)
+            .then_some(self as &dyn PostFilterPlugin)
+    }
+    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
+        self.implements(pb::ExtensionPoint::PreScore)
+            .then_some(self as &dyn PreScorePlugin)
+    }
+    fn as_score(&self) -> Option<&dyn ScorePlugin> {
+        self.implements(pb::ExtensionPoint::Score)
+            .then_some(self as &dyn ScorePlugin)
+    }
+    fn as_reserve(&self) -> Option<&dyn ReservePlugin> {
+        self.implements(pb::ExtensionPoint::Reserve)
+            .then_some(self as &dyn ReservePlugin)
+    }
+    fn as_permit(&self) -> Option<&dyn PermitPlugin> {
+        self.implements(pb::ExtensionPoint::Permit)
+            .then_some(self as &dyn PermitPlugin)
+    }
+    fn as_pre_bind(&self) -> Option<&dyn PreBindPlugin> {
+        self.implements(pb::ExtensionPoint::PreBind)
+            .then_some(self as &dyn PreBindPlugin)
+    }
+    fn as_bind(&self) -> Option<&dyn BindPlugin> {
+        self.implements(pb::ExtensionPoint::Bind)
+            .then_some(self as &dyn BindPlugin)
+    }
+    fn as_post_bind(&self) -> Option<&dyn PostBindPlugin> {
+        self.implements(pb::ExtensionPoint::PostBind)
+            .then_some(self as &dyn PostBindPlugin)
+    }
+    fn events_to_register(&self) -> Option<Vec<ClusterEventWithHint>> {
+        let info = self.info.as_ref()?;
+        match convert::events(&info.events) {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!(plugin = %self.meta.name, error = %e, "sidecar declared an event this scheduler does not know; every event requeues its pods");
+                None
+            }
+        }
+    }
+    fn cycle_hooks(&self) -> Option<Arc<dyn CycleHooks>> {
+        Some(self.hooks.clone())
+    }
+}
+
+impl PreEnqueuePlugin for RemotePlugin {
+    fn pre_enqueue(&self, pod: &Pod) -> Status {
+        let r = (|| {
+            let name = self.meta.name.to_string();
+            let reply = self
+                .ep()
+                .call(|id| {
+                    Outbound::PreEnqueue(pb::PreEnqueueRequest {
+                        request_id: id,
+                        plugin: name,
+                        pod: Some(convert::pod(pod)),
+                    })
+                })
+                .map_err(|e| self.meta.error("PreEnqueue", e))?;
+            self.status_reply(reply, 0)
+        })();
+        match self.policy(r, Status::success) {
+            Ok(s) | Err(s) => s,
+        }
+    }
+}
+
+impl PreFilterPlugin for RemotePlugin {
+    fn pre_filter(
+        &self,
+        state: &mut CycleState,
+        _pod: &Pod,
+        _snapshot: &Snapshot,
+    ) -> (Option<PreFilterResult>, Status) {
+        let r = (|| {
+            let (cycle, g, streams) = self.cycle(state)?;
+            let req = |id| {
+                Outbound::PreFilter(pb::PreFilterRequest {
+                    request_id: id,
+                    plugin: self.meta.name.to_string(),
+                    cycle,
+                    generation: g,
+                })
+            };
+            match self
+                .send(&streams, req)?
+                .wait()
+                .map_err(|e| self.meta.error("PreFilter", e))?
+            {
+                Reply::PreFilter(r) => {
+                    self.meta.check_generation(r.generation, g)?;
+                    let s = convert::status_from_pb(r.status.as_ref());
+                    if s.code() == Code::Error {
+                        return Err(self.meta.error("PreFilter failed", s.message()));
+                    }
+                    let res = r.has_node_names.then(|| {
+                        PreFilterResult::nodes(r.node_names.iter().map(|n| Arc::from(n.as_str())))
+                    });
+                    Ok((res, s))
+                }
+                other => Err(self
+                    .meta
+                    .error("bad reply", format!("unexpected {other:?}"))),
+            }
+        })();
+        // Ignoring a failed PreFilter skips the plugin's Filter too.
+        match self.policy(r, || (None, Status::skip())) {
+            Ok(x) => x,
+            Err(s) => (None, s),
+        }
+    }
+
+    fn pre_filter_extensions(&self) -> Option<&dyn PreFilterExtensions> {
+        self.info
+            .as_ref()
+            .is_some_and(|i| i.pre_filter_extensions)
+            .then_some(&self.ext as &dyn PreFilterExtensions)
+    }
+}
+
+impl FilterPlugin for RemotePlugin {
+    fn filter(&self, state: &CycleState, _pod: &Pod, node: &NodeInfo) -> Status {
+        let r = self
+            .start_filter_call(state, &[node])
+            .and_then(|mut c| c.result());
+        match self.policy(r, Vec::new) {
+            Ok(v) => v
+                .into_iter()
+                .next()
+                .map_or_else(Status::success, |(_, s)| s),
+            Err(s) => s,
+        }
+    }
+
+    fn as_batch(&self) -> Option<&dyn BatchFilter> {
+        Some(self)
+    }
+}
+
+impl BatchFilter for RemotePlugin {
+    fn start_filter(
+        &self,
+        state: &CycleState,
+        _pod: &Pod,
+        nodes: &[&NodeInfo],
+    ) -> Result<Box<dyn PendingFilter>, Status> {
+        match self.start_filter_call(state, nodes) {
+            Ok(c) => Ok(Box::new(c)),
+            Err(_) if self.meta.policy() == FailurePolicy::Ignore => {
+                Ok(Box::new(RemoteFilterCall {
+                    pending: None,
+                    n: nodes.len(),
+                    g: 0,
+                    meta: self.meta.clone(),
+                }))
+            }
+            Err(s) => Err(s),
+        }
+    }
+}
+
+impl PostFilterPlugin for RemotePlugin {
+    fn post_filter(
+        &self,
+        ctx: PostFilterContext<'_>,
+        _pod: &Arc<Pod>,
+        statuses: &NodeToStatus,
+    ) -> (Option<PostFilterResult>, Status) {
+        let r = (|| {
+            let (cycle, g, streams) = self.cycle(ctx.state)?;
+            let node_statuses: HashMap<String, pb::Status> = statuses
+                .iter()
+                .map(|(n, s)| (n.to_string(), convert::status_to_pb(s)))
+                .collect();
+            let req = |id| {
+                Outbound::PostFilter(pb::PostFilterRequest {
+                    request_id: id,
+                    plugin: self.meta.name.to_string(),
+                    cycle,
+                    generation: g,
+                    node_statuses,
+                })
+            };
+            match self
+                .send(&streams, req)?
+                .wait()
+                .map_err(|e| self.meta.error("PostFilter", e))?
+            {
+                Reply::PostFilter(r) => {
+                    self.meta.check_generation(r.generation, g)?;
+                    let s = convert::status_from_pb(r.status.as_ref());
+                    let res = (!r.nominated_node_name.is_empty()).then(|| PostFilterResult {
+                        nominating_info: NominatingInfo::Override(Some(Arc::from(
+                            r.nominated_node_name.as_str(),
+                        ))),
+                    });
+                    Ok((res, s))
+                }
+                other => Err(self
+                    .meta
+                    .error("bad reply", format!("unexpected {other:?}"))),
+            }
+        })();
+        match self.policy(r, || {
+            (None, Status::unschedulable("remote PostFilter skipped"))
+        }) {
+            Ok(x) => x,
+            Err(s) => (None, s),
+        }
+    }
+}
+
+impl PreScorePlugin for RemotePlugin {
+    fn pre_score(
+        &self,
+        state: &mut CycleState,
+        _pod: &Pod,
+        nodes: &[Arc<NodeInfo>],
+        _snapshot: &Snapshot,
+    ) -> Status {
+        let r = (|| {
+            let (cycle, g, streams) = self.cycle(state)?;
+            let req = |id| {
+                Outbound::PreScore(pb::PreScoreRequest {
+                    request_id: id,
+                    plugin: self.meta.name.to_string(),
+                    cycle,
+                    generation: g,
+                    nodes: nodes.iter().map(|n| n.id).collect(),
+                })
+            };
+            let reply = self
+                .send(&streams, req)?
+                .wait()
+                .map_err(|e| self.meta.error("PreScore", e))?;
+            self.status_reply(reply, g)
+        })();
+        match self.policy(r, Status::skip) {
+            Ok(s) | Err(s) => s,
+        }
+    }
+
+    fn deferrable(&self) -> bool {
+        true
+    }
+}
+
+impl ScorePlugin for RemotePlugin {
+    fn score(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
+        // One node outside the batched path: score it un-normalised.
+        let (cycle, g, streams) = self.cycle(state)?;
+        let req = |id| {
+            Outbound::Score(pb::ScoreRequest {
+                request_id: id,
+                plugin: self.meta.name.to_string(),
+                cycle,
+                generation: g,
+                nodes: vec![node.id],
+                normalize: false,
+                after_pre_score: false,
+            })
+        };
+        let _ = pod;
+        let mut call = RemoteScoreCall {
+            pending: Some(self.send(&streams, req)?),
+            n: 1,
+            g,
+            meta: self.meta.clone(),
+        };
+        let r = call.result().map(|(v, _)| v[0]);
+        self.policy(r, || 0)
+    }
+
+    fn as_batch(&self) -> Option<&dyn BatchScore> {
+        Some(self)
+    }
+
+    fn has_normalize_score(&self) -> bool {
+        self.info.as_ref().is_none_or(|i| i.normalize_score)
+    }
+
+    fn normalize_score(
+        &self,
+        state: &CycleState,
+        _pod: &Pod,
+        nodes: &[Arc<NodeInfo>],
+        scores: &mut [i64],
+    ) -> Status {
+        let r = (|| {
+            let (cycle, g, streams) = self.cycle(state)?;
+            let req = |id| {
+                Outbound::NormalizeScore(pb::NormalizeScoreRequest {
+                    request_id: id,
+                    plugin: self.meta.name.to_string(),
+                    cycle,
+                    generation: g,
+                    nodes: nodes.iter().map(|n| n.id).collect(),
+                    scores: scores.to_vec(),
+                })
+            };
+            let mut call = RemoteScoreCall {
+                pending: Some(self.send(&streams, req)?),
+                n: nodes.len(),
+                g,
+                meta: self.meta.clone(),
+            };
+            call.result().map(|(v, _)| v)
+        })();
+        match self.policy(r, || vec![0; scores.len()]) {
+            Ok(v) => {
+                scores.copy_from_slice(&v);
+                Status::success()
+            }
+            Err(s) => s,
+        }
+    }
+}
+
+impl BatchScore for RemotePlugin {
+    fn start_score(
+        &self,
+        state: &CycleState,
+        _pod: &Pod,
+        nodes: &[Arc<NodeInfo>],
+        with_pre_score: bool,
+    ) -> Result<Box<dyn PendingScore>, Status> {
+        let started = (|| {
+            let (cycle, g, streams) = self.cycle(state)?;
+            let ids: Vec<u32> = nodes.iter().map(|n| n.id).collect();
+            if with_pre_score {
+                // Its reply is read by the sidecar's Score, which waits for it.
+                let id = self.ep().next_request_id();
+                let sent = streams_send_pre_score(
+                    &streams,
+                    pb::PreScoreRequest {
+                        request_id: id,
+                        plugin: self.meta.name.to_string(),
+                        cycle,
+                        generation: g,
+                        nodes: ids.clone(),
+                    },
+                );
+                if !sent {
+                    return Err(self.meta.error("send", "the stream is closed"));
+                }
+            }
+            let req = |id| {
+                Outbound::Score(pb::ScoreRequest {
+                    request_id: id,
+                    plugin: self.meta.name.to_string(),
+                    cycle,
+                    generation: g,
+                    nodes: ids,
+                    normalize: true,
+                    after_pre_score: with_pre_score,
+                })
+            };
+            Ok(RemoteScoreCall {
+                pending: Some(self.send(&streams, req)?),
+                n: nodes.len(),
+                g,
+                meta: self.meta.clone(),
+            })
+        })();
+        match started {
+            Ok(c) => Ok(Box::new(c)),
+            Err(_) if self.meta.policy() == FailurePolicy::Ignore => {
+                Ok(Box::new(RemoteScoreCall {
+                    pending: None,
+                    n: nodes.len(),
+                    g: 0,
+                    meta: self.meta.clone(),
+                }))
+            }
+            Err(s) => Err(s),
+        }
+    }
+}
+
+fn streams_send_pre_score(streams: &Streams, r: pb::PreScoreRequest) -> bool {
+    streams.send_untracked(Outbound::PreScore(r))
+}
+
+impl ReservePlugin for RemotePlugin {
+    fn reserve(&self, state: &mut CycleState, _pod: &Pod, node: &str) -> Status {
+        self.status_call(state, node, Outbound::Reserve)
+    }
+    fn unreserve(&self, state: &mut CycleState, _pod: &Pod, node: &str) {
+        let s = self.status_call(state, node, Outbound::Unreserve);
+        if !s.is_success() {
+            tracing::warn!(plugin = %self.meta.name, status = %s, "remote Unreserve failed");
+        }
+    }
+}
+
+impl PermitPlugin for RemotePlugin {
+    fn permit(&self, state: &mut CycleState, _pod: &Pod, node: &str) -> (Status, Duration) {
+        let r = (|| {
+            let (cycle, g, streams) = self.cycle(state)?;
+            let req = |id| {
+                Outbound::Permit(pb::CycleRequest {
+                    request_id: id,
+                    plugin: self.meta.name.to_string(),
+                    cycle,
+                    generation: g,
+                    node_name: node.to_string(),
+                })
+            };
+            match self
+                .send(&streams, req)?
+                .wait()
+                .map_err(|e| self.meta.error("Permit", e))?
+            {
+                Reply::Permit(r) => {
+                    self.meta.check_generation(r.generation, g)?;
+                    let s = convert::status_from_pb(r.status.as_ref());
+                    if s.code() == Code::Error {
+                        return Err(self.meta.error("Permit failed", s.message()));
+                    }
+                    Ok((s, Duration::from_millis(u64::from(r.timeout_millis))))
+                }
+                other => Err(self
+                    .meta
+                    .error("bad reply", format!("unexpected {other:?}"))),
+            }
+        })();
+        match self.policy(r, || (Status::success(), Duration::ZERO)) {
+            Ok(x) => x,
+            Err(s) => (s, Duration::ZERO),
+        }
+    }
+}
+
+impl PreBindPlugin for RemotePlugin {
+    fn pre_bind<'a>(
+        &'a self,
+        state: &'a CycleState,
+        _pod: &'a Arc<Pod>,
+        node: &'a str,
+    ) -> BoxFuture<'a, Status> {
+        Box::pin(async move {
+            let s = self.async_status_call(state, node, Outbound::PreBind).await;
+            if s.is_skip() {
+                Status::success()
+            } else {
+                s
+            }
+        })
+    }
+}
+
+impl BindPlugin for RemotePlugin {
+    fn bind<'a>(
+        &'a self,
+        state: &'a CycleState,
+        _pod: &'a Arc<Pod>,
+        node: &'a str,
+    ) -> BoxFuture<'a, Status> {
+        Box::pin(self.async_status_call(state, node, Outbound::Bind))
+    }
+}
+
+impl PostBindPlugin for RemotePlugin {
+    fn post_bind<'a>(
+        &'a self,
+        state: &'a CycleState,
+        _pod: &'a Arc<Pod>,
+        node: &'a str,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let _ = self
+                .async_status_call(state, node, Outbound::PostBind)
+                .await;
+        })
+    }
+}
