@@ -37,6 +37,29 @@ struct CycleEntry {
     pre_score_done: Notify,
 }
 
+impl CycleEntry {
+    /// The cycle as plugin calls see it, over `snapshot`.
+    fn view<'a>(&'a self, snapshot: &'a Snapshot) -> Cycle<'a> {
+        Cycle {
+            id: self.id,
+            pod: &self.pod,
+            profile: &self.profile,
+            snapshot,
+        }
+    }
+}
+
+/// The replica's nodes for the ids of a call; an unknown id fails the call.
+fn nodes_by_id<'a>(replica: &'a Snapshot, ids: &[u32]) -> Result<Vec<&'a NodeInfo>, Status> {
+    ids.iter()
+        .map(|id| {
+            replica
+                .node(*id)
+                .ok_or_else(|| Status::error(format!("unknown node id {id}")))
+        })
+        .collect()
+}
+
 /// A pod some plugin answered Wait for at Permit.
 struct Waiting {
     pod: Arc<Pod>,
@@ -327,20 +350,8 @@ impl Shared {
         let pf = plugin.as_pre_filter().filter(|p| p.has_extensions());
         let replica = self.replica_at(&entry)?;
         let state = read(&entry.states[idx]);
-        let cycle = Cycle {
-            id: entry.id,
-            pod: &entry.pod,
-            profile: &entry.profile,
-            snapshot: &replica,
-        };
-        let mut nodes: Vec<&NodeInfo> = Vec::with_capacity(req.nodes.len());
-        for id in &req.nodes {
-            nodes.push(
-                replica
-                    .node(*id)
-                    .ok_or_else(|| Status::error(format!("unknown node id {id}")))?,
-            );
-        }
+        let cycle = entry.view(&replica);
+        let nodes = nodes_by_id(&replica, &req.nodes)?;
         let mut deltas: Vec<Option<&pb::NodeDelta>> = vec![None; nodes.len()];
         for d in &req.deltas {
             let slot = deltas.get_mut(d.index as usize).ok_or_else(|| {
@@ -404,20 +415,8 @@ impl Shared {
         }
         let replica = self.replica_at(&entry)?;
         let state = read(&entry.states[idx]);
-        let cycle = Cycle {
-            id: entry.id,
-            pod: &entry.pod,
-            profile: &entry.profile,
-            snapshot: &replica,
-        };
-        let mut nodes: Vec<&NodeInfo> = Vec::with_capacity(req.nodes.len());
-        for id in &req.nodes {
-            nodes.push(
-                replica
-                    .node(*id)
-                    .ok_or_else(|| Status::error(format!("unknown node id {id}")))?,
-            );
-        }
+        let cycle = entry.view(&replica);
+        let nodes = nodes_by_id(&replica, &req.nodes)?;
         let mut scores: Vec<i64> =
             if nodes.len() >= self.parallel_threshold && self.parallel_threshold > 0 {
                 nodes
@@ -492,19 +491,11 @@ impl Shared {
             Ok(r) => r,
             Err(s) => return Ok(record(s)),
         };
-        let mut nodes: Vec<&NodeInfo> = Vec::with_capacity(req.nodes.len());
-        for id in &req.nodes {
-            match replica.node(*id) {
-                Some(n) => nodes.push(n),
-                None => return Ok(record(Status::error(format!("unknown node id {id}")))),
-            }
-        }
-        let cycle = Cycle {
-            id: entry.id,
-            pod: &entry.pod,
-            profile: &entry.profile,
-            snapshot: &replica,
+        let nodes = match nodes_by_id(&replica, &req.nodes) {
+            Ok(n) => n,
+            Err(s) => return Ok(record(s)),
         };
+        let cycle = entry.view(&replica);
         let s = p.pre_score(&cycle, &mut write(&entry.states[idx]), &nodes);
         Ok(record(s))
     }
@@ -522,12 +513,7 @@ impl Shared {
                 Status::error(format!("plugin {:?} has no PreFilter", req.plugin))
             })?;
             let replica = self.replica_at(&entry)?;
-            let cycle = Cycle {
-                id: entry.id,
-                pod: &entry.pod,
-                profile: &entry.profile,
-                snapshot: &replica,
-            };
+            let cycle = entry.view(&replica);
             let r = p.pre_filter(&cycle, &mut write(&entry.states[idx]));
             Ok::<_, Status>(r)
         }
@@ -563,12 +549,7 @@ impl Shared {
                 .map(|(k, v)| (k.clone(), Status::from_pb(v)))
                 .collect();
             let replica = self.replica_at(&entry)?;
-            let cycle = Cycle {
-                id: entry.id,
-                pod: &entry.pod,
-                profile: &entry.profile,
-                snapshot: &replica,
-            };
+            let cycle = entry.view(&replica);
             let r = p.post_filter(&cycle, &mut write(&entry.states[idx]), &statuses);
             Ok::<_, Status>(r)
         }
@@ -599,12 +580,7 @@ impl Shared {
                     Status::error(format!("plugin {:?} has no NormalizeScore", req.plugin))
                 })?;
             let replica = self.replica_at(&entry)?;
-            let cycle = Cycle {
-                id: entry.id,
-                pod: &entry.pod,
-                profile: &entry.profile,
-                snapshot: &replica,
-            };
+            let cycle = entry.view(&replica);
             let mut scores = req.scores.clone();
             let s = p.normalize(&cycle, &read(&entry.states[idx]), &mut scores);
             if s.is_success() {
@@ -631,12 +607,7 @@ impl Shared {
             let entry = self.cycle(req.cycle, req.generation).await?;
             let (idx, plugin) = self.plugin(&req.plugin)?;
             let replica = read(&self.replica);
-            let cycle = Cycle {
-                id: entry.id,
-                pod: &entry.pod,
-                profile: &entry.profile,
-                snapshot: &replica,
-            };
+            let cycle = entry.view(&replica);
             let node = req.node_name.as_str();
             let missing = || Status::error(format!("plugin {:?} has no {point:?}", req.plugin));
             let state = &entry.states[idx];
@@ -701,12 +672,7 @@ impl Shared {
             // Registered as waiting before the plugin runs, so it can count itself.
             let (s, timeout) = {
                 let replica = read(&self.replica);
-                let cycle = Cycle {
-                    id: entry.id,
-                    pod: &entry.pod,
-                    profile: &entry.profile,
-                    snapshot: &replica,
-                };
+                let cycle = entry.view(&replica);
                 p.permit(
                     &cycle,
                     &mut write(&entry.states[idx]),

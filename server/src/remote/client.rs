@@ -73,7 +73,9 @@ pub struct Streams {
 }
 
 impl Streams {
-    fn send(&self, m: Outbound) -> bool {
+    /// Sends a request; a caller that wants the reply registers a waiter first
+    /// ([`Endpoint::start_call`]), otherwise the reply is dropped on arrival.
+    pub fn send(&self, m: Outbound) -> bool {
         match m {
             Outbound::PreEnqueue(r) => self.pre_enqueue.send(r).is_ok(),
             Outbound::QueueSort(r) => self.queue_sort.send(r).is_ok(),
@@ -90,11 +92,6 @@ impl Streams {
             Outbound::Bind(r) => self.bind.send(r).is_ok(),
             Outbound::PostBind(r) => self.post_bind.send(r).is_ok(),
         }
-    }
-
-    /// Sends a request nobody waits for (its reply is dropped on arrival).
-    pub fn send_untracked(&self, m: Outbound) -> bool {
-        self.send(m)
     }
 
     pub fn replicate(&self, m: pb::ReplicateRequest) -> bool {
@@ -486,7 +483,7 @@ async fn connect_once(inner: &Arc<Inner>) -> String {
     let (closed_tx, mut closed_rx) = mpsc::unbounded_channel::<String>();
 
     macro_rules! open {
-        ($method:ident, $req:ty, $wrap:expr) => {{
+        ($method:ident, $req:ty, $reply:ident) => {{
             let (tx, rx) = mpsc::unbounded_channel::<$req>();
             let mut c = client.clone();
             let inner = inner.clone();
@@ -498,8 +495,7 @@ async fn connect_once(inner: &Arc<Inner>) -> String {
                         loop {
                             match s.message().await {
                                 Ok(Some(m)) => {
-                                    let (id, r) = $wrap(m);
-                                    handle_reply(&inner, id, r);
+                                    handle_reply(&inner, m.request_id, Reply::$reply(m));
                                 }
                                 Ok(None) => break format!("{} stream ended", stringify!($method)),
                                 Err(e) => {
@@ -548,67 +544,20 @@ async fn connect_once(inner: &Arc<Inner>) -> String {
             });
             tx
         },
-        pre_enqueue: open!(
-            pre_enqueue,
-            pb::PreEnqueueRequest,
-            |m: pb::StatusResponse| (m.request_id, Reply::Status(m))
-        ),
-        queue_sort: open!(
-            queue_sort,
-            pb::QueueSortRequest,
-            |m: pb::QueueSortResponse| (m.request_id, Reply::QueueSort(m))
-        ),
-        pre_filter: open!(
-            pre_filter,
-            pb::PreFilterRequest,
-            |m: pb::PreFilterResponse| (m.request_id, Reply::PreFilter(m))
-        ),
-        filter: open!(filter, pb::FilterRequest, |m: pb::FilterResponse| (
-            m.request_id,
-            Reply::Filter(m)
-        )),
-        post_filter: open!(
-            post_filter,
-            pb::PostFilterRequest,
-            |m: pb::PostFilterResponse| (m.request_id, Reply::PostFilter(m))
-        ),
-        pre_score: open!(pre_score, pb::PreScoreRequest, |m: pb::StatusResponse| (
-            m.request_id,
-            Reply::Status(m)
-        )),
-        score: open!(score, pb::ScoreRequest, |m: pb::ScoreResponse| (
-            m.request_id,
-            Reply::Score(m)
-        )),
-        normalize_score: open!(
-            normalize_score,
-            pb::NormalizeScoreRequest,
-            |m: pb::ScoreResponse| (m.request_id, Reply::Score(m))
-        ),
-        reserve: open!(reserve, pb::CycleRequest, |m: pb::StatusResponse| (
-            m.request_id,
-            Reply::Status(m)
-        )),
-        unreserve: open!(unreserve, pb::CycleRequest, |m: pb::StatusResponse| (
-            m.request_id,
-            Reply::Status(m)
-        )),
-        permit: open!(permit, pb::CycleRequest, |m: pb::PermitResponse| (
-            m.request_id,
-            Reply::Permit(m)
-        )),
-        pre_bind: open!(pre_bind, pb::CycleRequest, |m: pb::StatusResponse| (
-            m.request_id,
-            Reply::Status(m)
-        )),
-        bind: open!(bind, pb::CycleRequest, |m: pb::StatusResponse| (
-            m.request_id,
-            Reply::Status(m)
-        )),
-        post_bind: open!(post_bind, pb::CycleRequest, |m: pb::StatusResponse| (
-            m.request_id,
-            Reply::Status(m)
-        )),
+        pre_enqueue: open!(pre_enqueue, pb::PreEnqueueRequest, Status),
+        queue_sort: open!(queue_sort, pb::QueueSortRequest, QueueSort),
+        pre_filter: open!(pre_filter, pb::PreFilterRequest, PreFilter),
+        filter: open!(filter, pb::FilterRequest, Filter),
+        post_filter: open!(post_filter, pb::PostFilterRequest, PostFilter),
+        pre_score: open!(pre_score, pb::PreScoreRequest, Status),
+        score: open!(score, pb::ScoreRequest, Score),
+        normalize_score: open!(normalize_score, pb::NormalizeScoreRequest, Score),
+        reserve: open!(reserve, pb::CycleRequest, Status),
+        unreserve: open!(unreserve, pb::CycleRequest, Status),
+        permit: open!(permit, pb::CycleRequest, Permit),
+        pre_bind: open!(pre_bind, pb::CycleRequest, Status),
+        bind: open!(bind, pb::CycleRequest, Status),
+        post_bind: open!(post_bind, pb::CycleRequest, Status),
     };
     drop(closed_tx);
     if let Ok(mut c) = inner.conn.lock() {

@@ -11,6 +11,7 @@ use smallvec::SmallVec;
 use switchyard_proto::v1 as pb;
 
 use super::client::{Outbound, Pending, Reply, Streams};
+use super::replicate::Replicator;
 use super::{convert, Endpoint, FailurePolicy};
 use crate::cache::Snapshot;
 use crate::framework::events::ClusterEventWithHint;
@@ -136,6 +137,11 @@ impl Meta {
         ));
         tracing::warn!(status = %s, policy = ?self.policy(), "sidecar call failed");
         s
+    }
+
+    /// A reply of the wrong kind for the stream it came on.
+    fn unexpected(&self, r: Reply) -> Status {
+        self.error("bad reply", format!("unexpected {r:?}"))
     }
 
     fn check_generation(&self, got: u64, want: u64) -> Result<(), Status> {
@@ -284,9 +290,7 @@ impl RemotePlugin {
                 }
                 Ok(s)
             }
-            other => Err(self
-                .meta
-                .error("bad reply", format!("unexpected {other:?}"))),
+            other => Err(self.meta.unexpected(other)),
         }
     }
 
@@ -322,13 +326,12 @@ impl RemotePlugin {
     }
 
     /// The what-if delta for a node copy that differs from what the sidecar holds.
-    fn delta(&self, index: usize, ni: &NodeInfo) -> Result<Option<pb::NodeDelta>, Status> {
-        let rep = self
-            .ep()
-            .inner
-            .replicator
-            .lock()
-            .map_err(|_| self.meta.error("replication", "state poisoned"))?;
+    fn delta(
+        &self,
+        rep: &Replicator,
+        index: usize,
+        ni: &NodeInfo,
+    ) -> Result<Option<pb::NodeDelta>, Status> {
         if rep.sent_generation(ni.id) == Some(ni.generation) {
             return Ok(None);
         }
@@ -367,9 +370,17 @@ impl RemotePlugin {
     ) -> Result<RemoteFilterCall, Status> {
         let (cycle, g, streams) = self.cycle(state)?;
         let mut deltas = Vec::new();
-        for (i, ni) in nodes.iter().enumerate() {
-            if let Some(d) = self.delta(i, ni)? {
-                deltas.push(d);
+        {
+            let rep = self
+                .ep()
+                .inner
+                .replicator
+                .lock()
+                .map_err(|_| self.meta.error("replication", "state poisoned"))?;
+            for (i, ni) in nodes.iter().enumerate() {
+                if let Some(d) = self.delta(&rep, i, ni)? {
+                    deltas.push(d);
+                }
             }
         }
         let req = |id| {
@@ -405,11 +416,7 @@ impl RemoteFilterCall {
         };
         let r = match p.wait().map_err(|e| self.meta.error("Filter", e))? {
             Reply::Filter(r) => r,
-            other => {
-                return Err(self
-                    .meta
-                    .error("bad reply", format!("unexpected {other:?}")))
-            }
+            other => return Err(self.meta.unexpected(other)),
         };
         if let Some(e) = &r.error {
             let s = convert::status_from_pb(Some(e));
@@ -453,10 +460,7 @@ impl PendingFilter for RemoteFilterCall {
     fn wait(mut self: Box<Self>) -> Result<Vec<(usize, Status)>, Status> {
         let r = self.result();
         match r {
-            Err(s) if self.meta.policy() == FailurePolicy::Ignore => {
-                let _ = s;
-                Ok(Vec::new())
-            }
+            Err(_) if self.meta.policy() == FailurePolicy::Ignore => Ok(Vec::new()),
             r => r,
         }
     }
@@ -476,11 +480,7 @@ impl RemoteScoreCall {
         };
         let r = match p.wait().map_err(|e| self.meta.error("Score", e))? {
             Reply::Score(r) => r,
-            other => {
-                return Err(self
-                    .meta
-                    .error("bad reply", format!("unexpected {other:?}")))
-            }
+            other => return Err(self.meta.unexpected(other)),
         };
         self.meta.check_generation(r.generation, self.g)?;
         let s = convert::status_from_pb(r.status.as_ref());
@@ -640,9 +640,7 @@ impl PreFilterPlugin for RemotePlugin {
                     });
                     Ok((res, s))
                 }
-                other => Err(self
-                    .meta
-                    .error("bad reply", format!("unexpected {other:?}"))),
+                other => Err(self.meta.unexpected(other)),
             }
         })();
         // Ignoring a failed PreFilter skips the plugin's Filter too.
@@ -738,9 +736,7 @@ impl PostFilterPlugin for RemotePlugin {
                     });
                     Ok((res, s))
                 }
-                other => Err(self
-                    .meta
-                    .error("bad reply", format!("unexpected {other:?}"))),
+                other => Err(self.meta.unexpected(other)),
             }
         })();
         match self.policy(r, || {
@@ -788,7 +784,7 @@ impl PreScorePlugin for RemotePlugin {
 }
 
 impl ScorePlugin for RemotePlugin {
-    fn score(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
+    fn score(&self, state: &CycleState, _pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
         // One node outside the batched path: score it un-normalised.
         let (cycle, g, streams) = self.cycle(state)?;
         let req = |id| {
@@ -802,7 +798,6 @@ impl ScorePlugin for RemotePlugin {
                 after_pre_score: false,
             })
         };
-        let _ = pod;
         let mut call = RemoteScoreCall {
             pending: Some(self.send(&streams, req)?),
             n: 1,
@@ -872,16 +867,13 @@ impl BatchScore for RemotePlugin {
             if with_pre_score {
                 // Its reply is read by the sidecar's Score, which waits for it.
                 let id = self.ep().next_request_id();
-                let sent = streams_send_pre_score(
-                    &streams,
-                    pb::PreScoreRequest {
-                        request_id: id,
-                        plugin: self.meta.name.to_string(),
-                        cycle,
-                        generation: g,
-                        nodes: ids.clone(),
-                    },
-                );
+                let sent = streams.send(Outbound::PreScore(pb::PreScoreRequest {
+                    request_id: id,
+                    plugin: self.meta.name.to_string(),
+                    cycle,
+                    generation: g,
+                    nodes: ids.clone(),
+                }));
                 if !sent {
                     return Err(self.meta.error("send", "the stream is closed"));
                 }
@@ -917,10 +909,6 @@ impl BatchScore for RemotePlugin {
             Err(s) => Err(s),
         }
     }
-}
-
-fn streams_send_pre_score(streams: &Streams, r: pb::PreScoreRequest) -> bool {
-    streams.send_untracked(Outbound::PreScore(r))
 }
 
 impl ReservePlugin for RemotePlugin {
@@ -961,9 +949,7 @@ impl PermitPlugin for RemotePlugin {
                     }
                     Ok((s, Duration::from_millis(u64::from(r.timeout_millis))))
                 }
-                other => Err(self
-                    .meta
-                    .error("bad reply", format!("unexpected {other:?}"))),
+                other => Err(self.meta.unexpected(other)),
             }
         })();
         match self.policy(r, || (Status::success(), Duration::ZERO)) {
