@@ -14,6 +14,14 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "== build binaries (end-to-end tests start them)"
 cargo build --workspace --bins --quiet
 
+echo "== Python sidecar environment"
+source scripts/pyenv.sh
+# End-to-end tests start the Python sidecar with this interpreter.
+export SWITCHYARD_PYTHON="$PYENV_PYTHON"
+
+echo "== Python sidecar self-test"
+"$PYENV_PYTHON" plugins/python-energy/test_sidecar.py
+
 echo "== tests"
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast

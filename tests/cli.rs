@@ -9,6 +9,7 @@ fn switchyard(args: &[&str]) -> std::process::Output {
     run_with_deadline(
         Command::new(binary("switchyard"))
             .args(args)
+            .env("SWITCHYARD_PYTHON", switchyard_e2e::python())
             .current_dir(workspace_root()),
         Duration::from_secs(120),
     )
@@ -48,6 +49,35 @@ fn demo_runs_with_no_arguments_and_reports_json() {
     assert!(reason.starts_with("0/7 nodes are available:"), "{reason}");
     assert!(reason.contains("Insufficient cpu"), "{reason}");
     assert_eq!(v["invariants"]["ok"], true);
+    // The demo's sidecars: the `ddp` gang (4 of 4) bound, the `sweep` gang (needs 3,
+    // only 1 fits) none bound; nothing on the draining node (the Python sidecar).
+    let node_of = |name: &str| {
+        pods.iter()
+            .find(|p| p["name"] == name)
+            .map(|p| p["node"].clone())
+            .unwrap_or_else(|| panic!("pod {name} missing"))
+    };
+    for i in 0..4 {
+        assert!(node_of(&format!("ddp-{i}")).is_string(), "ddp-{i} bound");
+    }
+    for i in 0..3 {
+        assert!(
+            node_of(&format!("sweep-{i}")).is_null(),
+            "sweep-{i} not bound"
+        );
+    }
+    assert!(
+        pods.iter().all(|p| p["node"] != "node-a2"),
+        "node-a2 is draining"
+    );
+    let remote: Vec<&str> = v["remote"]
+        .as_array()
+        .expect("remote")
+        .iter()
+        .flat_map(|r| r["plugins"].as_array().into_iter().flatten())
+        .filter_map(|p| p.as_str())
+        .collect();
+    assert_eq!(remote, ["Coscheduling", "EnergyAware"]);
 }
 
 #[test]

@@ -33,7 +33,7 @@ fn main() {
     );
     // Every scenario runs twice: in process, and with TaintToleration served by the
     // sidecar built from plugins/tainttoleration (same placements, same messages).
-    let sidecar = Sidecar::start();
+    let sidecar = switchyard_e2e::start_sidecar("switchyard-tainttoleration", "", "taint");
     let endpoint = sidecar.endpoint.clone();
     let remote_trials: Vec<Trial> = files
         .iter()
@@ -51,19 +51,12 @@ fn main() {
             );
             Trial::test(name, move || {
                 let adjust = |c: &mut switchyard::config::SchedulerConfig| {
-                    switchyard_e2e::scenario::swap_plugin(
-                        c,
-                        "TaintToleration",
-                        "RemoteTaintToleration",
-                    );
-                    c.remote_plugins.push(switchyard::remote::EndpointConfig {
-                        index: 0,
-                        endpoint: endpoint.clone(),
-                        timeout: std::time::Duration::from_secs(5),
-                        failure_policy: switchyard::remote::FailurePolicy::Fail,
-                        plugins: vec![],
-                        startup_timeout: std::time::Duration::from_secs(10),
-                    });
+                    c.rename_plugin("TaintToleration", "RemoteTaintToleration");
+                    let mut ep = switchyard::remote::EndpointConfig::from_flag(0, &endpoint)
+                        .expect("sidecar endpoint");
+                    ep.auto_enable = false;
+                    ep.timeout = std::time::Duration::from_secs(5);
+                    c.remote_plugins.push(ep);
                 };
                 switchyard_e2e::scenario::run_file_with(&f, &adjust).map_err(Failed::from)
             })
@@ -88,48 +81,4 @@ fn main() {
     let conclusion = libtest_mimic::run(&args, trials);
     drop(sidecar);
     conclusion.exit();
-}
-
-/// The TaintToleration sidecar, on a socket of its own, killed when dropped.
-struct Sidecar {
-    child: std::process::Child,
-    dir: PathBuf,
-    endpoint: String,
-}
-
-impl Sidecar {
-    fn start() -> Sidecar {
-        let dir = std::env::temp_dir().join(format!("switchyard-scenarios-{}", std::process::id()));
-        let _ = std::fs::create_dir_all(&dir);
-        let sock = dir.join("taint.sock");
-        let endpoint = format!("unix://{}", sock.display());
-        let child =
-            std::process::Command::new(switchyard_e2e::binary("switchyard-tainttoleration"))
-                .args(["--listen", &endpoint])
-                .stdout(std::process::Stdio::null())
-                .spawn()
-                .expect("start the TaintToleration sidecar");
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while !sock.exists() && std::time::Instant::now() < deadline {
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        assert!(
-            sock.exists(),
-            "the sidecar did not create {}",
-            sock.display()
-        );
-        Sidecar {
-            child,
-            dir,
-            endpoint,
-        }
-    }
-}
-
-impl Drop for Sidecar {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }

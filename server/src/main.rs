@@ -40,6 +40,66 @@ enum Command {
     /// priority at or above its preemptor's); 1 on bad input or a failed run; 3 when
     /// an invariant was violated.
     Simulate(SimulateArgs),
+
+    /// Measure what an out-of-process plugin costs: run a scheduler_perf workload
+    /// (SchedulingBasic, 5000 nodes, 10000 pods by default) with every plugin in
+    /// process, then with TaintToleration (a Filter+Score plugin) served by the Rust
+    /// sidecar `switchyard-tainttoleration` over a Unix socket, then over TCP. Prints
+    /// pods/s, attempt latency, remote calls per pod and gRPC bytes per pod.
+    ///
+    /// Build the sidecar first: `cargo build --release --workspace`.
+    Bench(BenchArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct BenchArgs {
+    /// The workload file (scheduler_perf format).
+    #[arg(
+        short,
+        long,
+        value_name = "FILE",
+        default_value = "examples/workloads/scheduling-basic.yaml"
+    )]
+    workload: PathBuf,
+
+    /// Which workload of the file, as `Case/Workload`.
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "SchedulingBasic/5000Nodes_10000Pods"
+    )]
+    workload_name: String,
+
+    /// Runs to make, comma-separated: in-process, sidecar-uds, sidecar-tcp.
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "in-process,sidecar-uds,sidecar-tcp"
+    )]
+    runs: Vec<String>,
+
+    /// Command that starts the TaintToleration sidecar; it must listen where
+    /// SWITCHYARD_PLUGIN_LISTEN says. Default: switchyard-tainttoleration next to
+    /// this binary.
+    #[arg(long, value_name = "CMD")]
+    sidecar_command: Option<String>,
+
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = OutputFormat::Table)]
+    output_format: OutputFormat,
+
+    /// Threads for parallel Filter and Score (0 = one per core).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    threads: usize,
+
+    /// Seed for breaking ties between equally scored nodes.
+    #[arg(long, default_value_t = 0x5eed, value_name = "N")]
+    seed: u64,
+
+    /// Give up on a run after this many seconds.
+    #[arg(long, default_value_t = 600, value_name = "SECONDS")]
+    timeout: u64,
 }
 
 #[derive(clap::Args, Debug)]
@@ -104,6 +164,20 @@ struct SimulateArgs {
     /// Do not show the progress line on a terminal.
     #[arg(long)]
     no_progress: bool,
+
+    /// Connect a running plugin sidecar (`unix:///path.sock` or `http://host:port`;
+    /// failure policy Fail, timeout 1s). The plugins it serves (learnt from its
+    /// handshake) are enabled at multiPoint in every profile that does not mention
+    /// them. Repeatable.
+    #[arg(long, value_name = "ENDPOINT")]
+    plugin_endpoint: Vec<String>,
+
+    /// Start a plugin sidecar with `sh -c CMD`, tell it where to listen
+    /// (SWITCHYARD_PLUGIN_LISTEN=unix:///tmp/switchyard-PID/sidecar-N.sock), wait for
+    /// its socket, then connect it like --plugin-endpoint. It is stopped when the run
+    /// ends. Repeatable.
+    #[arg(long, value_name = "CMD")]
+    sidecar: Vec<String>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -131,6 +205,11 @@ fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    let demo = args.cluster.is_empty() && args.workload.is_none();
+    let mut sidecars = args.sidecar;
+    if demo && args.config.is_none() && sidecars.is_empty() && args.plugin_endpoint.is_empty() {
+        sidecars = demo_sidecars()?;
+    }
     let opts = SimulateOptions {
         cluster: args.cluster,
         workload: args.workload,
@@ -141,6 +220,8 @@ fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         progress: !args.no_progress,
         threads: args.threads,
         events: args.events,
+        plugin_endpoints: args.plugin_endpoint,
+        sidecars,
         ..SimulateOptions::default()
     };
     let report = simulate::run(&opts, &in_tree_registry()).context("simulation failed")?;
@@ -155,11 +236,101 @@ fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The demo's sidecars: gang scheduling (Rust, built next to this binary) and
+/// EnergyAware (Python, from the source tree; `SWITCHYARD_PYTHON` names the
+/// interpreter that has grpcio, as `scripts/demo.sh` sets up).
+fn demo_sidecars() -> anyhow::Result<Vec<String>> {
+    let exe = std::env::current_exe().context("cannot locate this binary")?;
+    let cosched = exe.with_file_name("switchyard-coscheduling");
+    let script = [
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../plugins/python-energy/sidecar.py"),
+        PathBuf::from("plugins/python-energy/sidecar.py"),
+    ]
+    .into_iter()
+    .find(|p| p.exists());
+    let fix = "run scripts/demo.sh (it builds the sidecars and installs grpcio), or pass --cluster/--config to run without them";
+    if !cosched.exists() {
+        anyhow::bail!(
+            "the demo starts the sidecar {}, which is not built: {fix}",
+            cosched.display()
+        );
+    }
+    let Some(script) = script else {
+        anyhow::bail!("the demo starts plugins/python-energy/sidecar.py, which is not here: {fix}");
+    };
+    let python = std::env::var("SWITCHYARD_PYTHON").unwrap_or_else(|_| "python3".into());
+    Ok(vec![
+        format!(
+            "exec '{}' --permit-timeout-seconds 2 --denied-backoff-seconds 1",
+            cosched.display()
+        ),
+        format!("exec '{python}' '{}'", script.display()),
+    ])
+}
+
+fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    use switchyard::simulate::bench::{self, BenchOptions, Mode};
+    let mut modes = Vec::new();
+    for r in &args.runs {
+        let m = Mode::parse(r.trim()).with_context(|| {
+            format!("--runs: unknown run {r:?}; expected in-process, sidecar-uds or sidecar-tcp")
+        })?;
+        modes.push(m);
+    }
+    if !args.workload.exists() {
+        anyhow::bail!(
+            "--workload {}: no such file; run from the repository root or pass --workload",
+            args.workload.display()
+        );
+    }
+    let sidecar_command = match args.sidecar_command {
+        Some(c) => c,
+        None => {
+            let exe = std::env::current_exe().context("cannot locate this binary")?;
+            let bin = exe.with_file_name("switchyard-tainttoleration");
+            if modes.iter().any(|m| *m != Mode::InProcess) && !bin.exists() {
+                anyhow::bail!(
+                    "{} not found: build it with `cargo build --release --workspace`, or pass --sidecar-command",
+                    bin.display()
+                );
+            }
+            format!("exec '{}'", bin.display())
+        }
+    };
+    let opts = BenchOptions {
+        workload: args.workload,
+        workload_name: args.workload_name,
+        modes,
+        sidecar_command,
+        threads: args.threads,
+        seed: args.seed,
+        timeout: Duration::from_secs(args.timeout),
+    };
+    let report = bench::run(&opts, &in_tree_registry(), &mut |r| {
+        eprintln!(
+            "bench: {} done: {:.0} pods/s, p99 {:.3} ms",
+            r.name, r.pods_per_second, r.attempt_latency_ms.p99
+        )
+    })
+    .context("benchmark failed")?;
+    match args.output_format {
+        OutputFormat::Json => println!("{}", report.to_json()),
+        OutputFormat::Table => print!("{}", report.to_table()),
+    }
+    if report.runs.iter().any(|r| !r.invariants_ok) {
+        eprintln!("error: an invariant was violated in a run");
+        return Ok(ExitCode::from(3));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(&cli.log_level);
     let result = match cli.command {
         Command::Simulate(a) => simulate(a),
+        Command::Bench(a) => bench(a),
     };
     match result {
         Ok(code) => code,

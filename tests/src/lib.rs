@@ -34,6 +34,33 @@ pub fn binary(name: &str) -> PathBuf {
     path
 }
 
+/// The Python with the Python sidecar's dependencies: `SWITCHYARD_PYTHON` (the test
+/// command sets it), else `target/pyenv` when `scripts/pyenv.sh` made it, else python3.
+pub fn python() -> String {
+    if let Ok(p) = std::env::var("SWITCHYARD_PYTHON") {
+        return p;
+    }
+    let venv = workspace_root().join("target/pyenv/bin/python3");
+    if venv.exists() {
+        return venv.display().to_string();
+    }
+    "python3".into()
+}
+
+/// Starts a sidecar binary of this workspace on a fresh Unix socket under the temp
+/// directory and waits for it to listen; it is stopped when the value is dropped.
+pub fn start_sidecar(
+    binary_name: &str,
+    args: &str,
+    socket_name: &str,
+) -> switchyard::remote::sidecar::SidecarProcess {
+    use switchyard::remote::sidecar::{socket_dir, Listen, SidecarProcess};
+    let cmd = format!("exec '{}' {args}", binary(binary_name).display());
+    let sock = socket_dir().join(format!("{socket_name}.sock"));
+    SidecarProcess::start(&cmd, Listen::Unix(sock), Duration::from_secs(20))
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// Runs a command to completion, killing it after `limit`. Output is drained while it
 /// runs (a full pipe would otherwise stall the child). Panics with the output when the
 /// command does not finish in time.

@@ -80,27 +80,6 @@ pub fn run_file(path: &Path) -> Result<(), String> {
     run_file_with(path, &|_| {})
 }
 
-/// Replaces one plugin by another at every extension point, in place: the scenario
-/// suite then checks that a sidecar-served plugin decides like the built-in one.
-pub fn swap_plugin(config: &mut SchedulerConfig, from: &str, to: &str) {
-    use switchyard::config::ExtensionPoint;
-    for p in &mut config.profiles {
-        let plugins = &mut p.plugins;
-        for r in plugins.multi_point.enabled.iter_mut() {
-            if r.name == from {
-                r.name = to.to_string();
-            }
-        }
-        for ep in ExtensionPoint::ALL {
-            for r in plugins.get_mut(ep).enabled.iter_mut() {
-                if r.name == from {
-                    r.name = to.to_string();
-                }
-            }
-        }
-    }
-}
-
 /// Runs a scenario file after `adjust` rewrites its configuration.
 pub fn run_file_with(path: &Path, adjust: &dyn Fn(&mut SchedulerConfig)) -> Result<(), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;

@@ -102,6 +102,14 @@ pub struct SchedulerConfig {
     pub remote_plugins: Vec<crate::remote::EndpointConfig>,
 }
 
+fn rename_in(set: &mut PluginSet, from: &str, to: &str) {
+    for r in set.enabled.iter_mut().chain(set.disabled.iter_mut()) {
+        if r.name == from {
+            r.name = to.to_string();
+        }
+    }
+}
+
 fn default_plugins() -> Plugins {
     Plugins {
         multi_point: PluginSet {
@@ -209,6 +217,32 @@ pub fn parse_go_duration(s: &str) -> Option<Duration> {
 }
 
 impl SchedulerConfig {
+    /// Renames an enabled plugin in every profile and extension point, in place (same
+    /// order and weight): serves a built-in from a sidecar without moving it.
+    pub fn rename_plugin(&mut self, from: &str, to: &str) {
+        for p in &mut self.profiles {
+            let plugins = &mut p.plugins;
+            rename_in(&mut plugins.multi_point, from, to);
+            for ep in ExtensionPoint::ALL {
+                rename_in(plugins.get_mut(ep), from, to);
+            }
+        }
+    }
+
+    /// Enables `name` at multiPoint (weight 1) in every profile that does not mention
+    /// it anywhere: how plugins of sidecars given on the command line join.
+    pub fn enable_everywhere(&mut self, name: &str) {
+        for p in &mut self.profiles {
+            let plugins = &mut p.plugins;
+            let mentioned = std::iter::once(&plugins.multi_point)
+                .chain(ExtensionPoint::ALL.iter().map(|ep| plugins.get(*ep)))
+                .any(|s| s.enabled.iter().chain(&s.disabled).any(|r| r.name == name));
+            if !mentioned {
+                plugins.multi_point.enabled.push(PluginRef::new(name, None));
+            }
+        }
+    }
+
     /// The configuration used when no file is given: one `default-scheduler` profile
     /// with the default plugins.
     pub fn default_config() -> Self {

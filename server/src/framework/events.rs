@@ -207,6 +207,12 @@ pub const EVENT_UNSCHEDULABLE_TIMEOUT: ClusterEvent = ClusterEvent {
     action: ActionType::ALL,
     custom_label: Some("UnschedulableTimeout"),
 };
+/// A sidecar's connection came (back) up: its plugins can answer again.
+pub const EVENT_PLUGIN_RECOVERED: ClusterEvent = ClusterEvent {
+    resource: EventResource::WildCard,
+    action: ActionType::ALL,
+    custom_label: Some("PluginRecovered"),
+};
 pub const EVENT_FORCE_ACTIVATE: ClusterEvent = ClusterEvent {
     resource: EventResource::WildCard,
     action: ActionType::ALL,

@@ -37,6 +37,8 @@ pub trait SchedulerServices: Send + Sync {
     fn activate(&self, pods: &[Arc<Pod>]);
     /// Counts a preemption and its victims.
     fn record_preemption(&self, victims: usize);
+    /// A sidecar serving `plugins` connected again: retry the pods they turned away.
+    fn plugins_recovered(&self, plugins: &[String]);
 }
 
 impl Handle {

@@ -743,6 +743,39 @@ impl SchedulingQueue {
         }
     }
 
+    /// A sidecar serving `plugins` (re)connected: pods those plugins gated or rejected
+    /// while it was unreachable may pass now, so they are retried after their backoff
+    /// (gated pods go through PreEnqueue again). No cluster event would move them.
+    pub fn plugins_recovered(&self, plugins: &[String]) {
+        let event = crate::framework::events::EVENT_PLUGIN_RECOVERED;
+        let mut inner = self.lock();
+        let uids: Vec<Uid> = inner
+            .unschedulable
+            .iter()
+            .filter(|(_, p)| {
+                let ours = |name: &str| plugins.iter().any(|x| x == name);
+                p.gating_plugin.as_deref().is_some_and(ours)
+                    || p.unschedulable_plugins.iter().any(|x| ours(x))
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        let mut moved = false;
+        for uid in uids {
+            let Some(p) = inner.unschedulable.remove(&uid) else {
+                continue;
+            };
+            if self.requeue(&mut inner, p, Strategy::AfterBackoff, &event)
+                != Placement::Unschedulable
+            {
+                moved = true;
+            }
+        }
+        drop(inner);
+        if moved {
+            self.cond.notify_all();
+        }
+    }
+
     /// Retries pods that waited in unschedulable pods longer than the limit (runs every
     /// 30 seconds). Gated pods stay: only their gate's events move them.
     pub fn flush_unschedulable_leftover(&self) {

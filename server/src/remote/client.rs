@@ -19,6 +19,28 @@ use super::replicate::Replicator;
 use super::EndpointConfig;
 use crate::framework::waiting_pods::WaitingPods;
 
+impl Outbound {
+    fn encoded_len(&self) -> usize {
+        use prost::Message;
+        match self {
+            Outbound::PreEnqueue(r) => r.encoded_len(),
+            Outbound::QueueSort(r) => r.encoded_len(),
+            Outbound::PreFilter(r) => r.encoded_len(),
+            Outbound::Filter(r) => r.encoded_len(),
+            Outbound::PostFilter(r) => r.encoded_len(),
+            Outbound::PreScore(r) => r.encoded_len(),
+            Outbound::Score(r) => r.encoded_len(),
+            Outbound::NormalizeScore(r) => r.encoded_len(),
+            Outbound::Reserve(r)
+            | Outbound::Unreserve(r)
+            | Outbound::Permit(r)
+            | Outbound::PreBind(r)
+            | Outbound::Bind(r)
+            | Outbound::PostBind(r) => r.encoded_len(),
+        }
+    }
+}
+
 /// A reply, by stream.
 #[derive(Debug)]
 pub enum Reply {
@@ -55,6 +77,7 @@ type Tx<T> = mpsc::UnboundedSender<T>;
 #[derive(Clone)]
 pub struct Streams {
     pub epoch: u64,
+    stats: Arc<EndpointStats>,
     replicate: Tx<pb::ReplicateRequest>,
     pre_enqueue: Tx<pb::PreEnqueueRequest>,
     queue_sort: Tx<pb::QueueSortRequest>,
@@ -76,6 +99,7 @@ impl Streams {
     /// Sends a request; a caller that wants the reply registers a waiter first
     /// ([`Endpoint::start_call`]), otherwise the reply is dropped on arrival.
     pub fn send(&self, m: Outbound) -> bool {
+        self.stats.sent(m.encoded_len());
         match m {
             Outbound::PreEnqueue(r) => self.pre_enqueue.send(r).is_ok(),
             Outbound::QueueSort(r) => self.queue_sort.send(r).is_ok(),
@@ -95,6 +119,7 @@ impl Streams {
     }
 
     pub fn replicate(&self, m: pb::ReplicateRequest) -> bool {
+        self.stats.sent(prost::Message::encoded_len(&m));
         self.replicate.send(m).is_ok()
     }
 }
@@ -184,16 +209,37 @@ pub(crate) struct Inner {
     epoch: AtomicU64,
     pub replicator: Mutex<Replicator>,
     pub waiting_pods: OnceLock<Arc<WaitingPods>>,
+    /// The framework handle of the first profile using the endpoint: how a reconnect
+    /// reaches the scheduling queue.
+    pub handle: OnceLock<Arc<crate::framework::Handle>>,
     stop: AtomicBool,
-    pub stats: EndpointStats,
+    pub stats: Arc<EndpointStats>,
 }
 
-/// Counters for one endpoint (exported as metrics later).
-#[derive(Default)]
+/// Counters for one endpoint. Bytes are gRPC message bytes (the protobuf encoding
+/// plus gRPC's 5-byte length prefix), both directions, replication included;
+/// HTTP/2 framing is not counted.
+#[derive(Default, Debug)]
 pub struct EndpointStats {
     pub calls: AtomicU64,
     pub errors: AtomicU64,
     pub reconnects: AtomicU64,
+    pub bytes_sent: AtomicU64,
+    pub bytes_received: AtomicU64,
+}
+
+/// gRPC's per-message prefix: a compression flag and a 4-byte length.
+const GRPC_PREFIX: u64 = 5;
+
+impl EndpointStats {
+    fn sent(&self, len: usize) {
+        self.bytes_sent
+            .fetch_add(len as u64 + GRPC_PREFIX, Ordering::Relaxed);
+    }
+    fn received(&self, len: usize) {
+        self.bytes_received
+            .fetch_add(len as u64 + GRPC_PREFIX, Ordering::Relaxed);
+    }
 }
 
 impl Inner {
@@ -248,8 +294,9 @@ impl Endpoint {
             epoch: AtomicU64::new(0),
             replicator: Mutex::new(Replicator::default()),
             waiting_pods: OnceLock::new(),
+            handle: OnceLock::new(),
             stop: AtomicBool::new(false),
-            stats: EndpointStats::default(),
+            stats: Arc::new(EndpointStats::default()),
         });
         let i = inner.clone();
         std::thread::Builder::new()
@@ -370,6 +417,10 @@ impl Endpoint {
                 ))
             }
         }
+    }
+
+    pub fn stats(&self) -> &EndpointStats {
+        &self.inner.stats
     }
 
     pub fn count_error(&self) {
@@ -495,6 +546,7 @@ async fn connect_once(inner: &Arc<Inner>) -> String {
                         loop {
                             match s.message().await {
                                 Ok(Some(m)) => {
+                                    inner.stats.received(prost::Message::encoded_len(&m));
                                     handle_reply(&inner, m.request_id, Reply::$reply(m));
                                 }
                                 Ok(None) => break format!("{} stream ended", stringify!($method)),
@@ -522,17 +574,19 @@ async fn connect_once(inner: &Arc<Inner>) -> String {
 
     let streams = Streams {
         epoch,
+        stats: inner.stats.clone(),
         replicate: {
             let (tx, rx) = mpsc::unbounded_channel::<pb::ReplicateRequest>();
             let mut c = client.clone();
             let closed = closed_tx.clone();
+            let stats = inner.stats.clone();
             tokio::spawn(async move {
                 let why = match c.replicate(UnboundedReceiverStream::new(rx)).await {
                     Ok(resp) => {
                         let mut s = resp.into_inner();
                         loop {
                             match s.message().await {
-                                Ok(Some(_ack)) => {}
+                                Ok(Some(ack)) => stats.received(prost::Message::encoded_len(&ack)),
                                 Ok(None) => break "replication stream ended".to_string(),
                                 Err(e) => break format!("replication failed: {}", e.message()),
                             }
@@ -564,6 +618,16 @@ async fn connect_once(inner: &Arc<Inner>) -> String {
         c.streams = Some(streams);
     }
     tracing::info!(endpoint = %inner.config.endpoint, epoch, "sidecar connected");
+    let plugins: Vec<String> = match inner.handshake.lock() {
+        Ok(h) => h
+            .as_ref()
+            .map(|h| h.plugins.iter().map(|p| p.name.clone()).collect())
+            .unwrap_or_default(),
+        Err(_) => Vec::new(),
+    };
+    if let Some(services) = inner.handle.get().and_then(|h| h.services()) {
+        services.plugins_recovered(&plugins);
+    }
     let stop_poll = async {
         while !inner.stop.load(Ordering::Acquire) {
             tokio::time::sleep(Duration::from_millis(100)).await;

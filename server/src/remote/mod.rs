@@ -8,6 +8,7 @@ pub mod client;
 pub mod convert;
 mod plugin;
 pub mod replicate;
+pub mod sidecar;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,6 +38,9 @@ pub struct EndpointConfig {
     pub failure_policy: FailurePolicy,
     pub plugins: Vec<String>,
     pub startup_timeout: Duration,
+    /// Enable the plugins it serves in every profile that does not mention them
+    /// (endpoints given on the command line rather than in a configuration file).
+    pub auto_enable: bool,
 }
 
 impl EndpointConfig {
@@ -86,7 +90,19 @@ impl EndpointConfig {
                 "startupTimeout",
                 Duration::from_secs(10),
             )?,
+            auto_enable: false,
         })
+    }
+
+    /// An endpoint given on the command line: defaults, and its plugins enabled.
+    pub fn from_flag(index: usize, endpoint: &str) -> Result<Self, String> {
+        let raw = RemotePluginEndpoint {
+            endpoint: endpoint.to_string(),
+            ..Default::default()
+        };
+        let mut c = Self::resolve(index, &raw).map_err(|(_, m)| m)?;
+        c.auto_enable = true;
+        Ok(c)
     }
 }
 
@@ -149,6 +165,7 @@ pub fn register(
                     return Err("remote plugins take no pluginConfig args here; configure the sidecar itself".into());
                 }
                 let _ = ep2.inner.waiting_pods.set(h.waiting_pods().clone());
+                let _ = ep2.inner.handle.set(h.clone());
                 Ok(Arc::new(RemotePlugin::new(
                     name.clone(),
                     ep2.clone(),

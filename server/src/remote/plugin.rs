@@ -201,6 +201,21 @@ impl RemotePlugin {
             .is_none_or(|i| i.extension_points.contains(&(p as i32)))
     }
 
+    /// A plugin registered before its sidecar's first handshake claims every
+    /// extension point; once the handshake says it does not implement `p`, calls there
+    /// are answered neutrally here instead of failing.
+    fn absent(&self, p: pb::ExtensionPoint) -> bool {
+        if self.info.is_some() {
+            return false;
+        }
+        let Some(h) = self.ep().handshake() else {
+            return false;
+        };
+        !h.plugins
+            .iter()
+            .any(|i| *i.name == *self.meta.name && i.extension_points.contains(&(p as i32)))
+    }
+
     fn ep(&self) -> &Endpoint {
         &self.meta.ep
     }
@@ -587,6 +602,9 @@ impl Plugin for RemotePlugin {
 
 impl PreEnqueuePlugin for RemotePlugin {
     fn pre_enqueue(&self, pod: &Pod) -> Status {
+        if self.absent(pb::ExtensionPoint::PreEnqueue) {
+            return Status::success();
+        }
         let r = (|| {
             let name = self.meta.name.to_string();
             let reply = self
@@ -614,6 +632,9 @@ impl PreFilterPlugin for RemotePlugin {
         _pod: &Pod,
         _snapshot: &Snapshot,
     ) -> (Option<PreFilterResult>, Status) {
+        if self.absent(pb::ExtensionPoint::PreFilter) {
+            return (None, Status::success());
+        }
         let r = (|| {
             let (cycle, g, streams) = self.cycle(state)?;
             let req = |id| {
@@ -660,6 +681,9 @@ impl PreFilterPlugin for RemotePlugin {
 
 impl FilterPlugin for RemotePlugin {
     fn filter(&self, state: &CycleState, _pod: &Pod, node: &NodeInfo) -> Status {
+        if self.absent(pb::ExtensionPoint::Filter) {
+            return Status::success();
+        }
         let r = self
             .start_filter_call(state, &[node])
             .and_then(|mut c| c.result());
@@ -684,9 +708,14 @@ impl BatchFilter for RemotePlugin {
         _pod: &Pod,
         nodes: &[&NodeInfo],
     ) -> Result<Box<dyn PendingFilter>, Status> {
-        match self.start_filter_call(state, nodes) {
+        let started = if self.absent(pb::ExtensionPoint::Filter) {
+            Err(Status::success())
+        } else {
+            self.start_filter_call(state, nodes)
+        };
+        match started {
             Ok(c) => Ok(Box::new(c)),
-            Err(_) if self.meta.policy() == FailurePolicy::Ignore => {
+            Err(s) if s.is_success() || self.meta.policy() == FailurePolicy::Ignore => {
                 Ok(Box::new(RemoteFilterCall {
                     pending: None,
                     n: nodes.len(),
@@ -706,6 +735,12 @@ impl PostFilterPlugin for RemotePlugin {
         _pod: &Arc<Pod>,
         statuses: &NodeToStatus,
     ) -> (Option<PostFilterResult>, Status) {
+        if self.absent(pb::ExtensionPoint::PostFilter) {
+            return (
+                None,
+                Status::unschedulable("remote PostFilter not implemented"),
+            );
+        }
         let r = (|| {
             let (cycle, g, streams) = self.cycle(ctx.state)?;
             let node_statuses: HashMap<String, pb::Status> = statuses
@@ -756,6 +791,9 @@ impl PreScorePlugin for RemotePlugin {
         nodes: &[Arc<NodeInfo>],
         _snapshot: &Snapshot,
     ) -> Status {
+        if self.absent(pb::ExtensionPoint::PreScore) {
+            return Status::skip();
+        }
         let r = (|| {
             let (cycle, g, streams) = self.cycle(state)?;
             let req = |id| {
@@ -785,6 +823,9 @@ impl PreScorePlugin for RemotePlugin {
 
 impl ScorePlugin for RemotePlugin {
     fn score(&self, state: &CycleState, _pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
+        if self.absent(pb::ExtensionPoint::Score) {
+            return Ok(0);
+        }
         // One node outside the batched path: score it un-normalised.
         let (cycle, g, streams) = self.cycle(state)?;
         let req = |id| {
@@ -823,6 +864,9 @@ impl ScorePlugin for RemotePlugin {
         nodes: &[Arc<NodeInfo>],
         scores: &mut [i64],
     ) -> Status {
+        if self.absent(pb::ExtensionPoint::Score) {
+            return Status::success();
+        }
         let r = (|| {
             let (cycle, g, streams) = self.cycle(state)?;
             let req = |id| {
@@ -861,7 +905,11 @@ impl BatchScore for RemotePlugin {
         nodes: &[Arc<NodeInfo>],
         with_pre_score: bool,
     ) -> Result<Box<dyn PendingScore>, Status> {
+        let with_pre_score = with_pre_score && !self.absent(pb::ExtensionPoint::PreScore);
         let started = (|| {
+            if self.absent(pb::ExtensionPoint::Score) {
+                return Err(Status::success());
+            }
             let (cycle, g, streams) = self.cycle(state)?;
             let ids: Vec<u32> = nodes.iter().map(|n| n.id).collect();
             if with_pre_score {
@@ -898,7 +946,7 @@ impl BatchScore for RemotePlugin {
         })();
         match started {
             Ok(c) => Ok(Box::new(c)),
-            Err(_) if self.meta.policy() == FailurePolicy::Ignore => {
+            Err(s) if s.is_success() || self.meta.policy() == FailurePolicy::Ignore => {
                 Ok(Box::new(RemoteScoreCall {
                     pending: None,
                     n: nodes.len(),
@@ -913,9 +961,15 @@ impl BatchScore for RemotePlugin {
 
 impl ReservePlugin for RemotePlugin {
     fn reserve(&self, state: &mut CycleState, _pod: &Pod, node: &str) -> Status {
+        if self.absent(pb::ExtensionPoint::Reserve) {
+            return Status::success();
+        }
         self.status_call(state, node, Outbound::Reserve)
     }
     fn unreserve(&self, state: &mut CycleState, _pod: &Pod, node: &str) {
+        if self.absent(pb::ExtensionPoint::Reserve) {
+            return;
+        }
         let s = self.status_call(state, node, Outbound::Unreserve);
         if !s.is_success() {
             tracing::warn!(plugin = %self.meta.name, status = %s, "remote Unreserve failed");
@@ -925,6 +979,9 @@ impl ReservePlugin for RemotePlugin {
 
 impl PermitPlugin for RemotePlugin {
     fn permit(&self, state: &mut CycleState, _pod: &Pod, node: &str) -> (Status, Duration) {
+        if self.absent(pb::ExtensionPoint::Permit) {
+            return (Status::success(), Duration::ZERO);
+        }
         let r = (|| {
             let (cycle, g, streams) = self.cycle(state)?;
             let req = |id| {
@@ -967,6 +1024,9 @@ impl PreBindPlugin for RemotePlugin {
         node: &'a str,
     ) -> BoxFuture<'a, Status> {
         Box::pin(async move {
+            if self.absent(pb::ExtensionPoint::PreBind) {
+                return Status::success();
+            }
             let s = self.async_status_call(state, node, Outbound::PreBind).await;
             if s.is_skip() {
                 Status::success()
@@ -984,7 +1044,12 @@ impl BindPlugin for RemotePlugin {
         _pod: &'a Arc<Pod>,
         node: &'a str,
     ) -> BoxFuture<'a, Status> {
-        Box::pin(self.async_status_call(state, node, Outbound::Bind))
+        Box::pin(async move {
+            if self.absent(pb::ExtensionPoint::Bind) {
+                return Status::skip();
+            }
+            self.async_status_call(state, node, Outbound::Bind).await
+        })
     }
 }
 
@@ -996,6 +1061,9 @@ impl PostBindPlugin for RemotePlugin {
         node: &'a str,
     ) -> BoxFuture<'a, ()> {
         Box::pin(async move {
+            if self.absent(pb::ExtensionPoint::PostBind) {
+                return;
+            }
             let _ = self
                 .async_status_call(state, node, Outbound::PostBind)
                 .await;

@@ -299,6 +299,10 @@ impl SchedulerServices for Scheduler {
         self.queue.activate(pods);
     }
 
+    fn plugins_recovered(&self, plugins: &[String]) {
+        self.queue.plugins_recovered(plugins);
+    }
+
     fn record_preemption(&self, victims: usize) {
         self.stats
             .preemption_attempts

@@ -2,6 +2,7 @@
 //! scheduler_perf-style workload, run until the queue settles (every pod bound, or
 //! unschedulable with a recorded reason), then reported.
 
+pub mod bench;
 pub mod demo;
 pub mod report;
 pub mod workload;
@@ -43,6 +44,14 @@ pub struct SimulateOptions {
     pub scheduler_config: Option<SchedulerConfig>,
     /// Include each pod's recent events in the report.
     pub events: bool,
+    /// Sidecar endpoints to connect (`unix:///…` or `http://…`), their plugins enabled
+    /// in every profile that does not mention them.
+    pub plugin_endpoints: Vec<String>,
+    /// Sidecar commands to start (each told where to listen through
+    /// `SWITCHYARD_PLUGIN_LISTEN`), then connected like `plugin_endpoints`.
+    pub sidecars: Vec<String>,
+    /// How long a started sidecar may take to listen.
+    pub sidecar_startup: Duration,
 }
 
 impl Default for SimulateOptions {
@@ -59,6 +68,9 @@ impl Default for SimulateOptions {
             objects: Vec::new(),
             scheduler_config: None,
             events: false,
+            plugin_endpoints: Vec::new(),
+            sidecars: Vec::new(),
+            sidecar_startup: Duration::from_secs(30),
         }
     }
 }
@@ -112,11 +124,18 @@ pub fn run(opts: &SimulateOptions, registry: &Registry) -> Result<Report, Simula
         tracing::warn!(%src, kind, "kind is not used by the scheduler; skipped");
     }
     let cluster = Arc::new(EmbeddedCluster::from_manifests(&objects)?);
+    let mut config = config;
+    let sidecars = start_sidecars(opts, &mut config)?;
     let mut registry = registry.clone();
     let endpoints = crate::remote::register(&config.remote_plugins, &mut registry)
         .map_err(SimulateError::Remote)?;
+    for ep in endpoints.iter().filter(|e| e.config().auto_enable) {
+        for p in ep.handshake().map(|h| h.plugins).unwrap_or_default() {
+            config.enable_everywhere(&p.name);
+        }
+    }
     let registry = &registry;
-    let _stop = StopEndpoints(endpoints);
+    let stop = StopEndpoints(endpoints);
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -155,7 +174,7 @@ pub fn run(opts: &SimulateOptions, registry: &Registry) -> Result<Report, Simula
     progress.finish();
     running.stop();
     result?;
-    let report = report::build(
+    let mut report = report::build(
         &cluster,
         &sched,
         &config,
@@ -164,9 +183,41 @@ pub fn run(opts: &SimulateOptions, registry: &Registry) -> Result<Report, Simula
         workload.as_ref().map(|w| (w.name.clone(), w.threshold)),
         opts.events,
     );
+    report.remote = stop.0.iter().map(report::RemoteReport::of).collect();
     drop(sched);
     runtime.shutdown_timeout(Duration::from_secs(1));
+    drop(stop);
+    drop(sidecars);
     Ok(report)
+}
+
+/// Starts `opts.sidecars` and adds them and `opts.plugin_endpoints` to the
+/// configuration's endpoints.
+fn start_sidecars(
+    opts: &SimulateOptions,
+    config: &mut SchedulerConfig,
+) -> Result<Vec<crate::remote::sidecar::SidecarProcess>, SimulateError> {
+    use crate::remote::sidecar::{socket_dir, Listen, SidecarProcess};
+    use crate::remote::EndpointConfig;
+    let mut started = Vec::new();
+    let mut endpoints: Vec<(String, String)> = Vec::new();
+    for (i, cmd) in opts.sidecars.iter().enumerate() {
+        let sock = socket_dir().join(format!("sidecar-{i}.sock"));
+        let p = SidecarProcess::start(cmd, Listen::Unix(sock), opts.sidecar_startup)
+            .map_err(SimulateError::Remote)?;
+        endpoints.push((format!("--sidecar {cmd:?}"), p.endpoint.clone()));
+        started.push(p);
+    }
+    for e in &opts.plugin_endpoints {
+        endpoints.push((format!("--plugin-endpoint {e:?}"), e.clone()));
+    }
+    for (flag, e) in endpoints {
+        let index = config.remote_plugins.len();
+        let c = EndpointConfig::from_flag(index, &e)
+            .map_err(|m| SimulateError::Remote(format!("{flag}: {m}")))?;
+        config.remote_plugins.push(c);
+    }
+    Ok(started)
 }
 
 /// Closes sidecar connections when the run ends, however it ends.

@@ -83,7 +83,43 @@ pub struct Invariants {
     pub accounted: bool,
     /// Evictions of a victim whose priority is not below its preemptor's (must be empty).
     pub bad_victims: Vec<String>,
+    /// Pods still assumed in the scheduler's cache once the run settled: a failed
+    /// attempt that was not rolled back (must be 0).
+    pub assumed_pods: usize,
     pub ok: bool,
+}
+
+/// What one sidecar endpoint cost over the run.
+#[derive(Serialize, Clone, Debug)]
+#[serde(rename_all = "camelCase")]
+pub struct RemoteReport {
+    pub endpoint: String,
+    pub plugins: Vec<String>,
+    pub calls: u64,
+    pub errors: u64,
+    pub reconnects: u64,
+    /// gRPC message bytes, replication included.
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+}
+
+impl RemoteReport {
+    pub fn of(e: &crate::remote::Endpoint) -> Self {
+        use std::sync::atomic::Ordering::Relaxed;
+        let s = e.stats();
+        RemoteReport {
+            endpoint: e.config().endpoint.clone(),
+            plugins: e
+                .handshake()
+                .map(|h| h.plugins.into_iter().map(|p| p.name).collect())
+                .unwrap_or_else(|| e.config().plugins.clone()),
+            calls: s.calls.load(Relaxed),
+            errors: s.errors.load(Relaxed),
+            reconnects: s.reconnects.load(Relaxed),
+            bytes_sent: s.bytes_sent.load(Relaxed),
+            bytes_received: s.bytes_received.load(Relaxed),
+        }
+    }
 }
 
 #[derive(Serialize, Clone, Debug)]
@@ -94,6 +130,9 @@ pub struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub measured: Option<MeasuredReport>,
     pub invariants: Invariants,
+    /// Sidecar endpoints, when any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub remote: Vec<RemoteReport>,
 }
 
 /// The reason shown for a pod no attempt has finished for (an invariant violation
@@ -190,6 +229,7 @@ pub fn build(
         })
         .collect();
     let double_binds = cluster.bind_conflicts();
+    let assumed_pods = sched.cache.lock().map(|c| c.assumed_count()).unwrap_or(0);
     let accounted = pods
         .iter()
         .all(|p| p.node.is_some() || p.reason.as_deref() != Some(NO_ATTEMPT));
@@ -239,12 +279,15 @@ pub fn build(
             ok: overcommitted_nodes.is_empty()
                 && double_binds == 0
                 && accounted
-                && bad_victims.is_empty(),
+                && bad_victims.is_empty()
+                && assumed_pods == 0,
             overcommitted_nodes,
             double_binds,
             accounted,
             bad_victims,
+            assumed_pods,
         },
+        remote: Vec::new(),
     }
 }
 
@@ -378,14 +421,27 @@ impl Report {
                     .unwrap_or_default()
             );
         }
+        for r in &self.remote {
+            let _ = writeln!(
+                s,
+                "Sidecar {} ({}): {} calls, {} errors, {} reconnects, {} KiB sent, {} KiB received",
+                r.endpoint,
+                r.plugins.join(", "),
+                r.calls,
+                r.errors,
+                r.reconnects,
+                r.bytes_sent / 1024,
+                r.bytes_received / 1024
+            );
+        }
         let inv = &self.invariants;
         if inv.ok {
-            let _ = writeln!(s, "Invariants: ok (no node over-committed, no pod bound twice, every pod accounted for, no victim of priority >= its preemptor's)");
+            let _ = writeln!(s, "Invariants: ok (no node over-committed, no pod bound twice, every pod accounted for, none left assumed, no victim of priority >= its preemptor's)");
         } else {
             let _ = writeln!(
                 s,
-                "Invariants: VIOLATED: over-committed nodes {:?}, double binds {}, accounted {}, bad victims {:?}",
-                inv.overcommitted_nodes, inv.double_binds, inv.accounted, inv.bad_victims
+                "Invariants: VIOLATED: over-committed nodes {:?}, double binds {}, accounted {}, left assumed {}, bad victims {:?}",
+                inv.overcommitted_nodes, inv.double_binds, inv.accounted, inv.assumed_pods, inv.bad_victims
             );
         }
         s

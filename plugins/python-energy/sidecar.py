@@ -1,0 +1,829 @@
+#!/usr/bin/env python3
+"""EnergyAware: a Switchyard scheduler plugin served as a gRPC sidecar, in Python.
+
+It speaks `switchyard.plugin.v1` (proto/switchyard/plugin/v1/plugin.proto) exactly as
+the Rust SDK (plugin-sdk/src/service.rs) does on the wire, to show the contract works
+from another language:
+
+* Filter rejects nodes labelled `energy.switchyard.dev/draining: "true"`.
+* Score is the node's `energy.switchyard.dev/efficiency` label (an integer, clamped to
+  0..100; 50 when absent or not an integer). No NormalizeScore.
+
+Usage: sidecar.py [--listen unix:///path.sock | --listen 127.0.0.1:PORT]
+(or SWITCHYARD_PLUGIN_LISTEN; default unix:///tmp/switchyard/energyaware.sock).
+
+The Python stubs are generated from ../../proto into ./_gen on start (see load_stubs).
+"""
+
+import asyncio
+import ipaddress
+import json
+import os
+import re
+import shutil
+import signal
+import stat
+import sys
+import tempfile
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROTO_ROOT = os.path.normpath(os.path.join(HERE, "..", "..", "proto"))
+PROTO_FILE = "switchyard/plugin/v1/plugin.proto"
+GEN_DIR = os.path.join(HERE, "_gen")
+
+PROTOCOL_VERSION = "v1"
+# As the Rust SDK's ServeOptions defaults.
+GENERATION_WAIT_SECS = 5.0
+MAX_BATCH_NODES = 0
+MAX_MESSAGE_BYTES = 64 << 20
+# How long shutdown lets replies in flight finish. Streams are long-lived, so they
+# never end on their own: this is always waited in full, then they are cancelled.
+SHUTDOWN_GRACE_SECS = 1.0
+
+PLUGIN_NAME = "EnergyAware"
+LABEL_DRAINING = "energy.switchyard.dev/draining"
+LABEL_EFFICIENCY = "energy.switchyard.dev/efficiency"
+DEFAULT_SCORE = 50
+INTEGER = re.compile(r"[+-]?[0-9]+")
+MIN_SCORE, MAX_SCORE = 0, 100
+
+
+def log(msg):
+    print(f"{PLUGIN_NAME}: {msg}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- stubs
+
+
+def load_stubs():
+    """Generates the stubs into _gen/ when missing or older than the .proto, then
+    imports them. Returns (plugin_pb2, plugin_pb2_grpc)."""
+    src = os.path.join(PROTO_ROOT, PROTO_FILE)
+    out_dir = os.path.join(GEN_DIR, os.path.dirname(PROTO_FILE))
+    names = ("plugin_pb2.py", "plugin_pb2_grpc.py")
+    outs = [os.path.join(out_dir, n) for n in names]
+    try:
+        stale = min(os.path.getmtime(o) for o in outs) < os.path.getmtime(src)
+    except OSError:
+        stale = True
+    if stale:
+        from grpc_tools import protoc
+
+        # Generate beside _gen and move the files in one by one (os.replace is atomic):
+        # another process starting at the same time (the self-test and the sidecar
+        # it launches) never imports a half-written module.
+        tmp = tempfile.mkdtemp(prefix="_gen.tmp-", dir=HERE)
+        try:
+            rc = protoc.main(
+                [
+                    "grpc_tools.protoc",
+                    f"-I{PROTO_ROOT}",
+                    f"--python_out={tmp}",
+                    f"--grpc_python_out={tmp}",
+                    PROTO_FILE,
+                ]
+            )
+            if rc != 0:
+                raise RuntimeError(f"protoc failed ({rc}) on {src}")
+            os.makedirs(out_dir, exist_ok=True)
+            for n in names:
+                os.replace(os.path.join(tmp, os.path.dirname(PROTO_FILE), n), os.path.join(out_dir, n))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    # Generated with -I proto/, the modules live at switchyard/plugin/v1/ (namespace
+    # packages) and the *_grpc module imports its *_pb2 by that absolute name, so _gen
+    # itself has to be on the path.
+    if GEN_DIR not in sys.path:
+        sys.path.insert(0, GEN_DIR)
+    from switchyard.plugin.v1 import plugin_pb2, plugin_pb2_grpc
+
+    return plugin_pb2, plugin_pb2_grpc
+
+
+pb, pb_grpc = load_stubs()
+
+import grpc  # noqa: E402  (after the stubs, whose grpc module needs a recent grpcio)
+
+
+# ---------------------------------------------------------------- statuses
+
+
+def quote(s):
+    """A string as Rust's `{:?}` prints it (close enough for messages)."""
+    return json.dumps(s, ensure_ascii=False)
+
+
+def status(code, *reasons):
+    return pb.Status(code=code, reasons=list(reasons))
+
+
+def success():
+    return pb.Status(code=pb.SUCCESS)
+
+
+def error(reason):
+    return status(pb.ERROR, reason)
+
+
+class CallError(Exception):
+    """A call's failure, answered as its (error) status: never closes a stream."""
+
+    def __init__(self, st):
+        super().__init__(list(st.reasons))
+        self.status = st
+
+
+class ReplicationError(Exception):
+    """The replica cannot be trusted any more: the Replicate stream is closed."""
+
+
+# ---------------------------------------------------------------- the plugin
+
+
+class EnergyAware:
+    """The plugin itself; everything else in this file is the protocol.
+
+    A plugin here is an object with a `name`, its requeue `events`, and the methods of
+    the extension points it implements (`filter`, `score`): the service derives the
+    handshake from which of them exist, like the SDK's `as_*` methods.
+    """
+
+    name = PLUGIN_NAME
+    # Pods this plugin rejected can only become schedulable when a node appears or a
+    # node's labels change (undrained).
+    events = [("Node", ["Add", "UpdateNodeLabel"])]
+
+    def filter(self, cycle, node):
+        if node.node.labels.get(LABEL_DRAINING) == "true":
+            return status(pb.UNSCHEDULABLE, "node is draining (EnergyAware)")
+        return success()
+
+    def score(self, cycle, node):
+        v = node.node.labels.get(LABEL_EFFICIENCY)
+        # An integer as Rust parses one: optional sign, ASCII digits only (int() alone
+        # would also take " 7", "1_0" and non-ASCII digits).
+        if v is None or not INTEGER.fullmatch(v):
+            return DEFAULT_SCORE
+        return max(MIN_SCORE, min(MAX_SCORE, int(v)))
+
+
+# ---------------------------------------------------------------- the replica
+
+
+class NodeInfo:
+    """A node with the pods placed on it (bound or assumed), as the SDK's NodeInfo."""
+
+    __slots__ = ("node", "pods")
+
+    def __init__(self, node, pods=None):
+        self.node = node
+        self.pods = pods if pods is not None else []
+
+    def name(self):
+        return self.node.name
+
+    def remove_pod(self, uid):
+        for i, p in enumerate(self.pods):
+            if p.uid == uid:
+                return self.pods.pop(i)
+        return None
+
+
+class Replica:
+    """The replicated snapshot: nodes by the scheduler's node id, pods by UID. A port of
+    plugin-sdk/src/snapshot.rs."""
+
+    def __init__(self):
+        # Generation of the last SnapshotDelta applied (CycleStart/End do not move it).
+        self.generation = 0
+        self.nodes = {}  # id -> NodeInfo
+        self.by_name = {}  # node name -> id
+        self.pods = {}  # uid -> (Pod, node id or None when its node is not replicated)
+
+    def node(self, node_id):
+        return self.nodes.get(node_id)
+
+    def pod(self, uid):
+        e = self.pods.get(uid)
+        return e[0] if e else None
+
+    def apply(self, generation, d):
+        if d.full:
+            self.nodes.clear()
+            self.by_name.clear()
+            self.pods.clear()
+        # Removals first: a node deleted and re-created arrives with a new id.
+        for node_id in d.remove_nodes:
+            ni = self.nodes.pop(node_id, None)
+            if ni is not None:
+                self.by_name.pop(ni.node.name, None)
+                for p in ni.pods:
+                    if p.uid in self.pods:
+                        self.pods[p.uid] = (self.pods[p.uid][0], None)
+        for uid in d.remove_pods:
+            self._remove_pod(uid)
+        for n in d.upsert_nodes:
+            old = self.by_name.get(n.name)
+            if old is not None and old != n.id:
+                raise ReplicationError(f"node {quote(n.name)} arrived with id {n.id} but the replica has it as {old}")
+            self.by_name[n.name] = n.id
+            ni = self.nodes.get(n.id)
+            if ni is not None:
+                if ni.node.name != n.name:
+                    self.by_name.pop(ni.node.name, None)
+                ni.node = n
+            else:
+                self.nodes[n.id] = NodeInfo(n)
+        for p in d.upsert_pods:
+            self._remove_pod(p.uid)
+            node_id = self.by_name.get(p.node_name)
+            ni = self.nodes.get(node_id) if node_id is not None else None
+            if ni is not None:
+                ni.pods.append(p)
+            self.pods[p.uid] = (p, node_id)
+        self.generation = generation
+
+    def _remove_pod(self, uid):
+        e = self.pods.pop(uid, None)
+        if e is not None and e[1] is not None:
+            ni = self.nodes.get(e[1])
+            if ni is not None:
+                ni.remove_pod(uid)
+
+
+class CycleEntry:
+    """One scheduling attempt the sidecar knows about (CycleStart to CycleEnd)."""
+
+    def __init__(self, cycle_id, pod, profile, generation, snapshot_generation):
+        self.id = cycle_id
+        self.pod = pod
+        self.profile = profile
+        # Generation of the CycleStart message: the cycle's calls name it.
+        self.generation = generation
+        # Replica generation the cycle's scheduling calls must be evaluated at.
+        self.snapshot_generation = snapshot_generation
+        # PreScore outcomes by plugin name, for Score calls sent right behind them.
+        self.pre_scores = {}
+        self.pre_score_done = asyncio.Condition()
+
+
+class Cycle:
+    """The cycle as plugin calls see it (the SDK's `Cycle`)."""
+
+    __slots__ = ("id", "pod", "profile", "snapshot")
+
+    def __init__(self, entry, snapshot):
+        self.id = entry.id
+        self.pod = entry.pod
+        self.profile = entry.profile
+        self.snapshot = snapshot
+
+
+# ---------------------------------------------------------------- the service
+
+
+def _points(plugin):
+    """Extension points a plugin implements, in the proto's order."""
+    pairs = [
+        ("pre_enqueue", pb.PRE_ENQUEUE),
+        ("sort_key", pb.QUEUE_SORT),
+        ("pre_filter", pb.PRE_FILTER),
+        ("filter", pb.FILTER),
+        ("post_filter", pb.POST_FILTER),
+        ("pre_score", pb.PRE_SCORE),
+        ("score", pb.SCORE),
+        ("reserve", pb.RESERVE),
+        ("permit", pb.PERMIT),
+        ("pre_bind", pb.PRE_BIND),
+        ("bind", pb.BIND),
+        ("post_bind", pb.POST_BIND),
+    ]
+    return [p for attr, p in pairs if callable(getattr(plugin, attr, None))]
+
+
+def _stream(method, *args):
+    """The handler of one extension-point stream: its requests one at a time, in
+    order, one reply each, answered by `method` (as the SDK's `bidi`)."""
+
+    async def handler(self, request_iterator, context):
+        handle = getattr(self, method)
+        async for req in request_iterator:
+            yield await handle(req, *args)
+
+    handler.__name__ = method
+    return handler
+
+
+class PluginService(pb_grpc.PluginServicer):
+    """The `Plugin` service, a port of the Rust SDK's PluginService for plugins that
+    implement Filter and Score. Every stream is served (the scheduler opens them all);
+    a call for an extension point the plugin lacks is answered with an Error status,
+    as the SDK does, and the stream stays open.
+
+    Each stream handles its requests one at a time, in order (as the SDK's `bidi`),
+    so a call waiting for its generation holds back the later calls of its stream
+    only. Everything runs on one asyncio loop: replica updates are atomic with respect
+    to calls without locks.
+    """
+
+    def __init__(self, plugins):
+        self.plugins = {p.name: p for p in plugins}
+        self.replica = Replica()
+        # Generation of the last Replicate message applied (any kind).
+        self.applied = 0
+        self.applied_changed = asyncio.Condition()
+        self.cycles = {}  # cycle id -> CycleEntry
+
+    # ------------------------------------------------------------ shared steps
+
+    def plugin(self, name):
+        p = self.plugins.get(name)
+        if p is None:
+            raise CallError(error(f"this sidecar serves no plugin named {quote(name)}"))
+        return p
+
+    @staticmethod
+    def missing(plugin_name, point):
+        return CallError(error(f"plugin {quote(plugin_name)} has no {point}"))
+
+    async def cycle(self, cycle_id, generation):
+        """The cycle a call names, once the replica has reached its generation (waiting
+        at most GENERATION_WAIT_SECS)."""
+        if self.applied < generation:
+            try:
+                async with self.applied_changed:
+                    await asyncio.wait_for(
+                        self.applied_changed.wait_for(lambda: self.applied >= generation),
+                        GENERATION_WAIT_SECS,
+                    )
+            except asyncio.TimeoutError:
+                raise CallError(
+                    error(
+                        f"generation {generation} not reached within {GENERATION_WAIT_SECS:g}s "
+                        f"(replica at {self.applied})"
+                    )
+                ) from None
+        entry = self.cycles.get(cycle_id)
+        if entry is None:
+            raise CallError(error(f"cycle {cycle_id} is unknown (never started, or already ended)"))
+        if entry.generation != generation:
+            raise CallError(error(f"cycle {cycle_id} started at generation {entry.generation}, not {generation}"))
+        return entry
+
+    def replica_at(self, entry):
+        """The replica for a scheduling-cycle call: still at the cycle's generation,
+        never a later one (a delta after CycleStart invalidates the cycle's calls)."""
+        r = self.replica
+        if r.generation != entry.snapshot_generation:
+            raise CallError(
+                error(
+                    f"the replica moved on to generation {r.generation} since cycle {entry.id} "
+                    f"(at {entry.snapshot_generation}) started"
+                )
+            )
+        return r
+
+    @staticmethod
+    def nodes_by_id(replica, ids):
+        out = []
+        for i in ids:
+            ni = replica.node(i)
+            if ni is None:
+                raise CallError(error(f"unknown node id {i}"))
+            out.append(ni)
+        return out
+
+    async def outcome(self, point, fn, *args):
+        """Runs a call: (result, None), or (None, error status) for a CallError. Any
+        other exception is a bug here; it is logged and answered as an Error too, so
+        that it never breaks the stream (the scheduler drops the whole connection on
+        a stream error)."""
+        try:
+            return await fn(*args), None
+        except CallError as e:
+            return None, e.status
+        except Exception as e:  # noqa: BLE001
+            log(f"{point} call failed: {e!r}\n{traceback.format_exc().rstrip()}")
+            return None, error(f"{point}: internal error in the sidecar: {e!r}")
+
+    # ------------------------------------------------------------ handshake
+
+    async def Handshake(self, request, context):
+        if PROTOCOL_VERSION not in request.protocol_versions:
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"this sidecar speaks protocol {PROTOCOL_VERSION}; the scheduler offered "
+                f"{json.dumps(list(request.protocol_versions))}",
+            )
+        infos = []
+        for p in self.plugins.values():
+            infos.append(
+                pb.PluginInfo(
+                    name=p.name,
+                    extension_points=_points(p),
+                    pre_filter_extensions=bool(getattr(p, "has_pre_filter_extensions", False)),
+                    normalize_score=callable(getattr(p, "score", None)) and callable(getattr(p, "normalize", None)),
+                    events=[pb.ClusterEvent(resource=r, actions=a) for r, a in getattr(p, "events", [])],
+                )
+            )
+        return pb.HandshakeResponse(protocol_version=PROTOCOL_VERSION, plugins=infos, max_batch_nodes=MAX_BATCH_NODES)
+
+    # ------------------------------------------------------------ replication
+
+    async def Replicate(self, request_iterator, context):
+        expect = None  # the next generation; None until the first (full) snapshot
+        async for msg in request_iterator:
+            try:
+                expect = await self.apply(msg, expect)
+            except ReplicationError as e:
+                log(f"replication failed; closing the stream: {e}")
+                await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
+            if msg.ack:
+                yield pb.ReplicateResponse(applied_generation=msg.generation)
+
+    async def apply(self, msg, expect):
+        g = msg.generation
+        kind = msg.WhichOneof("kind")
+        full = kind == "delta" and msg.delta.full
+        if expect is None and not full:
+            raise ReplicationError(
+                f"the first message of a Replicate stream must be a full snapshot (got generation {g})"
+            )
+        # A full snapshot may carry any generation (it starts over); anything else must
+        # be the next one.
+        if expect is not None and not full and g != expect:
+            raise ReplicationError(f"generation gap: expected {expect}, got {g}")
+        if kind == "delta":
+            if full:
+                self.cycles.clear()
+            self.replica.apply(g, msg.delta)
+        elif kind == "cycle_start":
+            c = msg.cycle_start
+            self.cycles[c.cycle] = CycleEntry(
+                c.cycle,
+                c.pod if c.HasField("pod") else pb.Pod(),
+                c.profile,
+                g,
+                self.replica.generation,
+            )
+        elif kind == "cycle_end":
+            self.cycles.pop(msg.cycle_end.cycle, None)
+        else:
+            raise ReplicationError(f"generation {g}: empty Replicate message")
+        # Set before notifying: taking the condition's lock may yield to other tasks,
+        # which must never see the replica changed but `applied` not yet moved.
+        self.applied = g
+        async with self.applied_changed:
+            self.applied_changed.notify_all()
+        return g + 1
+
+    # ------------------------------------------------------------ streams
+
+    # grpc.aio needs each handler to be an async generator function itself (a plain
+    # function returning one would be run as a sync handler on a thread).
+    PreEnqueue = _stream("pre_enqueue")
+    QueueSort = _stream("queue_sort")
+    PreFilter = _stream("pre_filter")
+    Filter = _stream("filter")
+    PostFilter = _stream("post_filter")
+    PreScore = _stream("pre_score")
+    Score = _stream("score")
+    NormalizeScore = _stream("normalize_score")
+    Reserve = _stream("cycle_call", "Reserve")
+    Unreserve = _stream("cycle_call", "Unreserve")
+    Permit = _stream("permit")
+    PreBind = _stream("cycle_call", "PreBind")
+    Bind = _stream("cycle_call", "Bind")
+    PostBind = _stream("cycle_call", "PostBind")
+
+    # ------------------------------------------------------------ Filter
+
+    async def filter(self, req):
+        out = pb.FilterResponse(request_id=req.request_id, generation=req.generation)
+        failures, err = await self.outcome("Filter", self.filter_batch, req)
+        if err is None:
+            # Every item was evaluated (the scheduler checks this against its batch);
+            # only those that did not pass are listed.
+            out.evaluated = len(req.nodes)
+            out.failures.extend(failures)
+        else:
+            out.error.CopyFrom(err)
+        return out
+
+    async def filter_batch(self, req):
+        entry = await self.cycle(req.cycle, req.generation)
+        plugin = self.plugin(req.plugin)
+        f = getattr(plugin, "filter", None)
+        if not callable(f):
+            raise self.missing(req.plugin, "Filter")
+        replica = self.replica_at(entry)
+        cycle = Cycle(entry, replica)
+        nodes = self.nodes_by_id(replica, req.nodes)
+        deltas = [None] * len(nodes)
+        for d in req.deltas:
+            if d.index >= len(nodes):
+                raise CallError(error(f"delta for item {d.index} of a batch of {len(nodes)}"))
+            deltas[d.index] = d
+        failures = []
+        for i, ni in enumerate(nodes):
+            s = f(cycle, ni) if deltas[i] is None else self.filter_with_delta(f, cycle, ni, deltas[i])
+            if s.code != pb.SUCCESS:
+                failures.append(pb.NodeStatus(index=i, status=s))
+        return failures
+
+    @staticmethod
+    def filter_with_delta(f, cycle, node, d):
+        """Filter on a what-if copy of the node: pods removed, then added. With no
+        PreFilter extensions (this sidecar's case) there is no state to fork and no
+        RemovePod/AddPod to run, but the delta must still make sense: a pod removed
+        that is not on the node, or added that the replica does not hold, is an Error
+        status for that item, as in the SDK."""
+        ni = NodeInfo(node.node, list(node.pods))
+        for uid in d.remove_pods:
+            if ni.remove_pod(uid) is None:
+                return error(f"delta removes pod {uid}, which is not on node {node.name()}")
+        for uid in d.add_pods:
+            p = cycle.snapshot.pod(uid)
+            if p is None:
+                return error(f"delta adds pod {uid}, which the replica does not hold")
+            ni.pods.append(_placed(p, ni.node.name))
+        for p in d.add_pod_objects:
+            ni.pods.append(_placed(p, ni.node.name))
+        return f(cycle, ni)
+
+    # ------------------------------------------------------------ Score
+
+    async def score(self, req):
+        out = pb.ScoreResponse(request_id=req.request_id, generation=req.generation)
+        res, err = await self.outcome("Score", self.score_batch, req)
+        if err is None:
+            scores, normalized = res
+            out.status.CopyFrom(success())
+            out.scores.extend(scores)
+            out.normalized = normalized
+        else:
+            out.status.CopyFrom(err)
+        return out
+
+    async def score_batch(self, req):
+        entry = await self.cycle(req.cycle, req.generation)
+        plugin = self.plugin(req.plugin)
+        sp = getattr(plugin, "score", None)
+        if not callable(sp):
+            raise self.missing(req.plugin, "Score")
+        if req.after_pre_score:
+            s = await self.pre_score_outcome(entry, plugin.name)
+            if s.code != pb.SUCCESS:
+                # Skip included: the scheduler reads a Skip reply as "no scores".
+                raise CallError(s)
+        replica = self.replica_at(entry)
+        cycle = Cycle(entry, replica)
+        nodes = self.nodes_by_id(replica, req.nodes)
+        scores = [sp(cycle, ni) for ni in nodes]
+        norm = getattr(plugin, "normalize", None)
+        if not callable(norm):
+            # Without NormalizeScore a plugin's scores are final, whether or not the
+            # request asked for normalization: the SDK answers normalized=true.
+            return scores, True
+        if not req.normalize:
+            return scores, False
+        s = norm(cycle, scores)
+        if s.code != pb.SUCCESS:
+            raise CallError(s)
+        return scores, True
+
+    async def pre_score_outcome(self, entry, name):
+        """Waits for this cycle's PreScore of plugin `name` (sent just before Score)."""
+        try:
+            async with entry.pre_score_done:
+                await asyncio.wait_for(
+                    entry.pre_score_done.wait_for(lambda: name in entry.pre_scores),
+                    GENERATION_WAIT_SECS,
+                )
+        except asyncio.TimeoutError:
+            raise CallError(
+                error(
+                    f"Score named a PreScore of cycle {entry.id} that did not arrive within "
+                    f"{GENERATION_WAIT_SECS:g}s"
+                )
+            ) from None
+        return entry.pre_scores[name]
+
+    # ------------------------------------------------------------ the rest
+
+    async def pre_score(self, req):
+        async def run():
+            entry = await self.cycle(req.cycle, req.generation)
+            plugin = self.plugin(req.plugin)
+            # From here on the outcome is recorded for a Score sent with
+            # after_pre_score (errors before this point are not, as in the SDK).
+            p = getattr(plugin, "pre_score", None)
+            if not callable(p):
+                s = self.missing(req.plugin, "PreScore").status
+            else:
+                try:
+                    replica = self.replica_at(entry)
+                    nodes = self.nodes_by_id(replica, req.nodes)
+                    s = p(Cycle(entry, replica), nodes)
+                except CallError as e:
+                    s = e.status
+            entry.pre_scores[plugin.name] = s
+            async with entry.pre_score_done:
+                entry.pre_score_done.notify_all()
+            return s
+
+        s, err = await self.outcome("PreScore", run)
+        return pb.StatusResponse(request_id=req.request_id, status=s if err is None else err, generation=req.generation)
+
+    async def pre_enqueue(self, req):
+        async def run():
+            self.plugin(req.plugin)
+            raise self.missing(req.plugin, "PreEnqueue")
+
+        _, err = await self.outcome("PreEnqueue", run)
+        # Outside any cycle: generation 0, as the SDK.
+        return pb.StatusResponse(request_id=req.request_id, status=err, generation=0)
+
+    async def queue_sort(self, req):
+        async def run():
+            self.plugin(req.plugin)
+            raise CallError(error(f"plugin {quote(req.plugin)} has no QueueSort, or the request has no pod"))
+
+        _, err = await self.outcome("QueueSort", run)
+        return pb.QueueSortResponse(request_id=req.request_id, status=err)
+
+    async def _unimplemented_in_cycle(self, req, point):
+        """Calls inside a cycle for a point no plugin here implements: like the SDK,
+        wait for the cycle first, then answer that the plugin lacks the point."""
+        await self.cycle(req.cycle, req.generation)
+        self.plugin(req.plugin)
+        raise self.missing(req.plugin, point)
+
+    async def pre_filter(self, req):
+        _, err = await self.outcome("PreFilter", self._unimplemented_in_cycle, req, "PreFilter")
+        return pb.PreFilterResponse(request_id=req.request_id, status=err, generation=req.generation)
+
+    async def post_filter(self, req):
+        _, err = await self.outcome("PostFilter", self._unimplemented_in_cycle, req, "PostFilter")
+        return pb.PostFilterResponse(request_id=req.request_id, status=err, generation=req.generation)
+
+    async def normalize_score(self, req):
+        _, err = await self.outcome("NormalizeScore", self._unimplemented_in_cycle, req, "NormalizeScore")
+        return pb.ScoreResponse(request_id=req.request_id, status=err, generation=req.generation)
+
+    async def cycle_call(self, req, point):
+        _, err = await self.outcome(point, self._unimplemented_in_cycle, req, point)
+        return pb.StatusResponse(request_id=req.request_id, status=err, generation=req.generation)
+
+    async def permit(self, req):
+        # This plugin never answers WAIT, so it never sends unsolicited decisions.
+        _, err = await self.outcome("Permit", self._unimplemented_in_cycle, req, "Permit")
+        return pb.PermitResponse(request_id=req.request_id, status=err, generation=req.generation)
+
+
+def _placed(pod, node_name):
+    """A copy of `pod` placed on `node_name` (what-if deltas)."""
+    p = pb.Pod()
+    p.CopyFrom(pod)
+    p.node_name = node_name
+    return p
+
+
+# ---------------------------------------------------------------- serving
+
+
+class AddressError(ValueError):
+    def __init__(self, s):
+        super().__init__(f"listen address {quote(s)}: expected unix:///path/to.sock, tcp://host:port or host:port")
+
+
+def parse_listen_address(s):
+    """As the SDK's parse_listen_address: `unix:///path.sock`, `unix:path.sock`,
+    `tcp://host:port`, `http://host:port` or `host:port`, where host is an IP literal
+    (`[...]` for IPv6). Returns ("unix", path) or ("tcp", ip, port)."""
+    for prefix in ("unix://", "unix:"):
+        if s.startswith(prefix):
+            path = s[len(prefix) :]
+            if not path:
+                raise AddressError(s)
+            return ("unix", path)
+    hostport = s
+    for prefix in ("tcp://", "http://"):
+        if s.startswith(prefix):
+            hostport = s[len(prefix) :]
+            break
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isascii() or not port.isdigit() or int(port) > 65535:
+        raise AddressError(s)
+    try:
+        if host.startswith("[") and host.endswith("]"):
+            ip = ipaddress.IPv6Address(host[1:-1])
+        else:
+            ip = ipaddress.IPv4Address(host)
+    except ValueError:
+        raise AddressError(s) from None
+    return ("tcp", str(ip), int(port))
+
+
+USAGE = f"""usage: sidecar.py [--listen unix:///path.sock | --listen 127.0.0.1:PORT]
+
+Serves the Switchyard plugin(s) {PLUGIN_NAME} over gRPC until SIGTERM.
+SWITCHYARD_PLUGIN_LISTEN sets the address when --listen is absent."""
+
+
+def parse_args(argv):
+    """The listen address from --listen / --listen= / SWITCHYARD_PLUGIN_LISTEN, or None
+    for --help. Exits 1 on bad usage, as the Rust sidecars do."""
+    listen = os.environ.get("SWITCHYARD_PLUGIN_LISTEN")
+    args = iter(argv)
+    for a in args:
+        if a == "--listen":
+            listen = next(args, None)
+            if listen is None:
+                log("--listen needs an address, e.g. unix:///tmp/p.sock")
+                raise SystemExit(1)
+        elif a.startswith("--listen="):
+            listen = a[len("--listen=") :]
+        elif a in ("-h", "--help"):
+            print(USAGE)
+            return None
+        else:
+            log(f"unknown argument {quote(a)}; try --help")
+            raise SystemExit(1)
+    if listen is None:
+        return ("unix", f"/tmp/switchyard/{PLUGIN_NAME.lower()}.sock")
+    return parse_listen_address(listen)
+
+
+async def serve(listen, plugins, ready=None):
+    """Serves until SIGTERM or SIGINT, then lets replies in flight finish and removes
+    the socket."""
+    server = grpc.aio.server(
+        options=[
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            # grpcio sets SO_REUSEPORT by default: a second sidecar on the same TCP
+            # port would silently share it instead of failing.
+            ("grpc.so_reuseport", 0),
+        ]
+    )
+    pb_grpc.add_PluginServicer_to_server(PluginService(plugins), server)
+    sock = None
+    if listen[0] == "unix":
+        sock = os.path.abspath(listen[1])
+        # A socket left by a previous run would make bind fail.
+        try:
+            if stat.S_ISSOCK(os.lstat(sock).st_mode):
+                os.unlink(sock)
+        except FileNotFoundError:
+            pass
+        os.makedirs(os.path.dirname(sock), exist_ok=True)
+        target, shown = f"unix:{sock}", f"unix://{sock}"
+    else:
+        _, ip, port = listen
+        host = f"[{ip}]" if ":" in ip else ip
+        target, shown = f"{host}:{port}", None
+    try:
+        port = server.add_insecure_port(target)
+    except RuntimeError as e:
+        raise OSError(f"cannot listen on {target}: {e}") from None
+    if shown is None:
+        shown = f"tcp://{host}:{port}"
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await server.start()
+    try:
+        print(f"{PLUGIN_NAME} listening on {shown}", file=sys.stderr, flush=True)
+        if ready is not None:
+            ready(shown)
+        await stop.wait()
+    finally:
+        await server.stop(SHUTDOWN_GRACE_SECS)
+        if sock is not None:
+            try:
+                os.unlink(sock)
+            except FileNotFoundError:
+                pass
+
+
+def main(argv=None):
+    try:
+        listen = parse_args(sys.argv[1:] if argv is None else argv)
+    except AddressError as e:
+        log(str(e))
+        return 1
+    if listen is None:
+        return 0
+    try:
+        asyncio.run(serve(listen, [EnergyAware()]))
+    except OSError as e:
+        log(str(e))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+//! Sidecar processes the scheduler starts itself (`simulate --sidecar 'CMD'`, the demo,
+//! `switchyard bench`): each runs under `sh -c` in its own process group, is told where
+//! to listen through `SWITCHYARD_PLUGIN_LISTEN` (the SDKs read it), and is stopped with
+//! its children when dropped. In a cluster the sidecars are containers instead.
+
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The variable the SDKs read for their listen address.
+pub const LISTEN_ENV: &str = "SWITCHYARD_PLUGIN_LISTEN";
+
+/// A running sidecar; terminated (SIGTERM, then SIGKILL after a grace period) on drop.
+pub struct SidecarProcess {
+    child: Child,
+    command: String,
+    /// The scheduler's endpoint for it: `unix:///…` or `http://127.0.0.1:PORT`.
+    pub endpoint: String,
+    socket: Option<PathBuf>,
+}
+
+/// Where a started sidecar listens.
+#[derive(Clone, Debug)]
+pub enum Listen {
+    Unix(PathBuf),
+    /// 127.0.0.1 and this port.
+    Tcp(u16),
+}
+
+impl Listen {
+    /// A free TCP port on 127.0.0.1, as the kernel hands it out.
+    pub fn free_tcp() -> std::io::Result<Listen> {
+        let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+        Ok(Listen::Tcp(l.local_addr()?.port()))
+    }
+
+    fn sidecar_address(&self) -> String {
+        match self {
+            Listen::Unix(p) => format!("unix://{}", p.display()),
+            Listen::Tcp(port) => format!("tcp://127.0.0.1:{port}"),
+        }
+    }
+
+    fn endpoint(&self) -> String {
+        match self {
+            Listen::Unix(p) => format!("unix://{}", p.display()),
+            Listen::Tcp(port) => format!("http://127.0.0.1:{port}"),
+        }
+    }
+}
+
+impl SidecarProcess {
+    /// Starts `command` and waits until it listens (the socket file exists, or the
+    /// port accepts), at most `wait`. Fails with the exit status if it dies first.
+    pub fn start(command: &str, listen: Listen, wait: Duration) -> Result<SidecarProcess, String> {
+        if let Listen::Unix(p) = &listen {
+            if let Some(dir) = p.parent() {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            }
+            let _ = std::fs::remove_file(p);
+        }
+        let child = Command::new("sh")
+            .arg("-c")
+            .arg(command)
+            .env(LISTEN_ENV, listen.sidecar_address())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .map_err(|e| format!("sidecar `{command}`: cannot start: {e}"))?;
+        let mut s = SidecarProcess {
+            child,
+            command: command.to_string(),
+            endpoint: listen.endpoint(),
+            socket: match &listen {
+                Listen::Unix(p) => Some(p.clone()),
+                Listen::Tcp(_) => None,
+            },
+        };
+        let deadline = Instant::now() + wait;
+        loop {
+            let ready = match &listen {
+                Listen::Unix(p) => p.exists(),
+                Listen::Tcp(port) => std::net::TcpStream::connect(("127.0.0.1", *port)).is_ok(),
+            };
+            if ready {
+                return Ok(s);
+            }
+            if let Ok(Some(status)) = s.child.try_wait() {
+                return Err(format!(
+                    "sidecar `{command}` exited ({status}) before listening on {}; its error output is above",
+                    listen.sidecar_address()
+                ));
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "sidecar `{command}` did not listen on {} within {wait:?}",
+                    listen.sidecar_address()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    pub fn command(&self) -> &str {
+        &self.command
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends `signal` (a name: TERM, KILL, STOP, CONT) to the sidecar's whole process
+    /// group, through the shell's `kill` (this crate has no unsafe code).
+    pub fn signal(&self, signal: &str) {
+        let _ = Command::new("sh")
+            .arg("-c")
+            .arg(format!("kill -{signal} -{} 2>/dev/null", self.child.id()))
+            .status();
+    }
+
+    /// Whether the process has exited.
+    pub fn exited(&mut self) -> bool {
+        !matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for SidecarProcess {
+    fn drop(&mut self) {
+        if !self.exited() {
+            self.signal("TERM");
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while Instant::now() < deadline && !self.exited() {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            self.signal("KILL");
+            let _ = self.child.kill();
+        }
+        // Bounded: a process that survives SIGKILL (uninterruptible sleep) is left
+        // behind rather than hanging the scheduler.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline && !self.exited() {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if let Some(p) = &self.socket {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// A per-process scratch directory for sockets of started sidecars.
+pub fn socket_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("switchyard-{}", std::process::id()))
+}

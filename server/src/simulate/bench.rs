@@ -1,0 +1,198 @@
+//! `switchyard bench`: one workload run three ways — every plugin in process; one
+//! Filter+Score plugin (TaintToleration) served by a Rust sidecar over a Unix socket;
+//! the same over TCP — to show what moving a plugin out of process costs.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::report::Latency;
+use super::{run as simulate, SimulateError, SimulateOptions};
+use crate::config::SchedulerConfig;
+use crate::framework::Registry;
+use crate::remote::sidecar::{socket_dir, Listen, SidecarProcess};
+use crate::remote::EndpointConfig;
+
+/// The built-in plugin the sidecar replaces, and the name it serves it under.
+pub const BUILT_IN: &str = "TaintToleration";
+pub const REMOTE: &str = "RemoteTaintToleration";
+
+/// How a run reaches the plugin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    InProcess,
+    SidecarUds,
+    SidecarTcp,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 3] = [Mode::InProcess, Mode::SidecarUds, Mode::SidecarTcp];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::InProcess => "in-process",
+            Mode::SidecarUds => "sidecar-uds",
+            Mode::SidecarTcp => "sidecar-tcp",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Mode> {
+        Mode::ALL.into_iter().find(|m| m.name() == s)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
+    pub workload: PathBuf,
+    pub workload_name: String,
+    pub modes: Vec<Mode>,
+    /// Command that starts the TaintToleration sidecar (it reads its listen address
+    /// from `SWITCHYARD_PLUGIN_LISTEN`).
+    pub sidecar_command: String,
+    pub threads: usize,
+    pub seed: u64,
+    pub timeout: Duration,
+}
+
+/// One row of the result.
+#[derive(Serialize, Clone, Debug)]
+pub struct BenchRun {
+    pub name: &'static str,
+    /// Over the workload's measured pods.
+    pub pods_per_second: f64,
+    /// Every attempt of the run.
+    pub attempt_latency_ms: Latency,
+    /// Calls (every extension point) per pod bound over the whole run.
+    pub remote_calls_per_pod: f64,
+    /// gRPC message bytes both ways, replication included, per pod bound.
+    pub wire_bytes_per_pod: f64,
+    /// Pods bound over the whole run.
+    pub pods: usize,
+    /// Share of the in-process run's throughput, when that ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub relative_throughput: Option<f64>,
+    pub invariants_ok: bool,
+}
+
+#[derive(Serialize, Clone, Debug)]
+pub struct BenchReport {
+    pub workload: String,
+    pub runs: Vec<BenchRun>,
+}
+
+/// Runs each mode in turn; `progress` hears about each run as it finishes.
+pub fn run(
+    opts: &BenchOptions,
+    registry: &Registry,
+    progress: &mut dyn FnMut(&BenchRun),
+) -> Result<BenchReport, SimulateError> {
+    let mut runs: Vec<BenchRun> = Vec::new();
+    for &mode in &opts.modes {
+        let mut config = SchedulerConfig::default_config();
+        let _sidecar = match mode {
+            Mode::InProcess => None,
+            Mode::SidecarUds | Mode::SidecarTcp => {
+                let listen = if mode == Mode::SidecarUds {
+                    Listen::Unix(socket_dir().join("bench-taint.sock"))
+                } else {
+                    Listen::free_tcp().map_err(|e| {
+                        SimulateError::Remote(format!("cannot find a free TCP port: {e}"))
+                    })?
+                };
+                let p =
+                    SidecarProcess::start(&opts.sidecar_command, listen, Duration::from_secs(30))
+                        .map_err(SimulateError::Remote)?;
+                let mut ep =
+                    EndpointConfig::from_flag(0, &p.endpoint).map_err(SimulateError::Remote)?;
+                ep.auto_enable = false;
+                ep.plugins = vec![REMOTE.to_string()];
+                config.remote_plugins.push(ep);
+                config.rename_plugin(BUILT_IN, REMOTE);
+                Some(p)
+            }
+        };
+        let sim = SimulateOptions {
+            workload: Some(opts.workload.clone()),
+            workload_name: Some(opts.workload_name.clone()),
+            scheduler_config: Some(config),
+            seed: opts.seed,
+            threads: opts.threads,
+            timeout: opts.timeout,
+            ..SimulateOptions::default()
+        };
+        let report = simulate(&sim, registry)?;
+        let bound = report.summary.bound.max(1) as f64;
+        let calls: u64 = report.remote.iter().map(|r| r.calls).sum();
+        let bytes: u64 = report
+            .remote
+            .iter()
+            .map(|r| r.bytes_sent + r.bytes_received)
+            .sum();
+        let pods_per_second = report
+            .measured
+            .as_ref()
+            .map(|m| m.pods_per_second)
+            .unwrap_or(report.summary.pods_per_second);
+        let base = runs
+            .iter()
+            .find(|r| r.name == Mode::InProcess.name())
+            .map(|r| r.pods_per_second);
+        let row = BenchRun {
+            name: mode.name(),
+            pods_per_second,
+            attempt_latency_ms: report.summary.attempt_latency_ms.clone(),
+            remote_calls_per_pod: round1(calls as f64 / bound),
+            wire_bytes_per_pod: round1(bytes as f64 / bound),
+            pods: report.summary.bound,
+            relative_throughput: base
+                .filter(|b| *b > 0.0 && mode != Mode::InProcess)
+                .map(|b| (pods_per_second / b * 1000.0).round() / 1000.0),
+            invariants_ok: report.invariants.ok,
+        };
+        progress(&row);
+        runs.push(row);
+    }
+    Ok(BenchReport {
+        workload: opts.workload_name.clone(),
+        runs,
+    })
+}
+
+fn round1(v: f64) -> f64 {
+    (v * 10.0).round() / 10.0
+}
+
+impl BenchReport {
+    pub fn to_table(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let _ = writeln!(s, "Workload: {}", self.workload);
+        let _ = writeln!(
+            s,
+            "{:<12} {:>10} {:>9} {:>9} {:>9} {:>12} {:>14}  INVARIANTS",
+            "RUN", "PODS/S", "VS IN-PROC", "P50 MS", "P99 MS", "CALLS/POD", "WIRE B/POD",
+        );
+        for r in &self.runs {
+            let _ = writeln!(
+                s,
+                "{:<12} {:>10.0} {:>10} {:>9.3} {:>9.3} {:>12.1} {:>14.1}  {}",
+                r.name,
+                r.pods_per_second,
+                r.relative_throughput
+                    .map(|x| format!("{:.0}%", x * 100.0))
+                    .unwrap_or_else(|| "-".into()),
+                r.attempt_latency_ms.p50,
+                r.attempt_latency_ms.p99,
+                r.remote_calls_per_pod,
+                r.wire_bytes_per_pod,
+                if r.invariants_ok { "ok" } else { "VIOLATED" }
+            );
+        }
+        s
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    }
+}

@@ -1,0 +1,250 @@
+//! A sidecar that misbehaves must not cost a pod: these tests run `switchyard simulate`
+//! (a real process) against the real `switchyard-faulty-sidecar` process and break the
+//! sidecar mid-run — absent at start, SIGKILL, hung (SIGSTOP) past the call timeout,
+//! out-of-range replies — under both failure policies. Every run must still bind every
+//! pod, over-commit no node, bind no pod twice and leave no pod assumed; with `Fail`
+//! the plugin's Filter must have held for every pod, and the errors must be counted.
+//!
+//! The workload creates pods in three waves 1.5 s apart; faults are injected between
+//! the first and second waves, so the second wave meets the broken sidecar.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::thread::sleep;
+use std::time::Duration;
+
+use serde_json::Value;
+use switchyard::remote::sidecar::{socket_dir, Listen, SidecarProcess};
+use switchyard_e2e::{binary, run_with_deadline, workspace_root};
+
+const NODES: usize = 8;
+const REJECTED: [&str; 2] = ["node-0", "node-1"];
+const PODS: u64 = 120;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Policy {
+    Fail,
+    Ignore,
+}
+
+struct Run {
+    dir: PathBuf,
+    socket: PathBuf,
+}
+
+impl Run {
+    fn new(name: &str, policy: Policy) -> Run {
+        let dir = std::env::temp_dir().join(format!(
+            "switchyard-faults-{}-{name}-{policy:?}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let socket = socket_dir().join(format!("faulty-{name}-{policy:?}.sock"));
+        let mut nodes = String::new();
+        for i in 0..NODES {
+            let label = if REJECTED.contains(&format!("node-{i}").as_str()) {
+                ", labels: {faults.switchyard.dev/reject: \"true\"}"
+            } else {
+                ""
+            };
+            nodes.push_str(&format!(
+                "---\n{{apiVersion: v1, kind: Node, metadata: {{name: node-{i}{label}}}, status: {{allocatable: {{cpu: \"4\", memory: 32Gi, pods: \"110\"}}}}}}\n"
+            ));
+        }
+        std::fs::write(dir.join("nodes.yaml"), nodes).expect("write nodes");
+        let template = workspace_root().join("examples/workloads/templates/pod-default.yaml");
+        std::fs::write(
+            dir.join("workload.yaml"),
+            format!(
+                "- name: Faults\n  defaultPodTemplatePath: {}\n  workloadTemplate:\n  - {{opcode: createPods, count: 40}}\n  - {{opcode: sleep, duration: 1500ms}}\n  - {{opcode: createPods, count: 40}}\n  - {{opcode: sleep, duration: 1500ms}}\n  - {{opcode: createPods, count: 40}}\n  workloads:\n  - name: waves\n",
+                template.display()
+            ),
+        )
+        .expect("write workload");
+        let policy = format!("{policy:?}");
+        std::fs::write(
+            dir.join("config.yaml"),
+            format!(
+                "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nremotePlugins:\n- endpoint: unix://{}\n  failurePolicy: {policy}\n  timeout: 300ms\n  startupTimeout: 2s\n  plugins: [FaultyFilter]\nprofiles:\n- schedulerName: default-scheduler\n  plugins:\n    multiPoint:\n      enabled: [{{name: FaultyFilter}}]\n",
+                socket.display()
+            ),
+        )
+        .expect("write config");
+        Run { dir, socket }
+    }
+
+    fn start_sidecar(&self, mode: &str) -> SidecarProcess {
+        let cmd = format!(
+            "FAULTY_MODE={mode} exec '{}'",
+            binary("switchyard-faulty-sidecar").display()
+        );
+        SidecarProcess::start(
+            &cmd,
+            Listen::Unix(self.socket.clone()),
+            Duration::from_secs(20),
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Starts the simulation in the background; `finish` waits for its report.
+    fn simulate(&self) -> std::thread::JoinHandle<std::process::Output> {
+        let mut cmd = Command::new(binary("switchyard"));
+        cmd.args(["simulate", "--no-progress", "-o", "json", "--timeout", "60"])
+            .arg("--cluster")
+            .arg(self.dir.join("nodes.yaml"))
+            .arg("--workload")
+            .arg(self.dir.join("workload.yaml"))
+            .arg("--config")
+            .arg(self.dir.join("config.yaml"));
+        std::thread::spawn(move || run_with_deadline(&mut cmd, Duration::from_secs(90)))
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The report, after checking what every run must satisfy.
+fn finish(sim: std::thread::JoinHandle<std::process::Output>, policy: Policy) -> Value {
+    let out = sim.join().expect("simulation thread");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "simulate failed ({}):\n{stderr}\n{stdout}",
+        out.status
+    );
+    let v: Value = serde_json::from_str(&stdout).expect("JSON report");
+    assert_eq!(v["invariants"]["ok"], true, "{}", v["invariants"]);
+    assert_eq!(v["invariants"]["assumedPods"], 0);
+    assert_eq!(
+        v["summary"]["bound"], PODS,
+        "every pod bound: {}",
+        v["summary"]
+    );
+    if policy == Policy::Fail {
+        let on_rejected: Vec<&Value> = v["pods"]
+            .as_array()
+            .expect("pods")
+            .iter()
+            .filter(|p| REJECTED.iter().any(|n| p["node"] == *n))
+            .collect();
+        assert!(
+            on_rejected.is_empty(),
+            "with failurePolicy Fail the sidecar's Filter holds for every pod: {on_rejected:?}"
+        );
+    }
+    v
+}
+
+fn remote(v: &Value) -> &Value {
+    &v["remote"][0]
+}
+
+fn errors(v: &Value) -> u64 {
+    remote(v)["errors"].as_u64().unwrap_or(0)
+}
+
+fn absent_at_start(policy: Policy) {
+    let run = Run::new("absent", policy);
+    let sim = run.simulate();
+    // The scheduler gives up waiting for the handshake after startupTimeout (2 s) and
+    // starts without it. Fail: pods wait for the sidecar, which comes 1 s later;
+    // Ignore: nothing waits, and the sidecar never comes.
+    let sidecar = (policy == Policy::Fail).then(|| {
+        sleep(Duration::from_millis(3000));
+        run.start_sidecar("ok")
+    });
+    let v = finish(sim, policy);
+    assert!(
+        errors(&v) > 0,
+        "the missing sidecar was noticed: {}",
+        remote(&v)
+    );
+    drop(sidecar);
+}
+
+fn killed_mid_run(policy: Policy) {
+    let run = Run::new("killed", policy);
+    let sidecar = run.start_sidecar("ok");
+    let sim = run.simulate();
+    sleep(Duration::from_millis(700));
+    sidecar.signal("KILL");
+    sleep(Duration::from_millis(1800));
+    let back = run.start_sidecar("ok");
+    let v = finish(sim, policy);
+    assert!(errors(&v) > 0, "{}", remote(&v));
+    // With Ignore the run may finish before the restarted sidecar is back.
+    assert!(
+        policy == Policy::Ignore || remote(&v)["reconnects"].as_u64().unwrap_or(0) >= 1,
+        "reconnected to the restarted sidecar: {}",
+        remote(&v)
+    );
+    drop(back);
+}
+
+fn hung_past_timeout(policy: Policy) {
+    let run = Run::new("hung", policy);
+    let sidecar = run.start_sidecar("ok");
+    let sim = run.simulate();
+    sleep(Duration::from_millis(700));
+    sidecar.signal("STOP");
+    sleep(Duration::from_millis(2000));
+    sidecar.signal("CONT");
+    let v = finish(sim, policy);
+    assert!(errors(&v) > 0, "timeouts were counted: {}", remote(&v));
+}
+
+fn garbage_replies(policy: Policy) {
+    let run = Run::new("garbage", policy);
+    let _sidecar = run.start_sidecar("bad-score");
+    let v = finish(run.simulate(), policy);
+    assert!(
+        errors(&v) > 0,
+        "out-of-range scores were rejected: {}",
+        remote(&v)
+    );
+}
+
+#[test]
+fn sidecar_absent_at_start_fail() {
+    absent_at_start(Policy::Fail);
+}
+
+#[test]
+fn sidecar_absent_at_start_ignore() {
+    absent_at_start(Policy::Ignore);
+}
+
+#[test]
+fn sidecar_killed_mid_run_fail() {
+    killed_mid_run(Policy::Fail);
+}
+
+#[test]
+fn sidecar_killed_mid_run_ignore() {
+    killed_mid_run(Policy::Ignore);
+}
+
+#[test]
+fn sidecar_hung_past_timeout_fail() {
+    hung_past_timeout(Policy::Fail);
+}
+
+#[test]
+fn sidecar_hung_past_timeout_ignore() {
+    hung_past_timeout(Policy::Ignore);
+}
+
+#[test]
+fn sidecar_garbage_replies_fail() {
+    garbage_replies(Policy::Fail);
+}
+
+#[test]
+fn sidecar_garbage_replies_ignore() {
+    garbage_replies(Policy::Ignore);
+}
