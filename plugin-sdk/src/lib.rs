@@ -4,8 +4,8 @@
 //! [`FilterPlugin`]), then call [`run`] (or [`serve`]). The SDK owns everything else:
 //! the gRPC streams, the replicated snapshot the scheduler streams to the sidecar,
 //! waiting for the generation a call names, parallel evaluation of batches,
-//! per-cycle state with fork-and-delta for preemption dry runs, Permit decisions,
-//! health, and graceful shutdown.
+//! per-cycle state with fork-and-delta for preemption dry runs, Permit decisions and
+//! graceful shutdown (SIGTERM, Ctrl-C).
 //!
 //! ```no_run
 //! use switchyard_plugin_sdk::{Cycle, CycleState, FilterPlugin, NodeInfo, Plugin, Status};

@@ -132,7 +132,17 @@ pub async fn serve(
                 .map_err(|e| Error::Listen(addr.to_string(), e))?;
             tracing::info!(address = %addr, "serving plugins");
             server
-                .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+                .serve_with_incoming_shutdown(
+                    // Server::tcp_nodelay covers only listeners tonic binds itself:
+                    // without it, Nagle and delayed ACKs stall replies for ~40 ms.
+                    tokio_stream::StreamExt::map(TcpListenerStream::new(listener), |s| {
+                        if let Ok(s) = &s {
+                            let _ = s.set_nodelay(true);
+                        }
+                        s
+                    }),
+                    shutdown,
+                )
                 .await?;
         }
     }

@@ -669,7 +669,8 @@ impl Shared {
             let handle = Handle {
                 shared: self.clone(),
             };
-            // Registered as waiting before the plugin runs, so it can count itself.
+            // The pod is registered as waiting only after the plugin answers Wait (below):
+            // `Handle::waiting_pods` inside `permit` lists its siblings, not itself.
             let (s, timeout) = {
                 let replica = read(&self.replica);
                 let cycle = entry.view(&replica);
