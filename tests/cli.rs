@@ -231,7 +231,31 @@ fn help_describes_every_simulate_flag() {
         "--output-format",
         "--seed",
         "--timeout",
+        "--sidecar",
+        "--plugin-endpoint",
     ] {
         assert!(text.contains(flag), "--help lacks {flag}");
     }
+    let out = switchyard(&["bench", "--help"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for flag in [
+        "--runs",
+        "--sidecar-command",
+        "--output-format",
+        "--workload",
+    ] {
+        assert!(text.contains(flag), "bench --help lacks {flag}");
+    }
+}
+
+#[test]
+fn bench_rejects_an_unknown_run_by_name() {
+    let out = switchyard(&["bench", "--runs", "in-process,carrier-pigeon"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--runs: unknown run \"carrier-pigeon\""),
+        "{err}"
+    );
 }
