@@ -14,8 +14,8 @@ use std::thread::sleep;
 use std::time::Duration;
 
 use serde_json::Value;
-use switchyard::remote::sidecar::{socket_dir, Listen, SidecarProcess};
-use switchyard_e2e::{binary, run_with_deadline, workspace_root};
+use switchyard::remote::sidecar::SidecarProcess;
+use switchyard_e2e::{binary, run_with_deadline, sidecar_socket, start_sidecar, workspace_root};
 
 const NODES: usize = 8;
 const REJECTED: [&str; 2] = ["node-0", "node-1"];
@@ -29,7 +29,7 @@ enum Policy {
 
 struct Run {
     dir: PathBuf,
-    socket: PathBuf,
+    socket_name: String,
 }
 
 impl Run {
@@ -40,7 +40,8 @@ impl Run {
         ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("temp dir");
-        let socket = socket_dir().join(format!("faulty-{name}-{policy:?}.sock"));
+        let socket_name = format!("faulty-{name}-{policy:?}");
+        let socket = sidecar_socket(&socket_name);
         let mut nodes = String::new();
         for i in 0..NODES {
             let label = if REJECTED.contains(&format!("node-{i}").as_str()) {
@@ -71,20 +72,15 @@ impl Run {
             ),
         )
         .expect("write config");
-        Run { dir, socket }
+        Run { dir, socket_name }
     }
 
     fn start_sidecar(&self, mode: &str) -> SidecarProcess {
-        let cmd = format!(
-            "FAULTY_MODE={mode} exec '{}'",
-            binary("switchyard-faulty-sidecar").display()
-        );
-        SidecarProcess::start(
-            &cmd,
-            Listen::Unix(self.socket.clone()),
-            Duration::from_secs(20),
+        start_sidecar(
+            "switchyard-faulty-sidecar",
+            &self.socket_name,
+            &[("FAULTY_MODE", mode)],
         )
-        .unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Starts the simulation in the background; `finish` waits for its report.

@@ -33,7 +33,7 @@ fn main() {
     );
     // Every scenario runs twice: in process, and with TaintToleration served by the
     // sidecar built from plugins/tainttoleration (same placements, same messages).
-    let sidecar = switchyard_e2e::start_sidecar("switchyard-tainttoleration", "", "taint");
+    let sidecar = switchyard_e2e::start_sidecar("switchyard-tainttoleration", "taint", &[]);
     let endpoint = sidecar.endpoint.clone();
     let remote_trials: Vec<Trial> = files
         .iter()
@@ -52,9 +52,8 @@ fn main() {
             Trial::test(name, move || {
                 let adjust = |c: &mut switchyard::config::SchedulerConfig| {
                     c.rename_plugin("TaintToleration", "RemoteTaintToleration");
-                    let mut ep = switchyard::remote::EndpointConfig::from_flag(0, &endpoint)
+                    let mut ep = switchyard::remote::EndpointConfig::new(0, &endpoint)
                         .expect("sidecar endpoint");
-                    ep.auto_enable = false;
                     ep.timeout = std::time::Duration::from_secs(5);
                     c.remote_plugins.push(ep);
                 };

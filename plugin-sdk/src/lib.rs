@@ -41,7 +41,8 @@ mod status;
 
 pub use plugin::*;
 pub use serve::{
-    parse_listen_address, run, run_with, serve, shutdown_signal, Error, Listen, ServeOptions,
+    parse_listen_address, resolve_listen, run, run_with, serve, serve_until_signal,
+    shutdown_signal, Error, Listen, ServeOptions, LISTEN_ENV,
 };
 pub use service::Handle;
 pub use snapshot::{NodeInfo, Snapshot};

@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use switchyard_proto::LISTEN_ENV;
+
 use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
 
 use crate::pb;
@@ -161,7 +163,7 @@ pub fn run_with(
     plugins: Vec<Arc<dyn Plugin>>,
     on_handle: impl FnOnce(Handle),
 ) -> Result<(), Error> {
-    let mut listen = std::env::var("SWITCHYARD_PLUGIN_LISTEN").ok();
+    let mut listen = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -192,16 +194,35 @@ pub fn run_with(
             }
         }
     }
-    let listen = match listen {
-        Some(l) => parse_listen_address(&l)?,
-        None => Listen::Unix(PathBuf::from(format!(
+    let name = plugins.first().map_or("plugin", |p| p.name()).to_string();
+    let listen = resolve_listen(listen.as_deref(), std::env::var(LISTEN_ENV).ok(), &name)?;
+    serve_until_signal(plugins, listen, on_handle)
+}
+
+/// Where a sidecar listens: `flag` (its `--listen`), else `env` (the value of
+/// [`LISTEN_ENV`]), else `unix:///tmp/switchyard/<plugin name, lowercase>.sock`. For
+/// sidecars that parse their own command line.
+pub fn resolve_listen(
+    flag: Option<&str>,
+    env: Option<String>,
+    name: &str,
+) -> Result<Listen, Error> {
+    match flag.map(str::to_string).or(env) {
+        Some(l) => parse_listen_address(&l),
+        None => Ok(Listen::Unix(PathBuf::from(format!(
             "/tmp/switchyard/{}.sock",
-            plugins
-                .first()
-                .map_or("plugin", |p| p.name())
-                .to_lowercase()
-        ))),
-    };
+            name.to_lowercase()
+        )))),
+    }
+}
+
+/// Serves on a single-threaded runtime (the fastest for request/reply over a socket)
+/// until SIGTERM or Ctrl-C, handing the Permit handle to `on_handle` first.
+pub fn serve_until_signal(
+    plugins: Vec<Arc<dyn Plugin>>,
+    listen: Listen,
+    on_handle: impl FnOnce(Handle),
+) -> Result<(), Error> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -257,5 +278,22 @@ mod tests {
         );
         assert!(parse_listen_address("unix://").is_err());
         assert!(parse_listen_address("nonsense").is_err());
+    }
+
+    #[test]
+    fn environment_listen_is_overridden_by_the_flag() {
+        let env = Some("unix:///tmp/env.sock".to_string());
+        assert_eq!(
+            resolve_listen(None, env.clone(), "X").unwrap(),
+            Listen::Unix("/tmp/env.sock".into())
+        );
+        assert_eq!(
+            resolve_listen(Some("unix:/tmp/f.sock"), env, "X").unwrap(),
+            Listen::Unix("/tmp/f.sock".into())
+        );
+        assert_eq!(
+            resolve_listen(None, None, "Coscheduling").unwrap(),
+            Listen::Unix("/tmp/switchyard/coscheduling.sock".into())
+        );
     }
 }

@@ -944,11 +944,7 @@ impl pb::plugin_server::Plugin for PluginService {
         &self,
         request: Request<Streaming<pb::PreFilterRequest>>,
     ) -> Result<Response<Self::PreFilterStream>, tonic::Status> {
-        let shared = self.shared.clone();
-        Ok(Response::new(bidi(request.into_inner(), move |req| {
-            let shared = shared.clone();
-            async move { shared.pre_filter(req).await }
-        })))
+        self.serve_stream(request, |s, req| async move { s.pre_filter(req).await })
     }
 
     type FilterStream = ReplyStream<pb::FilterResponse>;
@@ -956,11 +952,7 @@ impl pb::plugin_server::Plugin for PluginService {
         &self,
         request: Request<Streaming<pb::FilterRequest>>,
     ) -> Result<Response<Self::FilterStream>, tonic::Status> {
-        let shared = self.shared.clone();
-        Ok(Response::new(bidi(request.into_inner(), move |req| {
-            let shared = shared.clone();
-            async move { shared.filter(req).await }
-        })))
+        self.serve_stream(request, |s, req| async move { s.filter(req).await })
     }
 
     type PostFilterStream = ReplyStream<pb::PostFilterResponse>;
@@ -968,11 +960,7 @@ impl pb::plugin_server::Plugin for PluginService {
         &self,
         request: Request<Streaming<pb::PostFilterRequest>>,
     ) -> Result<Response<Self::PostFilterStream>, tonic::Status> {
-        let shared = self.shared.clone();
-        Ok(Response::new(bidi(request.into_inner(), move |req| {
-            let shared = shared.clone();
-            async move { shared.post_filter(req).await }
-        })))
+        self.serve_stream(request, |s, req| async move { s.post_filter(req).await })
     }
 
     type PreScoreStream = ReplyStream<pb::StatusResponse>;
@@ -980,11 +968,7 @@ impl pb::plugin_server::Plugin for PluginService {
         &self,
         request: Request<Streaming<pb::PreScoreRequest>>,
     ) -> Result<Response<Self::PreScoreStream>, tonic::Status> {
-        let shared = self.shared.clone();
-        Ok(Response::new(bidi(request.into_inner(), move |req| {
-            let shared = shared.clone();
-            async move { shared.pre_score(req).await }
-        })))
+        self.serve_stream(request, |s, req| async move { s.pre_score(req).await })
     }
 
     type ScoreStream = ReplyStream<pb::ScoreResponse>;
@@ -992,11 +976,7 @@ impl pb::plugin_server::Plugin for PluginService {
         &self,
         request: Request<Streaming<pb::ScoreRequest>>,
     ) -> Result<Response<Self::ScoreStream>, tonic::Status> {
-        let shared = self.shared.clone();
-        Ok(Response::new(bidi(request.into_inner(), move |req| {
-            let shared = shared.clone();
-            async move { shared.score(req).await }
-        })))
+        self.serve_stream(request, |s, req| async move { s.score(req).await })
     }
 
     type NormalizeScoreStream = ReplyStream<pb::ScoreResponse>;
@@ -1004,11 +984,10 @@ impl pb::plugin_server::Plugin for PluginService {
         &self,
         request: Request<Streaming<pb::NormalizeScoreRequest>>,
     ) -> Result<Response<Self::NormalizeScoreStream>, tonic::Status> {
-        let shared = self.shared.clone();
-        Ok(Response::new(bidi(request.into_inner(), move |req| {
-            let shared = shared.clone();
-            async move { shared.normalize_score(req).await }
-        })))
+        self.serve_stream(
+            request,
+            |s, req| async move { s.normalize_score(req).await },
+        )
     }
 
     type ReserveStream = ReplyStream<pb::StatusResponse>;
@@ -1073,6 +1052,24 @@ impl pb::plugin_server::Plugin for PluginService {
 }
 
 impl PluginService {
+    /// A stream whose every request goes to one method of `Shared`.
+    fn serve_stream<Req, Resp, F, Fut>(
+        &self,
+        request: Request<Streaming<Req>>,
+        method: F,
+    ) -> Result<Response<ReplyStream<Resp>>, tonic::Status>
+    where
+        Req: Send + 'static,
+        Resp: Send + 'static,
+        F: Fn(Arc<Shared>, Req) -> Fut + Send + 'static,
+        Fut: Future<Output = Resp> + Send,
+    {
+        let shared = self.shared.clone();
+        Ok(Response::new(bidi(request.into_inner(), move |req| {
+            method(shared.clone(), req)
+        })))
+    }
+
     fn cycle_stream(
         &self,
         request: Request<Streaming<pb::CycleRequest>>,

@@ -9,3 +9,7 @@ pub mod v1 {
 
 /// The protocol version this crate speaks.
 pub const PROTOCOL_VERSION: &str = "v1";
+
+/// The environment variable a sidecar reads its listen address from when it has no
+/// `--listen` flag; the scheduler sets it for sidecars it starts itself.
+pub const LISTEN_ENV: &str = "SWITCHYARD_PLUGIN_LISTEN";

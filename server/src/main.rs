@@ -8,6 +8,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use switchyard::plugins::in_tree_registry;
+use switchyard::remote::sidecar::exec_command;
 use switchyard::simulate::{self, SimulateOptions};
 
 /// A Kubernetes pod scheduler whose plugins can live outside it.
@@ -261,11 +262,16 @@ fn demo_sidecars() -> anyhow::Result<Vec<String>> {
     };
     let python = std::env::var("SWITCHYARD_PYTHON").unwrap_or_else(|_| "python3".into());
     Ok(vec![
-        format!(
-            "exec '{}' --permit-timeout-seconds 2 --denied-backoff-seconds 1",
-            cosched.display()
+        exec_command(
+            &cosched.display().to_string(),
+            &[
+                "--permit-timeout-seconds",
+                "2",
+                "--denied-backoff-seconds",
+                "1",
+            ],
         ),
-        format!("exec '{python}' '{}'", script.display()),
+        exec_command(&python, &[&script.display().to_string()]),
     ])
 }
 
@@ -295,7 +301,7 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
                     bin.display()
                 );
             }
-            format!("exec '{}'", bin.display())
+            exec_command(&bin.display().to_string(), &[])
         }
     };
     let opts = BenchOptions {

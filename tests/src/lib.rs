@@ -47,18 +47,26 @@ pub fn python() -> String {
     "python3".into()
 }
 
-/// Starts a sidecar binary of this workspace on a fresh Unix socket under the temp
-/// directory and waits for it to listen; it is stopped when the value is dropped.
+/// The Unix socket [`start_sidecar`] gives a sidecar named `socket_name`.
+pub fn sidecar_socket(socket_name: &str) -> PathBuf {
+    switchyard::remote::sidecar::socket_dir().join(format!("{socket_name}.sock"))
+}
+
+/// Starts a sidecar binary of this workspace, with `env` set, on
+/// [`sidecar_socket`]`(socket_name)` and waits for it to listen; it is stopped when the
+/// value is dropped.
 pub fn start_sidecar(
     binary_name: &str,
-    args: &str,
     socket_name: &str,
+    env: &[(&str, &str)],
 ) -> switchyard::remote::sidecar::SidecarProcess {
-    use switchyard::remote::sidecar::{socket_dir, Listen, SidecarProcess};
-    let cmd = format!("exec '{}' {args}", binary(binary_name).display());
-    let sock = socket_dir().join(format!("{socket_name}.sock"));
-    SidecarProcess::start(&cmd, Listen::Unix(sock), Duration::from_secs(20))
-        .unwrap_or_else(|e| panic!("{e}"))
+    use switchyard::remote::sidecar::{Listen, SidecarProcess};
+    let env: String = env.iter().map(|(k, v)| format!("{k}='{v}' ")).collect();
+    let exec =
+        switchyard::remote::sidecar::exec_command(&binary(binary_name).display().to_string(), &[]);
+    let cmd = format!("{env}{exec}");
+    let listen = Listen::Unix(sidecar_socket(socket_name));
+    SidecarProcess::start(&cmd, listen, Duration::from_secs(20)).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Runs a command to completion, killing it after `limit`. Output is drained while it

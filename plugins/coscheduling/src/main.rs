@@ -14,9 +14,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use switchyard_plugin_sdk::{
-    parse_listen_address, serve, shutdown_signal, Listen, Plugin, ServeOptions,
-};
+use switchyard_plugin_sdk::{resolve_listen, serve_until_signal, Listen, Plugin, LISTEN_ENV};
 
 use crate::gang::Gangs;
 use crate::plugin::{Coscheduling, NAME};
@@ -58,12 +56,13 @@ enum Command {
 
 /// Parses the arguments (without the program name). `env_listen` is
 /// `SWITCHYARD_PLUGIN_LISTEN`, which `--listen` overrides. The SDK's own `run` parses
-/// `--listen` too but rejects any other flag, so this sidecar parses all of them.
+/// only `--listen`, so this sidecar parses its flags and lets the SDK resolve the
+/// address and serve.
 fn parse_args(
     args: impl IntoIterator<Item = String>,
     env_listen: Option<String>,
 ) -> Result<Command, String> {
-    let mut listen = env_listen;
+    let mut listen = None;
     let mut pod_groups = Vec::new();
     let mut permit_timeout = DEFAULT_PERMIT_TIMEOUT_SECONDS;
     let mut denied_backoff = DEFAULT_DENIED_BACKOFF_SECONDS;
@@ -99,13 +98,7 @@ fn parse_args(
             _ => return Err(format!("unknown argument {flag:?}; try --help")),
         }
     }
-    let listen = match listen {
-        Some(l) => parse_listen_address(&l).map_err(|e| e.to_string())?,
-        None => Listen::Unix(PathBuf::from(format!(
-            "/tmp/switchyard/{}.sock",
-            NAME.to_lowercase()
-        ))),
-    };
+    let listen = resolve_listen(listen.as_deref(), env_listen, NAME).map_err(|e| e.to_string())?;
     Ok(Command::Serve(Args {
         listen,
         pod_groups,
@@ -116,7 +109,7 @@ fn parse_args(
 
 /// Exit status 2 for usage errors, 1 for everything else.
 fn run() -> Result<(), (i32, String)> {
-    let env_listen = std::env::var("SWITCHYARD_PLUGIN_LISTEN").ok();
+    let env_listen = std::env::var(LISTEN_ENV).ok();
     let args = match parse_args(std::env::args().skip(1), env_listen).map_err(|e| (2, e))? {
         Command::Help => {
             println!("{USAGE}");
@@ -137,21 +130,10 @@ fn run() -> Result<(), (i32, String)> {
         args.permit_timeout,
         args.denied_backoff,
     )));
-    // A single-threaded runtime, as the SDK's `run` uses: request/reply over a socket
-    // is fastest without cross-thread wake-ups.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| (1, format!("cannot start the runtime: {e}")))?;
     let p = plugin.clone();
     let plugins: Vec<Arc<dyn Plugin>> = vec![plugin];
-    rt.block_on(serve(
-        plugins,
-        ServeOptions::new(args.listen),
-        move |h| p.set_handle(h),
-        shutdown_signal(),
-    ))
-    .map_err(|e| (1, e.to_string()))
+    serve_until_signal(plugins, args.listen, move |h| p.set_handle(h))
+        .map_err(|e| (1, e.to_string()))
 }
 
 fn main() {

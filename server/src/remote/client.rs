@@ -341,6 +341,18 @@ impl Endpoint {
         self.inner.handshake.lock().ok()?.clone()
     }
 
+    /// Whether the latest handshake lists extension point `point` for `plugin`;
+    /// `None` before the first handshake. Reads it in place (no copy).
+    pub fn implements(&self, plugin: &str, point: pb::ExtensionPoint) -> Option<bool> {
+        let h = self.inner.handshake.lock().ok()?;
+        let h = h.as_ref()?;
+        Some(
+            h.plugins
+                .iter()
+                .any(|i| i.name == plugin && i.extension_points.contains(&(point as i32))),
+        )
+    }
+
     /// The open streams, or why there are none.
     pub fn streams(&self) -> Result<Streams, String> {
         let c = self

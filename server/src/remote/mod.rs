@@ -94,15 +94,14 @@ impl EndpointConfig {
         })
     }
 
-    /// An endpoint given on the command line: defaults, and its plugins enabled.
-    pub fn from_flag(index: usize, endpoint: &str) -> Result<Self, String> {
+    /// An endpoint with every other field at its default (for endpoints given on the
+    /// command line, benchmarks and tests).
+    pub fn new(index: usize, endpoint: &str) -> Result<Self, String> {
         let raw = RemotePluginEndpoint {
             endpoint: endpoint.to_string(),
             ..Default::default()
         };
-        let mut c = Self::resolve(index, &raw).map_err(|(_, m)| m)?;
-        c.auto_enable = true;
-        Ok(c)
+        Self::resolve(index, &raw).map_err(|(_, m)| m)
     }
 }
 

@@ -205,15 +205,7 @@ impl RemotePlugin {
     /// extension point; once the handshake says it does not implement `p`, calls there
     /// are answered neutrally here instead of failing.
     fn absent(&self, p: pb::ExtensionPoint) -> bool {
-        if self.info.is_some() {
-            return false;
-        }
-        let Some(h) = self.ep().handshake() else {
-            return false;
-        };
-        !h.plugins
-            .iter()
-            .any(|i| *i.name == *self.meta.name && i.extension_points.contains(&(p as i32)))
+        self.info.is_none() && self.ep().implements(&self.meta.name, p) == Some(false)
     }
 
     fn ep(&self) -> &Endpoint {

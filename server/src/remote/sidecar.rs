@@ -8,13 +8,11 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The variable the SDKs read for their listen address.
-pub const LISTEN_ENV: &str = "SWITCHYARD_PLUGIN_LISTEN";
+use switchyard_proto::LISTEN_ENV;
 
 /// A running sidecar; terminated (SIGTERM, then SIGKILL after a grace period) on drop.
 pub struct SidecarProcess {
     child: Child,
-    command: String,
     /// The scheduler's endpoint for it: `unix:///…` or `http://127.0.0.1:PORT`.
     pub endpoint: String,
     socket: Option<PathBuf>,
@@ -72,7 +70,6 @@ impl SidecarProcess {
             .map_err(|e| format!("sidecar `{command}`: cannot start: {e}"))?;
         let mut s = SidecarProcess {
             child,
-            command: command.to_string(),
             endpoint: listen.endpoint(),
             socket: match &listen {
                 Listen::Unix(p) => Some(p.clone()),
@@ -102,14 +99,6 @@ impl SidecarProcess {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-    }
-
-    pub fn command(&self) -> &str {
-        &self.command
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.child.id()
     }
 
     /// Sends `signal` (a name: TERM, KILL, STOP, CONT) to the sidecar's whole process
@@ -150,7 +139,37 @@ impl Drop for SidecarProcess {
     }
 }
 
+/// A `sh -c` command line that runs `program` with `args` in place of the shell
+/// (`exec`, so signals reach it), every word quoted.
+pub fn exec_command(program: &str, args: &[&str]) -> String {
+    let quote = |w: &str| format!("'{}'", w.replace('\'', r"'\''"));
+    std::iter::once("exec".to_string())
+        .chain(std::iter::once(quote(program)))
+        .chain(args.iter().map(|a| quote(a)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// A per-process scratch directory for sockets of started sidecars.
 pub fn socket_dir() -> PathBuf {
     std::env::temp_dir().join(format!("switchyard-{}", std::process::id()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exec_command_quotes_every_word() {
+        assert_eq!(
+            exec_command("/opt/my plugins/p", &["--flag", "it's"]),
+            r"exec '/opt/my plugins/p' '--flag' 'it'\''s'"
+        );
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(exec_command("echo", &["a b", "it's"]))
+            .output()
+            .expect("sh");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "a b it's\n");
+    }
 }

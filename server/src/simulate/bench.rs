@@ -103,9 +103,7 @@ pub fn run(
                 let p =
                     SidecarProcess::start(&opts.sidecar_command, listen, Duration::from_secs(30))
                         .map_err(SimulateError::Remote)?;
-                let mut ep =
-                    EndpointConfig::from_flag(0, &p.endpoint).map_err(SimulateError::Remote)?;
-                ep.auto_enable = false;
+                let mut ep = EndpointConfig::new(0, &p.endpoint).map_err(SimulateError::Remote)?;
                 ep.plugins = vec![REMOTE.to_string()];
                 config.remote_plugins.push(ep);
                 config.rename_plugin(BUILT_IN, REMOTE);

@@ -213,8 +213,9 @@ fn start_sidecars(
     }
     for (flag, e) in endpoints {
         let index = config.remote_plugins.len();
-        let c = EndpointConfig::from_flag(index, &e)
+        let mut c = EndpointConfig::new(index, &e)
             .map_err(|m| SimulateError::Remote(format!("{flag}: {m}")))?;
+        c.auto_enable = true;
         config.remote_plugins.push(c);
     }
     Ok(started)
