@@ -13,7 +13,7 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Streaming};
 
-use crate::plugin::{Cycle, Plugin};
+use crate::plugin::{Cycle, Plugin, ScorePlugin};
 use crate::snapshot::{NodeInfo, Snapshot};
 use crate::state::CycleState;
 use crate::status::{Code, Status};
@@ -332,16 +332,113 @@ impl Shared {
             ..Default::default()
         };
         match self.filter_batch(&req).await {
-            Ok(failures) => {
+            Ok((failures, ahead)) => {
                 out.evaluated = req.nodes.len() as u32;
                 out.failures = failures;
+                out.score = ahead;
             }
             Err(s) => out.error = Some(s.to_pb()),
         }
         out
     }
 
-    async fn filter_batch(&self, req: &pb::FilterRequest) -> Result<Vec<pb::NodeStatus>, Status> {
+    /// PreScore (on a fork, so a later PreScore call is unaffected), Score and
+    /// NormalizeScore over the first `score_first` passing items of a Filter batch.
+    #[allow(clippy::too_many_arguments)]
+    fn score_ahead(
+        &self,
+        req: &pb::FilterRequest,
+        plugin: &dyn Plugin,
+        cycle: &Cycle,
+        state: &CycleState,
+        nodes: &[&NodeInfo],
+        deltas: &[Option<&pb::NodeDelta>],
+        failures: &[pb::NodeStatus],
+    ) -> Option<pb::ScoreAhead> {
+        let sp = plugin.as_score()?;
+        let want = req.score_first as usize;
+        let mut failed = failures.iter().map(|f| f.index as usize).peekable();
+        let mut scored: Vec<&NodeInfo> = Vec::with_capacity(want.min(nodes.len()));
+        for (i, n) in nodes.iter().enumerate() {
+            if scored.len() == want {
+                break;
+            }
+            if failed.peek() == Some(&i) {
+                failed.next();
+                continue;
+            }
+            if deltas[i].is_some() {
+                return None;
+            }
+            scored.push(n);
+        }
+        let answer = |r: Result<(Vec<i64>, bool), Status>| match r {
+            Ok((scores, normalized)) => pb::ScoreAhead {
+                status: Some(Status::success().to_pb()),
+                scores,
+                normalized,
+            },
+            Err(s) => pb::ScoreAhead {
+                status: Some(s.to_pb()),
+                ..Default::default()
+            },
+        };
+        let fork;
+        let state = match plugin.as_pre_score().filter(|_| req.pre_score) {
+            Some(p) => {
+                let mut f = state.clone();
+                let s = p.pre_score(cycle, &mut f, &scored);
+                if !s.is_success() {
+                    return Some(answer(Err(s)));
+                }
+                fork = f;
+                &fork
+            }
+            None => state,
+        };
+        Some(answer(self.score_nodes(sp, cycle, state, &scored, true)))
+    }
+
+    /// Score over `nodes` (in parallel for big batches), then NormalizeScore when
+    /// asked; the flag says whether the scores are normalised.
+    fn score_nodes(
+        &self,
+        sp: &dyn ScorePlugin,
+        cycle: &Cycle,
+        state: &CycleState,
+        nodes: &[&NodeInfo],
+        normalize: bool,
+    ) -> Result<(Vec<i64>, bool), Status> {
+        let mut scores: Vec<i64> =
+            if nodes.len() >= self.parallel_threshold && self.parallel_threshold > 0 {
+                nodes
+                    .par_iter()
+                    .with_min_len(self.parallel_threshold / 2)
+                    .map(|n| sp.score(cycle, state, n))
+                    .collect::<Result<_, _>>()?
+            } else {
+                nodes
+                    .iter()
+                    .map(|n| sp.score(cycle, state, n))
+                    .collect::<Result<_, _>>()?
+            };
+        if !sp.has_normalize() {
+            return Ok((scores, true));
+        }
+        if !normalize {
+            return Ok((scores, false));
+        }
+        let s = sp.normalize(cycle, state, &mut scores);
+        if !s.is_success() {
+            return Err(s);
+        }
+        Ok((scores, true))
+    }
+
+    async fn filter_batch(
+        &self,
+        req: &pb::FilterRequest,
+    ) -> Result<(Vec<pb::NodeStatus>, Option<pb::ScoreAhead>), Status> {
         let entry = self.cycle(req.cycle, req.generation).await?;
         let (idx, plugin) = self.plugin(&req.plugin)?;
         let f = plugin
@@ -381,7 +478,12 @@ impl Shared {
                     .filter_map(|i| failure(i, eval(i)))
                     .collect()
             };
-        Ok(failures)
+        let ahead = if req.score_first > 0 {
+            self.score_ahead(req, &**plugin, &cycle, &state, &nodes, &deltas, &failures)
+        } else {
+            None
+        };
+        Ok((failures, ahead))
     }
 
     async fn score(&self, req: pb::ScoreRequest) -> pb::ScoreResponse {
@@ -417,32 +519,7 @@ impl Shared {
         let state = read(&entry.states[idx]);
         let cycle = entry.view(&replica);
         let nodes = nodes_by_id(&replica, &req.nodes)?;
-        let mut scores: Vec<i64> =
-            if nodes.len() >= self.parallel_threshold && self.parallel_threshold > 0 {
-                nodes
-                    .par_iter()
-                    .with_min_len(self.parallel_threshold / 2)
-                    .map(|n| sp.score(&cycle, &state, n))
-                    .collect::<Result<_, _>>()?
-            } else {
-                nodes
-                    .iter()
-                    .map(|n| sp.score(&cycle, &state, n))
-                    .collect::<Result<_, _>>()?
-            };
-        let normalized = if sp.has_normalize() {
-            if !req.normalize {
-                return Ok((scores, false));
-            }
-            let s = sp.normalize(&cycle, &state, &mut scores);
-            if !s.is_success() {
-                return Err(s);
-            }
-            true
-        } else {
-            true
-        };
-        Ok((scores, normalized))
+        self.score_nodes(sp, &cycle, &state, &nodes, req.normalize)
     }
 
     /// Waits for this cycle's PreScore of plugin `idx` (sent just before the Score).

@@ -7,6 +7,8 @@
 //! description: why kube-scheduler decides this way
 //! config: {...}          # optional KubeSchedulerConfiguration
 //! seeds: 3               # optional: run with this many tie-break seeds
+//! sidecars: [switchyard-quota]  # optional: sidecar binaries of this workspace to
+//!                         # start; the plugins they serve are enabled at multiPoint
 //! expect:
 //!   placements: {default/web: node-a, default/db: [node-b, node-c]}
 //!   unschedulable: {default/big: "0/3 nodes are available: 3 Insufficient cpu."}
@@ -72,6 +74,9 @@ pub struct Scenario {
     pub config: Option<serde_json::Value>,
     #[serde(default)]
     pub seeds: Option<u64>,
+    /// Sidecar binaries to start for the run (their plugins are enabled everywhere).
+    #[serde(default)]
+    pub sidecars: Vec<String>,
     pub expect: Expect,
 }
 
@@ -115,6 +120,20 @@ pub fn run_file_with(path: &Path, adjust: &dyn Fn(&mut SchedulerConfig)) -> Resu
     };
     let mut config = config.unwrap_or_else(SchedulerConfig::default_config);
     adjust(&mut config);
+    // Sidecars live until the run ends; a socket per run, as runs go in parallel.
+    let mut sidecars = Vec::new();
+    for bin in &scenario.sidecars {
+        static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let sidecar = crate::start_sidecar(bin, &format!("{bin}-{run}"), &[]);
+        let index = config.remote_plugins.len();
+        let mut ep = switchyard::remote::EndpointConfig::new(index, &sidecar.endpoint)
+            .map_err(|e| format!("{file}: sidecar {bin}: {e}"))?;
+        ep.auto_enable = true;
+        ep.timeout = std::time::Duration::from_secs(5);
+        config.remote_plugins.push(ep);
+        sidecars.push(sidecar);
+    }
     let config = Some(config);
     // Pods the manifests already bind are the cluster's state, not outcomes.
     let prebound: Vec<String> = objects
@@ -147,6 +166,7 @@ pub fn run_file_with(path: &Path, adjust: &dyn Fn(&mut SchedulerConfig)) -> Resu
         check(&scenario.expect, &report, &prebound)
             .map_err(|e| format!("{file} (seed {seed}):\n{e}"))?;
     }
+    drop(sidecars);
     Ok(())
 }
 

@@ -297,6 +297,16 @@ pub trait PendingFilter: Send {
     fn wait(self: Box<Self>) -> Result<Vec<(usize, Status)>, Status>;
 }
 
+/// A request to score ahead in a batched Filter call (the plugin is also a Score
+/// plugin of the profile): score the first `first` nodes that pass, after PreScore if
+/// `pre_score`. The plugin keeps the answer and uses it at Score only if the feasible
+/// set turns out to be exactly those nodes, which saves a round trip per pod.
+#[derive(Clone, Copy, Debug)]
+pub struct ScoreAhead {
+    pub first: usize,
+    pub pre_score: bool,
+}
+
 /// Filter over many nodes in one call; the runtime starts it, runs the in-process
 /// plugins meanwhile, then waits.
 pub trait BatchFilter: Send + Sync {
@@ -305,6 +315,7 @@ pub trait BatchFilter: Send + Sync {
         state: &CycleState,
         pod: &Pod,
         nodes: &[&NodeInfo],
+        ahead: Option<ScoreAhead>,
     ) -> Result<Box<dyn PendingFilter>, Status>;
 }
 

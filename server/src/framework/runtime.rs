@@ -144,6 +144,9 @@ pub struct Framework {
     cycle_hooks: Vec<Arc<dyn CycleHooks>>,
     /// Filter plugins that evaluate batches (by position in `filter`).
     batch_filters: PluginSet,
+    /// For each Filter plugin that is also a Score plugin: whether it is a PreScore
+    /// plugin too (what a score-ahead request needs to know).
+    filter_scores_ahead: Vec<Option<bool>>,
     handle: Arc<Handle>,
 }
 
@@ -375,9 +378,20 @@ impl Framework {
             }
         }
 
+        let filter_scores_ahead = filter
+            .iter()
+            .map(|f| {
+                score
+                    .iter()
+                    .any(|s| s.entry.name == f.name)
+                    .then(|| pre_score.iter().any(|p| p.name == f.name))
+            })
+            .collect();
+
         Ok(Framework {
             cycle_hooks,
             batch_filters,
+            filter_scores_ahead,
             profile_name: profile.scheduler_name.as_str().into(),
             percentage_of_nodes_to_score: profile.percentage_of_nodes_to_score,
             pre_enqueue,
@@ -426,22 +440,96 @@ impl Framework {
     /// are remote: their calls go out first, the in-process plugins run meanwhile, and
     /// each node's status is the first failure in plugin order — what running the
     /// plugins node by node gives. Returns the failing nodes by index, in order.
+    /// `score_first`: how many feasible nodes the caller still needs (0: no scoring
+    /// follows); remote plugins that also score are asked to score that many ahead.
     pub fn run_filter_plugins_batched(
         &self,
         state: &CycleState,
         pod: &Pod,
         nodes: &[&Arc<NodeInfo>],
         parallel: bool,
+        score_first: usize,
     ) -> Result<Vec<(usize, Status)>, Status> {
-        let skip = state.skip_filter_plugins;
         let refs: Vec<&NodeInfo> = nodes.iter().map(|n| &***n).collect();
+        self.filter_batch(&[state], pod, &refs, parallel, score_first)
+    }
+
+    /// Filter for preemption's dry runs over many node copies at once, each with its
+    /// own state fork and nominated pods: what
+    /// [`run_filter_plugins_with_nominated_pods_mut`](Self::run_filter_plugins_with_nominated_pods_mut)
+    /// gives per copy, but remote plugins answer every copy without relevant nominated
+    /// pods in one batched call (each item carrying its what-if delta), so a reprieve
+    /// step over many candidate nodes is one exchange.
+    pub fn run_filter_plugins_what_if(
+        &self,
+        pod: &Pod,
+        items: &mut [(&CycleState, &mut NodeInfo, &[NominatedPod])],
+    ) -> Vec<Status> {
+        let one = |(st, ni, nominated): &mut (&CycleState, &mut NodeInfo, &[NominatedPod])| {
+            self.run_filter_plugins_with_nominated_pods_mut(st, pod, ni, nominated)
+        };
+        if !self.has_batch_filters() || items.len() < 2 {
+            let min_len = PARALLEL_CHUNK.min(items.len().max(1));
+            return items
+                .par_iter_mut()
+                .with_min_len(min_len)
+                .map(one)
+                .collect();
+        }
+        let mut out: Vec<Status> = vec![Status::success(); items.len()];
+        let mut batched = Vec::with_capacity(items.len());
+        for (i, it) in items.iter_mut().enumerate() {
+            if relevant_nominated(pod, it.2).is_empty() {
+                batched.push(i);
+            } else {
+                out[i] = one(it);
+            }
+        }
+        let states: Vec<&CycleState> = batched.iter().map(|&i| items[i].0).collect();
+        let refs: Vec<&NodeInfo> = batched.iter().map(|&i| &*items[i].1).collect();
+        match self.filter_batch(&states, pod, &refs, refs.len() >= PARALLEL_THRESHOLD, 0) {
+            Ok(failures) => {
+                for (k, s) in failures {
+                    out[batched[k]] = s;
+                }
+            }
+            Err(s) => {
+                for &i in &batched {
+                    out[i] = s.clone();
+                }
+            }
+        }
+        out
+    }
+
+    /// Batched Filter: `states` holds one state for every node, or one for all.
+    fn filter_batch(
+        &self,
+        states: &[&CycleState],
+        pod: &Pod,
+        refs: &[&NodeInfo],
+        parallel: bool,
+        score_first: usize,
+    ) -> Result<Vec<(usize, Status)>, Status> {
+        let Some(&state) = states.first() else {
+            return Ok(Vec::new());
+        };
+        let state_of = |i: usize| if states.len() == 1 { state } else { states[i] };
+        let skip = state.skip_filter_plugins;
         let mut pending = Vec::new();
         for (i, e) in self.filter.iter().enumerate() {
             if !self.batch_filters.contains(i) || skip.contains(i) {
                 continue;
             }
             if let Some(b) = e.plugin.as_filter().and_then(|f| f.as_batch()) {
-                let call = b.start_filter(state, pod, &refs).map_err(|s| {
+                let ahead = match self.filter_scores_ahead[i] {
+                    Some(pre_score) if score_first > 0 => Some(ScoreAhead {
+                        first: score_first,
+                        pre_score,
+                    }),
+                    _ => None,
+                };
+                let call = b.start_filter(state, pod, refs, ahead).map_err(|s| {
                     wrap(format!(
                         "running {:?} filter plugin: {}",
                         e.name,
@@ -451,7 +539,8 @@ impl Framework {
                 pending.push((i, call));
             }
         }
-        let local = |ni: &NodeInfo| -> Option<(usize, Status)> {
+        let local = |k: usize| -> Option<(usize, Status)> {
+            let (state, ni) = (state_of(k), refs[k]);
             for (i, e) in self.filter.iter().enumerate() {
                 if self.batch_filters.contains(i) || (!skip.is_empty() && skip.contains(i)) {
                     continue;
@@ -467,12 +556,13 @@ impl Framework {
             None
         };
         let mut first: Vec<Option<(usize, Status)>> = if parallel {
-            refs.par_iter()
+            (0..refs.len())
+                .into_par_iter()
                 .with_min_len(PARALLEL_CHUNK)
-                .map(|n| local(n))
+                .map(local)
                 .collect()
         } else {
-            refs.iter().map(|n| local(n)).collect()
+            (0..refs.len()).map(local).collect()
         };
         for (pi, call) in pending {
             let failures = call.wait().map_err(|s| {

@@ -150,92 +150,185 @@ impl Evaluator<'_> {
         self.nominated.get(node).map_or(&[][..], |v| &v[..])
     }
 
-    /// Upstream `SelectVictimsOnNode`, on private copies of the node and state.
-    fn select_victims_on_node(
+    /// Upstream `SelectVictimsOnNode` for a round of nodes at once, each on private
+    /// copies of the node and state. The nodes advance in lockstep — remove every
+    /// lower-priority pod, check the pod fits, then reprieve the victims one at a time —
+    /// so each step's Filter is one batched call across the round for remote plugins
+    /// (`run_filter_plugins_what_if`). Per node, the steps and results are exactly the
+    /// sequential algorithm's.
+    fn select_victims_on_nodes(
         &self,
         state: &CycleState,
         pod: &Pod,
-        node: &Arc<NodeInfo>,
-    ) -> NodeResult {
+        nodes: &[&Arc<NodeInfo>],
+    ) -> Vec<NodeResult> {
         let fw = self.framework;
-        let mut ni = (**node).clone();
-        let mut st = state.clone();
-        let potential: Vec<Arc<Pod>> = ni
-            .pods
-            .iter()
-            .filter(|p| p.priority() < pod.priority())
-            .cloned()
-            .collect();
-        if potential.is_empty() {
-            return NodeResult::Status(Status::unresolvable(MSG_NO_VICTIMS));
+        struct DryRun<'n> {
+            node: &'n Arc<NodeInfo>,
+            ni: NodeInfo,
+            st: CycleState,
+            /// Reprieve order: PDB-violating victims first, then the rest; with the flag.
+            order: Vec<(Arc<Pod>, bool)>,
+            next: usize,
+            had_both: bool,
+            victims: Vec<Arc<Pod>>,
+            num_violating: i64,
+            done: Option<NodeResult>,
         }
-        for v in &potential {
-            ni.remove_pod_object(v);
-            let s = fw.run_pre_filter_extension_remove_pod(&mut st, pod, v, &ni);
-            if !s.is_success() {
-                return NodeResult::Status(s);
-            }
-        }
-        let nominated = self.nominated_on(&ni.node().name);
-        let s = fw.run_filter_plugins_with_nominated_pods_mut(&st, pod, &mut ni, nominated);
-        if !s.is_success() {
-            return NodeResult::Status(s);
-        }
-        let mut ordered = potential;
-        ordered.sort_by(|a, b| more_important(a, b));
-        let (violating, non_violating) = split_by_pdb_violation(ordered, self.snapshot.pdbs());
-        let had_both = !violating.is_empty() && !non_violating.is_empty();
-        let mut victims: Vec<Arc<Pod>> = Vec::new();
-        let mut num_violating = 0i64;
-        let reprieve = |v: &Arc<Pod>,
-                        ni: &mut NodeInfo,
-                        st: &mut CycleState,
-                        victims: &mut Vec<Arc<Pod>>|
-         -> Result<bool, Status> {
-            ni.add_pod(v.clone());
-            let s = fw.run_pre_filter_extension_add_pod(st, pod, v, ni);
-            if !s.is_success() {
-                return Err(s);
-            }
-            let fits = fw
-                .run_filter_plugins_with_nominated_pods_mut(st, pod, ni, nominated)
-                .is_success();
-            if !fits {
-                ni.remove_pod_object(v);
-                let s = fw.run_pre_filter_extension_remove_pod(st, pod, v, ni);
-                if !s.is_success() {
-                    return Err(s);
+        let mut runs: Vec<DryRun> = nodes
+            .par_iter()
+            .with_min_len(PARALLEL_CHUNK.min(nodes.len().max(1)))
+            .map(|node| {
+                let mut run = DryRun {
+                    node,
+                    ni: (***node).clone(),
+                    st: state.clone(),
+                    order: Vec::new(),
+                    next: 0,
+                    had_both: false,
+                    victims: Vec::new(),
+                    num_violating: 0,
+                    done: None,
+                };
+                let potential: Vec<Arc<Pod>> = run
+                    .ni
+                    .pods
+                    .iter()
+                    .filter(|p| p.priority() < pod.priority())
+                    .cloned()
+                    .collect();
+                if potential.is_empty() {
+                    run.done = Some(NodeResult::Status(Status::unresolvable(MSG_NO_VICTIMS)));
+                    return run;
                 }
-                victims.push(v.clone());
+                for v in &potential {
+                    run.ni.remove_pod_object(v);
+                    let s = fw.run_pre_filter_extension_remove_pod(&mut run.st, pod, v, &run.ni);
+                    if !s.is_success() {
+                        run.done = Some(NodeResult::Status(s));
+                        return run;
+                    }
+                }
+                run.order = potential.into_iter().map(|p| (p, false)).collect();
+                run
+            })
+            .collect();
+
+        // Does the pod fit with every potential victim gone?
+        let statuses = self.filter_runs(pod, runs.iter_mut().filter(|r| r.done.is_none()), |r| {
+            (&r.st, &mut r.ni, r.node)
+        });
+        let mut it = statuses.into_iter();
+        for run in runs.iter_mut().filter(|r| r.done.is_none()) {
+            let s = it.next().unwrap_or_else(Status::success);
+            if !s.is_success() {
+                run.done = Some(NodeResult::Status(s));
+                continue;
             }
-            Ok(fits)
-        };
-        for v in &violating {
-            match reprieve(v, &mut ni, &mut st, &mut victims) {
-                Ok(true) => {}
-                Ok(false) => num_violating += 1,
-                Err(s) => return NodeResult::Status(s),
+            let mut ordered: Vec<Arc<Pod>> = run.order.drain(..).map(|(p, _)| p).collect();
+            ordered.sort_by(|a, b| more_important(a, b));
+            let (violating, non_violating) = split_by_pdb_violation(ordered, self.snapshot.pdbs());
+            run.had_both = !violating.is_empty() && !non_violating.is_empty();
+            run.order = violating
+                .into_iter()
+                .map(|p| (p, true))
+                .chain(non_violating.into_iter().map(|p| (p, false)))
+                .collect();
+        }
+
+        // Reprieve step by step: add the next victim back; if the pod no longer fits,
+        // take it out again and keep it a victim.
+        loop {
+            let stepping: usize = runs
+                .par_iter_mut()
+                .with_min_len(PARALLEL_CHUNK)
+                .map(|run| {
+                    if run.done.is_some() || run.next >= run.order.len() {
+                        return 0;
+                    }
+                    let v = run.order[run.next].0.clone();
+                    run.ni.add_pod(v.clone());
+                    let s = fw.run_pre_filter_extension_add_pod(&mut run.st, pod, &v, &run.ni);
+                    if !s.is_success() {
+                        run.done = Some(NodeResult::Status(s));
+                        return 0;
+                    }
+                    1
+                })
+                .sum();
+            if stepping == 0 {
+                break;
             }
+            let active = |r: &DryRun| r.done.is_none() && r.next < r.order.len();
+            let statuses = self.filter_runs(pod, runs.iter_mut().filter(|r| active(r)), |r| {
+                (&r.st, &mut r.ni, r.node)
+            });
+            let mut it = statuses.into_iter();
+            let mut stepped: Vec<(&mut DryRun, bool)> = runs
+                .iter_mut()
+                .filter(|r| active(r))
+                .map(|r| (r, it.next().is_some_and(|s| s.is_success())))
+                .collect();
+            stepped
+                .par_iter_mut()
+                .with_min_len(PARALLEL_CHUNK)
+                .for_each(|(run, fits)| {
+                    let fits = *fits;
+                    let (v, violating) = run.order[run.next].clone();
+                    run.next += 1;
+                    if fits {
+                        return;
+                    }
+                    run.ni.remove_pod_object(&v);
+                    let s = fw.run_pre_filter_extension_remove_pod(&mut run.st, pod, &v, &run.ni);
+                    if !s.is_success() {
+                        run.done = Some(NodeResult::Status(s));
+                        return;
+                    }
+                    run.victims.push(v);
+                    if violating {
+                        run.num_violating += 1;
+                    }
+                });
         }
-        for v in &non_violating {
-            if let Err(s) = reprieve(v, &mut ni, &mut st, &mut victims) {
-                return NodeResult::Status(s);
-            }
-        }
-        if had_both {
-            victims.sort_by(|a, b| more_important(a, b));
-        }
-        if victims.is_empty() {
-            return NodeResult::Status(Status::error(format!(
-                "expected at least one victim pod on node {:?}",
-                &*node.node().name
-            )));
-        }
-        NodeResult::Candidate(Candidate {
-            node: node.node().name.clone(),
-            victims,
-            num_pdb_violations: num_violating,
-        })
+
+        runs.into_iter()
+            .map(|mut run| {
+                if let Some(r) = run.done {
+                    return r;
+                }
+                if run.had_both {
+                    run.victims.sort_by(|a, b| more_important(a, b));
+                }
+                if run.victims.is_empty() {
+                    return NodeResult::Status(Status::error(format!(
+                        "expected at least one victim pod on node {:?}",
+                        &*run.node.node().name
+                    )));
+                }
+                NodeResult::Candidate(Candidate {
+                    node: run.node.node().name.clone(),
+                    victims: run.victims,
+                    num_pdb_violations: run.num_violating,
+                })
+            })
+            .collect()
+    }
+
+    /// One Filter step of the lockstep dry run over the given runs, in order.
+    fn filter_runs<'r, R: 'r>(
+        &self,
+        pod: &Pod,
+        runs: impl Iterator<Item = &'r mut R>,
+        parts: impl Fn(&'r mut R) -> (&'r CycleState, &'r mut NodeInfo, &'r Arc<NodeInfo>),
+    ) -> Vec<Status> {
+        let mut items: Vec<(&CycleState, &mut NodeInfo, &[NominatedPod])> = runs
+            .map(|r| {
+                let (st, ni, node) = parts(r);
+                (st, ni, self.nominated_on(&node.node().name))
+            })
+            .collect();
+        self.framework.run_filter_plugins_what_if(pod, &mut items)
     }
 
     /// Upstream `Preempt` up to candidate selection: `offset` is a random number used to
@@ -283,11 +376,8 @@ impl Evaluator<'_> {
                 .saturating_sub(non_violating.len() + violating.len())
                 .max(1);
             let round = (need + need / 2 + 8).min(n - offset_i);
-            let results: Vec<NodeResult> = (0..round)
-                .into_par_iter()
-                .with_min_len(PARALLEL_CHUNK.min(round.max(1)))
-                .map(|i| self.select_victims_on_node(state, pod, at(offset_i + i)))
-                .collect();
+            let round_nodes: Vec<&Arc<NodeInfo>> = (0..round).map(|i| at(offset_i + i)).collect();
+            let results = self.select_victims_on_nodes(state, pod, &round_nodes);
             for (i, r) in results.into_iter().enumerate() {
                 match r {
                     NodeResult::Candidate(c) => {

@@ -4,7 +4,7 @@
 //! what it does to the attempt.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use smallvec::SmallVec;
@@ -121,7 +121,21 @@ impl CycleHooks for EndpointHooks {
 struct Meta {
     name: Arc<str>,
     ep: Endpoint,
+    /// The last score-ahead answer (from a Filter reply), for the Score that follows.
+    ahead: Mutex<Option<Ahead>>,
 }
+
+/// Scores a Filter reply brought ahead of the Score call: valid for one cycle and
+/// exactly this node list.
+struct Ahead {
+    cycle: u64,
+    nodes: Vec<u32>,
+    result: AheadResult,
+}
+
+/// Scores and whether they are normalised; `Ok(None)`: PreScore skipped (Score is
+/// skipped for the pod).
+type AheadResult = Result<Option<(Vec<i64>, bool)>, Status>;
 
 impl Meta {
     fn policy(&self) -> FailurePolicy {
@@ -188,6 +202,7 @@ impl RemotePlugin {
             meta: Arc::new(Meta {
                 name: name.into(),
                 ep,
+                ahead: Mutex::new(None),
             }),
             hooks,
             info,
@@ -332,6 +347,19 @@ impl RemotePlugin {
         }
     }
 
+    /// The score-ahead answer of this cycle's Filter, if it scored exactly `nodes`.
+    fn take_ahead(
+        &self,
+        cycle: u64,
+        nodes: &[Arc<NodeInfo>],
+    ) -> Option<AheadResult> {
+        let a = self.meta.ahead.lock().ok()?.take()?;
+        let same = a.cycle == cycle
+            && a.nodes.len() == nodes.len()
+            && a.nodes.iter().zip(nodes).all(|(id, n)| *id == n.id);
+        same.then_some(a.result)
+    }
+
     /// The what-if delta for a node copy that differs from what the sidecar holds.
     fn delta(
         &self,
@@ -374,6 +402,7 @@ impl RemotePlugin {
         &self,
         state: &CycleState,
         nodes: &[&NodeInfo],
+        ahead: Option<ScoreAhead>,
     ) -> Result<RemoteFilterCall, Status> {
         let (cycle, g, streams) = self.cycle(state)?;
         let mut deltas = Vec::new();
@@ -390,14 +419,28 @@ impl RemotePlugin {
                 }
             }
         }
+        let ids: Vec<u32> = nodes.iter().map(|n| n.id).collect();
+        // Ahead only when the sidecar scores, and never for what-if items.
+        let ahead =
+            ahead.filter(|_| deltas.is_empty() && self.implements(pb::ExtensionPoint::Score));
+        let (score_first, pre_score, kept) = match ahead {
+            Some(a) => (
+                a.first as u32,
+                a.pre_score && self.implements(pb::ExtensionPoint::PreScore),
+                Some((cycle, ids.clone(), a.first)),
+            ),
+            None => (0, false, None),
+        };
         let req = |id| {
             Outbound::Filter(pb::FilterRequest {
                 request_id: id,
                 plugin: self.meta.name.to_string(),
                 cycle,
                 generation: g,
-                nodes: nodes.iter().map(|n| n.id).collect(),
+                nodes: ids,
                 deltas,
+                score_first,
+                pre_score,
             })
         };
         Ok(RemoteFilterCall {
@@ -405,6 +448,7 @@ impl RemotePlugin {
             n: nodes.len(),
             g,
             meta: self.meta.clone(),
+            ahead: kept,
         })
     }
 }
@@ -414,6 +458,8 @@ struct RemoteFilterCall {
     n: usize,
     g: u64,
     meta: Arc<Meta>,
+    /// With a score-ahead request: the cycle, the batch's node ids, `score_first`.
+    ahead: Option<(u64, Vec<u32>, usize)>,
 }
 
 impl RemoteFilterCall {
@@ -459,8 +505,81 @@ impl RemoteFilterCall {
             }
         }
         out.sort_by_key(|(i, _)| *i);
+        if let Some((cycle, ids, first)) = self.ahead.take() {
+            self.keep_ahead(cycle, ids, first, &out, r.score);
+        }
         Ok(out)
     }
+
+    /// Checks a score-ahead answer and keeps it for the Score call: the scored nodes are
+    /// the first `first` items that passed. A malformed answer is kept as the error the
+    /// Score call will report.
+    fn keep_ahead(
+        &self,
+        cycle: u64,
+        ids: Vec<u32>,
+        first: usize,
+        failures: &[(usize, Status)],
+        answer: Option<pb::ScoreAhead>,
+    ) {
+        let Some(answer) = answer else {
+            return;
+        };
+        let mut failed = failures.iter().map(|(i, _)| *i).peekable();
+        let mut nodes = Vec::with_capacity(first.min(ids.len()));
+        for (i, id) in ids.into_iter().enumerate() {
+            if nodes.len() == first {
+                break;
+            }
+            if failed.peek() == Some(&i) {
+                failed.next();
+            } else {
+                nodes.push(id);
+            }
+        }
+        let s = convert::status_from_pb(answer.status.as_ref());
+        let result = if s.is_skip() {
+            Ok(None)
+        } else if !s.is_success() {
+            // Whatever went wrong, the Score call will say it again.
+            return;
+        } else if answer.scores.len() != nodes.len() {
+            Err(self.meta.error(
+                "bad reply",
+                format!(
+                    "{} scores ahead for {} passing nodes",
+                    answer.scores.len(),
+                    nodes.len()
+                ),
+            ))
+        } else {
+            check_scores(&self.meta, &answer.scores, answer.normalized)
+                .map(|()| Some((answer.scores, answer.normalized)))
+        };
+        if let Ok(mut slot) = self.meta.ahead.lock() {
+            *slot = Some(Ahead {
+                cycle,
+                nodes,
+                result,
+            });
+        }
+    }
+}
+
+/// Normalised scores must be in range.
+fn check_scores(meta: &Meta, scores: &[i64], normalized: bool) -> Result<(), Status> {
+    if normalized {
+        if let Some(bad) = scores
+            .iter()
+            .find(|v| !(MIN_NODE_SCORE..=MAX_NODE_SCORE).contains(*v))
+        {
+            return Err(meta.error(
+                "bad reply",
+                format!("score {bad} is outside [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}]"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 impl PendingFilter for RemoteFilterCall {
@@ -475,6 +594,8 @@ impl PendingFilter for RemoteFilterCall {
 
 struct RemoteScoreCall {
     pending: Option<Pending>,
+    /// Answered already, by a score-ahead Filter reply.
+    ready: Option<AheadResult>,
     n: usize,
     g: u64,
     meta: Arc<Meta>,
@@ -482,6 +603,9 @@ struct RemoteScoreCall {
 
 impl RemoteScoreCall {
     fn result(&mut self) -> Result<(Vec<i64>, bool), Status> {
+        if let Some(r) = self.ready.take() {
+            return r.map(|v| v.unwrap_or_else(|| (vec![0; self.n], true)));
+        }
         let Some(p) = self.pending.take() else {
             return Ok((vec![0; self.n], true));
         };
@@ -503,18 +627,7 @@ impl RemoteScoreCall {
                 format!("{} scores for a batch of {} nodes", r.scores.len(), self.n),
             ));
         }
-        if r.normalized {
-            if let Some(bad) = r
-                .scores
-                .iter()
-                .find(|v| !(MIN_NODE_SCORE..=MAX_NODE_SCORE).contains(*v))
-            {
-                return Err(self.meta.error(
-                    "bad reply",
-                    format!("score {bad} is outside [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}]"),
-                ));
-            }
-        }
+        check_scores(&self.meta, &r.scores, r.normalized)?;
         Ok((r.scores, r.normalized))
     }
 }
@@ -677,7 +790,7 @@ impl FilterPlugin for RemotePlugin {
             return Status::success();
         }
         let r = self
-            .start_filter_call(state, &[node])
+            .start_filter_call(state, &[node], None)
             .and_then(|mut c| c.result());
         match self.policy(r, Vec::new) {
             Ok(v) => v
@@ -699,11 +812,12 @@ impl BatchFilter for RemotePlugin {
         state: &CycleState,
         _pod: &Pod,
         nodes: &[&NodeInfo],
+        ahead: Option<ScoreAhead>,
     ) -> Result<Box<dyn PendingFilter>, Status> {
         let started = if self.absent(pb::ExtensionPoint::Filter) {
             Err(Status::success())
         } else {
-            self.start_filter_call(state, nodes)
+            self.start_filter_call(state, nodes, ahead)
         };
         match started {
             Ok(c) => Ok(Box::new(c)),
@@ -713,6 +827,7 @@ impl BatchFilter for RemotePlugin {
                     n: nodes.len(),
                     g: 0,
                     meta: self.meta.clone(),
+                    ahead: None,
                 }))
             }
             Err(s) => Err(s),
@@ -832,6 +947,7 @@ impl ScorePlugin for RemotePlugin {
             })
         };
         let mut call = RemoteScoreCall {
+            ready: None,
             pending: Some(self.send(&streams, req)?),
             n: 1,
             g,
@@ -872,6 +988,7 @@ impl ScorePlugin for RemotePlugin {
                 })
             };
             let mut call = RemoteScoreCall {
+                ready: None,
                 pending: Some(self.send(&streams, req)?),
                 n: nodes.len(),
                 g,
@@ -903,6 +1020,15 @@ impl BatchScore for RemotePlugin {
                 return Err(Status::success());
             }
             let (cycle, g, streams) = self.cycle(state)?;
+            if let Some(ready) = self.take_ahead(cycle, nodes) {
+                return Ok(RemoteScoreCall {
+                    ready: Some(ready),
+                    pending: None,
+                    n: nodes.len(),
+                    g,
+                    meta: self.meta.clone(),
+                });
+            }
             let ids: Vec<u32> = nodes.iter().map(|n| n.id).collect();
             if with_pre_score {
                 // Its reply is read by the sidecar's Score, which waits for it.
@@ -930,6 +1056,7 @@ impl BatchScore for RemotePlugin {
                 })
             };
             Ok(RemoteScoreCall {
+                ready: None,
                 pending: Some(self.send(&streams, req)?),
                 n: nodes.len(),
                 g,
@@ -940,6 +1067,7 @@ impl BatchScore for RemotePlugin {
             Ok(c) => Ok(Box::new(c)),
             Err(s) if s.is_success() || self.meta.policy() == FailurePolicy::Ignore => {
                 Ok(Box::new(RemoteScoreCall {
+                    ready: None,
                     pending: None,
                     n: nodes.len(),
                     g: 0,

@@ -706,8 +706,14 @@ fn find_nodes_that_pass_filters(
                     plain_at.push(i);
                 }
             }
-            let found =
-                fw.run_filter_plugins_batched(state, pod, &plain, round >= PARALLEL_THRESHOLD)?;
+            let score_first = if to_find > 1 { need } else { 0 };
+            let found = fw.run_filter_plugins_batched(
+                state,
+                pod,
+                &plain,
+                round >= PARALLEL_THRESHOLD,
+                score_first,
+            )?;
             failures.extend(found.into_iter().map(|(k, s)| (plain_at[k], s)));
             failures.sort_by_key(|(i, _)| *i);
         } else if round >= PARALLEL_THRESHOLD {

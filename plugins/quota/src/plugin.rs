@@ -1,0 +1,507 @@
+//! `TenantQuota`: at most N pods of one tenant on a node.
+//!
+//! PreFilter counts the incoming pod's tenant on every node that sets a limit and
+//! keeps the counts in the cycle state; AddPod/RemovePod adjust them on the forked
+//! state of a what-if evaluation (nominated pods, preemption dry runs); Filter reads
+//! only the state, never the node's pods, so a dry run that removes or adds pods
+//! changes its answer exactly through AddPod/RemovePod.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use switchyard_plugin_sdk::{
+    pb, Cycle, CycleState, FilterPlugin, Node, NodeInfo, Plugin, Pod, PreFilterPlugin,
+    PreFilterResult, Status,
+};
+
+pub const NAME: &str = "TenantQuota";
+/// Pod label naming the pod's tenant. Pods without it (or with an empty value) are
+/// not subject to any quota.
+pub const TENANT_LABEL: &str = "quota.switchyard.dev/tenant";
+/// Node label: at most this many pods of any one tenant on the node. Nodes without it
+/// are unlimited.
+pub const LIMIT_LABEL: &str = "quota.switchyard.dev/pods-per-tenant";
+
+/// The tenant of a pod: its non-empty [`TENANT_LABEL`].
+pub fn tenant(pod: &Pod) -> Option<&str> {
+    pod.labels
+        .get(TENANT_LABEL)
+        .map(String::as_str)
+        .filter(|t| !t.is_empty())
+}
+
+/// The node's limit: `Ok(None)` when unlimited, an UnschedulableAndUnresolvable
+/// status when the label is not a non-negative integer.
+pub fn node_limit(node: &Node) -> Result<Option<u64>, Status> {
+    let Some(value) = node.labels.get(LIMIT_LABEL) else {
+        return Ok(None);
+    };
+    // Digits only: `parse` alone would also take a leading `+`.
+    match value.parse::<u64>() {
+        Ok(n) if value.bytes().all(|b| b.is_ascii_digit()) => Ok(Some(n)),
+        _ => Err(Status::unresolvable(format!(
+            "node(s) had an invalid value {value:?} for label {LIMIT_LABEL} (expected a non-negative integer)"
+        ))),
+    }
+}
+
+/// The message of a node that has no room left for the tenant.
+pub fn exceeded_message(tenant: &str) -> String {
+    format!("node(s) exceeded the pod quota of tenant {tenant}")
+}
+
+/// The PreFilter state: the pod's tenant and how many of its pods each node holds.
+/// Only nodes carrying [`LIMIT_LABEL`] are counted (Filter never looks at the counts
+/// of the others); nodes absent from the map hold none.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct QuotaState {
+    pub tenant: String,
+    /// Pods of `tenant` by node name (the name is what a forked NodeInfo keeps).
+    pub counts: HashMap<String, u64>,
+}
+
+impl QuotaState {
+    pub fn count(&self, node: &str) -> u64 {
+        self.counts.get(node).copied().unwrap_or(0)
+    }
+}
+
+/// Counts the pods of tenant `wanted` on `nodes` that set a limit, leaving out the pod
+/// `self_uid` (the one being scheduled, should the replica already place it).
+/// `None` when no node sets a limit: the quota cannot reject the pod anywhere.
+pub fn count_tenant_pods<'a>(
+    wanted: &str,
+    self_uid: &str,
+    nodes: impl IntoIterator<Item = &'a NodeInfo>,
+) -> Option<QuotaState> {
+    let mut limited = false;
+    let mut counts = HashMap::new();
+    for ni in nodes {
+        if !ni.node.labels.contains_key(LIMIT_LABEL) {
+            continue;
+        }
+        limited = true;
+        let n = ni
+            .pods
+            .iter()
+            .filter(|p| p.uid != self_uid && tenant(p) == Some(wanted))
+            .count() as u64;
+        if n > 0 {
+            counts.insert(ni.name().to_string(), n);
+        }
+    }
+    limited.then(|| QuotaState {
+        tenant: wanted.to_string(),
+        counts,
+    })
+}
+
+fn missing_state() -> Status {
+    Status::error(format!(
+        "{NAME}: the PreFilter state of this cycle is missing (PreFilter did not run or skipped the pod)"
+    ))
+}
+
+pub struct TenantQuota;
+
+impl TenantQuota {
+    /// PreFilter over explicit nodes (the snapshot's, in a real cycle).
+    pub fn pre_filter_nodes<'a>(
+        &self,
+        pod: &Pod,
+        nodes: impl IntoIterator<Item = &'a NodeInfo>,
+        state: &mut CycleState,
+    ) -> PreFilterResult {
+        let Some(tenant) = tenant(pod) else {
+            return Status::skip().into();
+        };
+        match count_tenant_pods(tenant, &pod.uid, nodes) {
+            Some(s) => {
+                state.write(s);
+                Status::success().into()
+            }
+            None => Status::skip().into(),
+        }
+    }
+
+    /// AddPod (`add`) or RemovePod: a pod of the state's tenant placed on or taken
+    /// off `node` moves its count by one (never below 0); other pods change nothing.
+    fn adjust(
+        &self,
+        cycle: &Cycle,
+        state: &mut CycleState,
+        pod: &Pod,
+        node: &str,
+        add: bool,
+    ) -> Status {
+        let Some(s) = state.read_mut::<QuotaState>() else {
+            return missing_state();
+        };
+        // The pod being scheduled never counts against itself (PreFilter left it out).
+        if pod.uid == cycle.pod.uid || tenant(pod) != Some(s.tenant.as_str()) {
+            return Status::success();
+        }
+        let c = s.counts.entry(node.to_string()).or_insert(0);
+        *c = if add {
+            c.saturating_add(1)
+        } else {
+            c.saturating_sub(1)
+        };
+        Status::success()
+    }
+}
+
+impl Plugin for TenantQuota {
+    fn name(&self) -> &str {
+        NAME
+    }
+    /// A pod rejected for the quota may fit once a node gains room: a new node, a
+    /// node whose limit label changes, a pod of the tenant deleted, or relabelled out
+    /// of the tenant.
+    fn events(&self) -> Vec<pb::ClusterEvent> {
+        vec![
+            pb::ClusterEvent {
+                resource: "Node".into(),
+                actions: vec!["Add".into(), "UpdateNodeLabel".into()],
+            },
+            pb::ClusterEvent {
+                resource: "Pod".into(),
+                actions: vec!["Delete".into(), "UpdatePodLabel".into()],
+            },
+        ]
+    }
+    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
+        Some(self)
+    }
+    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
+        Some(self)
+    }
+}
+
+impl PreFilterPlugin for TenantQuota {
+    fn pre_filter(&self, cycle: &Cycle, state: &mut CycleState) -> PreFilterResult {
+        self.pre_filter_nodes(cycle.pod, cycle.snapshot.nodes(), state)
+    }
+
+    fn has_extensions(&self) -> bool {
+        true
+    }
+
+    fn add_pod(
+        &self,
+        cycle: &Cycle,
+        state: &mut CycleState,
+        pod: &Arc<Pod>,
+        node: &NodeInfo,
+    ) -> Status {
+        self.adjust(cycle, state, pod, node.name(), true)
+    }
+
+    fn remove_pod(
+        &self,
+        cycle: &Cycle,
+        state: &mut CycleState,
+        pod: &Arc<Pod>,
+        node: &NodeInfo,
+    ) -> Status {
+        self.adjust(cycle, state, pod, node.name(), false)
+    }
+}
+
+impl FilterPlugin for TenantQuota {
+    fn filter(&self, _cycle: &Cycle, state: &CycleState, node: &NodeInfo) -> Status {
+        let Some(s) = state.read::<QuotaState>() else {
+            return missing_state();
+        };
+        let limit = match node_limit(&node.node) {
+            Ok(Some(limit)) => limit,
+            Ok(None) => return Status::success(),
+            Err(status) => return status,
+        };
+        if s.count(node.name()).saturating_add(1) <= limit {
+            Status::success()
+        } else if limit == 0 {
+            // Evicting pods cannot make room on a node that admits none.
+            Status::unresolvable(exceeded_message(&s.tenant))
+        } else {
+            Status::unschedulable(exceeded_message(&s.tenant))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchyard_plugin_sdk::{Code, Snapshot};
+
+    fn pod(uid: &str, tenant: Option<&str>) -> Arc<Pod> {
+        Arc::new(Pod {
+            uid: uid.into(),
+            name: uid.into(),
+            namespace: "default".into(),
+            labels: tenant
+                .map(|t| [(TENANT_LABEL.to_string(), t.to_string())].into())
+                .unwrap_or_default(),
+            ..Default::default()
+        })
+    }
+
+    fn node(name: &str, limit: Option<&str>, pods: Vec<Arc<Pod>>) -> NodeInfo {
+        let pods = pods
+            .into_iter()
+            .map(|p| {
+                let mut p = (*p).clone();
+                p.node_name = name.into();
+                Arc::new(p)
+            })
+            .collect();
+        NodeInfo {
+            node: Node {
+                name: name.into(),
+                labels: limit
+                    .map(|l| [(LIMIT_LABEL.to_string(), l.to_string())].into())
+                    .unwrap_or_default(),
+                ..Default::default()
+            },
+            pods,
+        }
+    }
+
+    /// Runs PreFilter over `nodes`; returns the state it wrote and its status.
+    fn pre_filter(pod: &Arc<Pod>, nodes: &[NodeInfo]) -> (Status, CycleState) {
+        let mut state = CycleState::default();
+        let r = TenantQuota.pre_filter_nodes(pod, nodes, &mut state);
+        assert!(r.node_names.is_none());
+        (r.status, state)
+    }
+
+    fn filter(pod: &Arc<Pod>, state: &CycleState, node: &NodeInfo) -> Status {
+        let snapshot = Snapshot::default();
+        let cycle = cycle(pod, &snapshot);
+        TenantQuota.filter(&cycle, state, node)
+    }
+
+    fn cycle<'a>(pod: &'a Arc<Pod>, snapshot: &'a Snapshot) -> Cycle<'a> {
+        Cycle {
+            id: 1,
+            pod,
+            profile: "default-scheduler",
+            snapshot,
+        }
+    }
+
+    #[test]
+    fn pod_without_tenant_is_skipped() {
+        let nodes = [node("a", Some("0"), vec![])];
+        for p in [pod("p", None), {
+            let mut p = (*pod("p", None)).clone();
+            p.labels.insert(TENANT_LABEL.into(), String::new());
+            Arc::new(p)
+        }] {
+            let (s, state) = pre_filter(&p, &nodes);
+            assert_eq!(s.code, Code::Skip);
+            assert!(state.is_empty());
+        }
+        // Through the trait, over the (empty) snapshot of a cycle.
+        let snapshot = Snapshot::default();
+        let p = pod("p", None);
+        let mut state = CycleState::default();
+        let r = TenantQuota.pre_filter(&cycle(&p, &snapshot), &mut state);
+        assert_eq!(r.status, Status::skip());
+    }
+
+    #[test]
+    fn no_limited_node_skips_the_pod() {
+        let p = pod("p", Some("t"));
+        let (s, state) = pre_filter(&p, &[node("a", None, vec![pod("q", Some("t"))])]);
+        assert_eq!(s.code, Code::Skip);
+        assert!(state.is_empty());
+    }
+
+    #[test]
+    fn unlimited_node_passes() {
+        let p = pod("p", Some("t"));
+        let full = (0..5).map(|i| pod(&format!("q{i}"), Some("t"))).collect();
+        let nodes = [node("a", Some("1"), vec![]), node("free", None, full)];
+        let (s, state) = pre_filter(&p, &nodes);
+        assert!(s.is_success(), "{s:?}");
+        // Unlimited nodes are not even counted.
+        assert_eq!(state.read::<QuotaState>().unwrap().count("free"), 0);
+        assert!(filter(&p, &state, &nodes[1]).is_success());
+        assert!(filter(&p, &state, &nodes[0]).is_success());
+    }
+
+    #[test]
+    fn at_the_limit_fails_with_the_message() {
+        let p = pod("p", Some("acme"));
+        let nodes = [
+            node(
+                "a",
+                Some("2"),
+                vec![pod("q1", Some("acme")), pod("q2", Some("acme"))],
+            ),
+            node("b", Some("2"), vec![pod("q3", Some("acme"))]),
+        ];
+        let (s, state) = pre_filter(&p, &nodes);
+        assert!(s.is_success());
+        let st = filter(&p, &state, &nodes[0]);
+        assert_eq!(st.code, Code::Unschedulable);
+        assert_eq!(
+            st.reasons,
+            ["node(s) exceeded the pod quota of tenant acme"]
+        );
+        assert!(filter(&p, &state, &nodes[1]).is_success());
+    }
+
+    #[test]
+    fn zero_limit_is_unresolvable() {
+        let p = pod("p", Some("acme"));
+        let nodes = [node("a", Some("0"), vec![])];
+        let (_, state) = pre_filter(&p, &nodes);
+        let st = filter(&p, &state, &nodes[0]);
+        assert_eq!(st.code, Code::UnschedulableAndUnresolvable);
+        assert_eq!(st.message(), exceeded_message("acme"));
+    }
+
+    #[test]
+    fn the_pod_itself_does_not_count() {
+        let p = pod("p", Some("t"));
+        let nodes = [node("a", Some("1"), vec![p.clone()])];
+        let (_, state) = pre_filter(&p, &nodes);
+        assert!(filter(&p, &state, &nodes[0]).is_success());
+    }
+
+    #[test]
+    fn remove_then_add_on_a_fork() {
+        let p = pod("p", Some("t"));
+        let victim = pod("v", Some("t"));
+        let nodes = [node("a", Some("1"), vec![victim.clone()])];
+        let ni = &nodes[0];
+        let (_, base) = pre_filter(&p, &nodes);
+        assert_eq!(filter(&p, &base, ni).code, Code::Unschedulable);
+
+        let snapshot = Snapshot::default();
+        let c = cycle(&p, &snapshot);
+        let mut fork = base.clone();
+        assert!(TenantQuota
+            .remove_pod(&c, &mut fork, &victim, ni)
+            .is_success());
+        assert!(TenantQuota.filter(&c, &fork, ni).is_success());
+        // The base state is untouched.
+        assert_eq!(TenantQuota.filter(&c, &base, ni).code, Code::Unschedulable);
+
+        assert!(TenantQuota.add_pod(&c, &mut fork, &victim, ni).is_success());
+        let st = TenantQuota.filter(&c, &fork, ni);
+        assert_eq!(st.code, Code::Unschedulable);
+        assert_eq!(st.message(), exceeded_message("t"));
+
+        // Removing never goes below zero.
+        let mut fork = base.clone();
+        for _ in 0..3 {
+            assert!(TenantQuota
+                .remove_pod(&c, &mut fork, &victim, ni)
+                .is_success());
+        }
+        assert_eq!(fork.read::<QuotaState>().unwrap().count("a"), 0);
+        // Adding on a node PreFilter found empty starts its count.
+        let b = node("b", Some("1"), vec![]);
+        assert!(TenantQuota.add_pod(&c, &mut fork, &victim, &b).is_success());
+        assert_eq!(TenantQuota.filter(&c, &fork, &b).code, Code::Unschedulable);
+    }
+
+    #[test]
+    fn other_tenants_do_not_count() {
+        let p = pod("p", Some("t"));
+        let other = pod("o", Some("u"));
+        let nodes = [node(
+            "a",
+            Some("1"),
+            vec![other.clone(), pod("x", None), pod("y", Some(""))],
+        )];
+        let (_, base) = pre_filter(&p, &nodes);
+        assert!(filter(&p, &base, &nodes[0]).is_success());
+        // Nor when a dry run adds one.
+        let snapshot = Snapshot::default();
+        let c = cycle(&p, &snapshot);
+        let mut fork = base.clone();
+        assert!(TenantQuota
+            .add_pod(&c, &mut fork, &other, &nodes[0])
+            .is_success());
+        assert!(TenantQuota.filter(&c, &fork, &nodes[0]).is_success());
+        // The pod being scheduled is never added against itself.
+        assert!(TenantQuota
+            .add_pod(&c, &mut fork, &p, &nodes[0])
+            .is_success());
+        assert!(TenantQuota.filter(&c, &fork, &nodes[0]).is_success());
+    }
+
+    #[test]
+    fn bad_limit_is_unresolvable() {
+        let p = pod("p", Some("t"));
+        for bad in [
+            "many",
+            "-1",
+            "+1",
+            "1.5",
+            "",
+            " 2",
+            "99999999999999999999999",
+        ] {
+            let nodes = [node("a", Some(bad), vec![])];
+            let (s, state) = pre_filter(&p, &nodes);
+            assert!(s.is_success(), "{bad:?}: {s:?}");
+            let st = filter(&p, &state, &nodes[0]);
+            assert_eq!(st.code, Code::UnschedulableAndUnresolvable, "{bad:?}");
+            assert!(st.message().contains(LIMIT_LABEL), "{}", st.message());
+            assert!(
+                st.message().contains(&format!("{bad:?}")),
+                "{}",
+                st.message()
+            );
+        }
+    }
+
+    #[test]
+    fn missing_state_is_an_error() {
+        let p = pod("p", Some("t"));
+        let ni = node("a", Some("1"), vec![]);
+        let empty = CycleState::default();
+        let st = filter(&p, &empty, &ni);
+        assert_eq!(st.code, Code::Error);
+        assert!(st.message().contains(NAME), "{}", st.message());
+        // Also on an unlimited node, and for AddPod/RemovePod.
+        assert_eq!(
+            filter(&p, &empty, &node("b", None, vec![])).code,
+            Code::Error
+        );
+        let snapshot = Snapshot::default();
+        let c = cycle(&p, &snapshot);
+        let mut fork = CycleState::default();
+        assert_eq!(
+            TenantQuota.add_pod(&c, &mut fork, &p, &ni).code,
+            Code::Error
+        );
+        assert_eq!(
+            TenantQuota.remove_pod(&c, &mut fork, &p, &ni).code,
+            Code::Error
+        );
+        // A state of another type is as good as none.
+        let mut other = CycleState::default();
+        other.write(5u32);
+        assert_eq!(filter(&p, &other, &ni).code, Code::Error);
+    }
+
+    #[test]
+    fn declares_extensions_and_events() {
+        assert!(TenantQuota.has_extensions());
+        assert!(TenantQuota.as_pre_filter().is_some());
+        assert!(TenantQuota.as_filter().is_some());
+        let ev = TenantQuota.events();
+        assert!(ev
+            .iter()
+            .any(|e| e.resource == "Node" && e.actions.iter().any(|a| a == "UpdateNodeLabel")));
+        assert!(ev
+            .iter()
+            .any(|e| e.resource == "Pod" && e.actions.iter().any(|a| a == "Delete")));
+    }
+}
