@@ -293,6 +293,7 @@ impl Shared {
             }
             Some(pb::replicate_request::Kind::CycleStart(c)) => {
                 let pod = Arc::new(c.pod.unwrap_or_default());
+                write(&self.replica).note_cycle_pod(&pod);
                 let entry = CycleEntry {
                     id: c.cycle,
                     pod,

@@ -46,7 +46,13 @@ pub struct Snapshot {
     by_name: HashMap<String, u32>,
     /// Where each replicated pod is (`None`: its node is not in the replica).
     pods: HashMap<String, (Arc<Pod>, Option<u32>)>,
+    /// Pods of CycleStart messages not yet placed, for `PodUpdate`s that name them.
+    pending: HashMap<String, Arc<Pod>>,
 }
+
+/// How many CycleStart pods are kept before all are forgotten (the scheduler applies
+/// the same rule; see `PodUpdate` in the proto).
+const MAX_PENDING_PODS: usize = 1024;
 
 impl Snapshot {
     /// Generation of the last snapshot change applied.
@@ -74,6 +80,14 @@ impl Snapshot {
         self.pods.values().map(|(p, _)| p)
     }
 
+    /// The pod of a CycleStart: kept until a delta places it.
+    pub(crate) fn note_cycle_pod(&mut self, pod: &Arc<Pod>) {
+        if self.pending.len() >= MAX_PENDING_PODS {
+            self.pending.clear();
+        }
+        self.pending.insert(pod.uid.clone(), pod.clone());
+    }
+
     /// Applies one delta. Errors mean the replica cannot be trusted any more (the
     /// scheduler resends a full snapshot when the stream is reopened).
     pub(crate) fn apply(&mut self, generation: u64, d: pb::SnapshotDelta) -> Result<(), String> {
@@ -81,6 +95,7 @@ impl Snapshot {
             self.nodes.clear();
             self.by_name.clear();
             self.pods.clear();
+            self.pending.clear();
         }
         // Removals first: a node deleted and re-created arrives with a new id.
         for id in d.remove_nodes {
@@ -126,16 +141,42 @@ impl Snapshot {
             }
         }
         for p in d.upsert_pods {
-            self.remove_pod(&p.uid);
-            let pod = Arc::new(p);
-            let node = self.by_name.get(&pod.node_name).copied();
-            if let Some(ni) = node.and_then(|id| self.nodes.get_mut(&id)) {
-                ni.pods.push(pod.clone());
-            }
-            self.pods.insert(pod.uid.clone(), (pod, node));
+            self.pending.remove(&p.uid);
+            self.place(p);
+        }
+        for u in d.update_pods {
+            let known = match self.pods.get(&u.uid) {
+                Some((p, _)) => Some(p.clone()),
+                None => self.pending.remove(&u.uid),
+            };
+            let Some(known) = known else {
+                return Err(format!(
+                    "an update for pod {} the replica does not hold",
+                    u.uid
+                ));
+            };
+            self.pending.remove(&u.uid);
+            let mut p = (*known).clone();
+            p.node_name = u.node_name;
+            p.nominated_node_name = u.nominated_node_name;
+            p.phase = u.phase;
+            p.terminating = u.terminating;
+            p.start_time_micros = u.start_time_micros;
+            self.place(p);
         }
         self.generation = generation;
         Ok(())
+    }
+
+    /// Puts a pod in the replica, on its node, replacing any earlier copy.
+    fn place(&mut self, p: Pod) {
+        self.remove_pod(&p.uid);
+        let pod = Arc::new(p);
+        let node = self.by_name.get(&pod.node_name).copied();
+        if let Some(ni) = node.and_then(|id| self.nodes.get_mut(&id)) {
+            ni.pods.push(pod.clone());
+        }
+        self.pods.insert(pod.uid.clone(), (pod, node));
     }
 
     fn remove_pod(&mut self, uid: &str) {
@@ -233,5 +274,55 @@ mod tests {
             )
             .unwrap_err();
         assert!(err.contains("id 2"), "{err}");
+    }
+
+    #[test]
+    fn pod_updates_place_cycle_pods_and_move_replica_pods() {
+        let mut s = Snapshot::default();
+        let full = pb::SnapshotDelta {
+            full: true,
+            upsert_nodes: vec![node(1, "a"), node(2, "b")],
+            upsert_pods: vec![pod("p1", "a", 100)],
+            ..Default::default()
+        };
+        s.apply(1, full).unwrap();
+        s.note_cycle_pod(&Arc::new(pod("c1", "", 300)));
+        let update = |uid: &str, node: &str| pb::PodUpdate {
+            uid: uid.into(),
+            node_name: node.into(),
+            phase: "Running".into(),
+            ..Default::default()
+        };
+        s.apply(
+            2,
+            pb::SnapshotDelta {
+                update_pods: vec![update("c1", "b"), update("p1", "b")],
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(s.node(2).unwrap().requested("cpu"), 400, "spec kept");
+        assert_eq!(s.node(1).unwrap().pods.len(), 0);
+        assert_eq!(s.pod("c1").unwrap().phase, "Running");
+        // The CycleStart copy is consumed: a second placement updates the replica's.
+        s.apply(
+            3,
+            pb::SnapshotDelta {
+                update_pods: vec![update("c1", "a")],
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(s.node(1).unwrap().requested("cpu"), 300);
+        let err = s
+            .apply(
+                4,
+                pb::SnapshotDelta {
+                    update_pods: vec![update("nobody", "a")],
+                    ..Default::default()
+                },
+            )
+            .unwrap_err();
+        assert!(err.contains("nobody"), "{err}");
     }
 }

@@ -200,6 +200,16 @@ class Replica:
         self.nodes = {}  # id -> NodeInfo
         self.by_name = {}  # node name -> id
         self.pods = {}  # uid -> (Pod, node id or None when its node is not replicated)
+        # CycleStart pods not yet placed, for PodUpdates naming them (same rule as the
+        # scheduler: forget all once MAX_PENDING_PODS are kept and another arrives).
+        self.pending = {}
+
+    MAX_PENDING_PODS = 1024
+
+    def note_cycle_pod(self, pod):
+        if len(self.pending) >= self.MAX_PENDING_PODS:
+            self.pending.clear()
+        self.pending[pod.uid] = pod
 
     def node(self, node_id):
         return self.nodes.get(node_id)
@@ -213,6 +223,7 @@ class Replica:
             self.nodes.clear()
             self.by_name.clear()
             self.pods.clear()
+            self.pending.clear()
         # Removals first: a node deleted and re-created arrives with a new id.
         for node_id in d.remove_nodes:
             ni = self.nodes.pop(node_id, None)
@@ -236,13 +247,32 @@ class Replica:
             else:
                 self.nodes[n.id] = NodeInfo(n)
         for p in d.upsert_pods:
-            self._remove_pod(p.uid)
-            node_id = self.by_name.get(p.node_name)
-            ni = self.nodes.get(node_id) if node_id is not None else None
-            if ni is not None:
-                ni.pods.append(p)
-            self.pods[p.uid] = (p, node_id)
+            self.pending.pop(p.uid, None)
+            self._place(p)
+        for u in d.update_pods:
+            known = self.pod(u.uid)
+            if known is None:
+                known = self.pending.get(u.uid)
+            if known is None:
+                raise ReplicationError(f"an update for pod {u.uid} the replica does not hold")
+            self.pending.pop(u.uid, None)
+            p = pb.Pod()
+            p.CopyFrom(known)
+            p.node_name = u.node_name
+            p.nominated_node_name = u.nominated_node_name
+            p.phase = u.phase
+            p.terminating = u.terminating
+            p.start_time_micros = u.start_time_micros
+            self._place(p)
         self.generation = generation
+
+    def _place(self, p):
+        self._remove_pod(p.uid)
+        node_id = self.by_name.get(p.node_name)
+        ni = self.nodes.get(node_id) if node_id is not None else None
+        if ni is not None:
+            ni.pods.append(p)
+        self.pods[p.uid] = (p, node_id)
 
     def _remove_pod(self, uid):
         e = self.pods.pop(uid, None)
@@ -460,6 +490,8 @@ class PluginService(pb_grpc.PluginServicer):
             self.replica.apply(g, msg.delta)
         elif kind == "cycle_start":
             c = msg.cycle_start
+            if c.HasField("pod"):
+                self.replica.note_cycle_pod(c.pod)
             self.cycles[c.cycle] = CycleEntry(
                 c.cycle,
                 c.pod if c.HasField("pod") else pb.Pod(),

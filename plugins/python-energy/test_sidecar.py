@@ -295,7 +295,11 @@ async def run_checks(stub):
     check("generation 99 not reached" in reasons(sc.status), "late Score reason", sc.status)
 
     # ---- a delta after CycleStart: the cycle's calls no longer match the replica
-    upd = pb.SnapshotDelta(upsert_nodes=[node(3, "node-super", **{"energy.switchyard.dev/efficiency": "abc"})])
+    # (It also places cycle 7's pod by a PodUpdate: the sidecar kept it from CycleStart.)
+    upd = pb.SnapshotDelta(
+        upsert_nodes=[node(3, "node-super", **{"energy.switchyard.dev/efficiency": "abc"})],
+        update_pods=[pb.PodUpdate(uid="pending-1", node_name="node-green", phase="Pending")],
+    )
     r = await rep.ask(pb.ReplicateRequest(generation=4, delta=upd, ack=True))
     check(r.applied_generation == 4, "ack of delta 4", r)
     sc = await s["Score"].ask(cycle_ids(pb.ScoreRequest, 33, 8, 3, nodes=[3]))
@@ -304,6 +308,9 @@ async def run_checks(stub):
     await rep.send(pb.ReplicateRequest(generation=5, cycle_start=start9))
     sc = await s["Score"].ask(cycle_ids(pb.ScoreRequest, 34, 9, 5, nodes=[3, 2]))
     check(list(sc.scores) == [50, 80] and sc.generation == 5, "an invalid label scores 50", sc)
+    moved = [pb.NodeDelta(index=0, remove_pods=["pending-1"])]
+    f = await s["Filter"].ask(cycle_ids(pb.FilterRequest, 37, 9, 5, nodes=[2], deltas=moved))
+    check(f.evaluated == 1 and not f.failures, "a PodUpdate placed the CycleStart pod on its node", f)
     f = await s["Filter"].ask(cycle_ids(pb.FilterRequest, 35, 9, 4, nodes=[2]))
     check(f.HasField("error") and "started at generation 5, not 4" in reasons(f.error), "wrong cycle generation", f.error)
 
@@ -338,6 +345,14 @@ async def run_checks(stub):
     await rep.send(pb.ReplicateRequest(generation=22, delta=bad, ack=True))
     code = await rep.ended_with()
     check(code == grpc.StatusCode.FAILED_PRECONDITION, "conflicting node id closes Replicate", code)
+    # So does an update for a pod the replica does not hold.
+    rep = Stream(stub.Replicate())
+    r = await rep.ask(pb.ReplicateRequest(generation=30, delta=full, ack=True))
+    check(r.applied_generation == 30, "ack of another snapshot", r)
+    lost = pb.SnapshotDelta(update_pods=[pb.PodUpdate(uid="nobody", node_name="node-green")])
+    await rep.send(pb.ReplicateRequest(generation=31, delta=lost, ack=True))
+    code = await rep.ended_with()
+    check(code == grpc.StatusCode.FAILED_PRECONDITION, "an update for an unknown pod closes Replicate", code)
 
     for st in s.values():
         st.call.cancel()
@@ -373,10 +388,10 @@ async def main():
         check(rc == 0, "exit code after SIGTERM", rc)
         check(not os.path.exists(sock), "socket removed on exit")
         await asyncio.wait_for(drain, 2)
-        # The three replication errors provoked above, and nothing else but the first line.
+        # The four replication errors provoked above, and nothing else but the first line.
         broken = [x for x in lines if "replication failed; closing the stream" in x]
         noise = [x for x in lines[1:] if x not in broken]
-        check(len(broken) == 3 and not noise, "quiet but for errors", lines)
+        check(len(broken) == 4 and not noise, "quiet but for errors", lines)
     finally:
         await stop_sidecar(proc)
         if failed:

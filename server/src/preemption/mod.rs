@@ -377,7 +377,17 @@ impl Evaluator<'_> {
                 .max(1);
             let round = (need + need / 2 + 8).min(n - offset_i);
             let round_nodes: Vec<&Arc<NodeInfo>> = (0..round).map(|i| at(offset_i + i)).collect();
-            let results = self.select_victims_on_nodes(state, pod, &round_nodes);
+            // Lockstep only pays when remote plugins batch a step's Filter; otherwise
+            // each node's dry run runs whole, in parallel with the others.
+            let results: Vec<NodeResult> = if self.framework.has_batch_filters() {
+                self.select_victims_on_nodes(state, pod, &round_nodes)
+            } else {
+                round_nodes
+                    .par_iter()
+                    .with_min_len(PARALLEL_CHUNK.min(round.max(1)))
+                    .flat_map_iter(|n| self.select_victims_on_nodes(state, pod, &[n]))
+                    .collect()
+            };
             for (i, r) in results.into_iter().enumerate() {
                 match r {
                     NodeResult::Candidate(c) => {

@@ -2,6 +2,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use switchyard_proto::v1 as pb;
 
@@ -78,14 +79,7 @@ pub fn pod(p: &Pod) -> pb::Pod {
             })
             .collect(),
         node_selector: s.node_selector.as_ref().map(labels).unwrap_or_default(),
-        phase: match p.phase {
-            PodPhase::Pending => "Pending",
-            PodPhase::Running => "Running",
-            PodPhase::Succeeded => "Succeeded",
-            PodPhase::Failed => "Failed",
-            PodPhase::Unknown => "Unknown",
-        }
-        .to_string(),
+        phase: phase(p.phase).to_string(),
         terminating: p.deletion_timestamp.is_some(),
         creation_timestamp_micros: s.creation_timestamp.unwrap_or(0),
         start_time_micros: s.start_time.unwrap_or(0),
@@ -99,6 +93,54 @@ pub fn pod(p: &Pod) -> pb::Pod {
                 controller: o.controller,
             })
             .collect(),
+    }
+}
+
+/// The fields of a pod that change without its spec changing.
+pub fn pod_update(p: &Pod) -> pb::PodUpdate {
+    pb::PodUpdate {
+        uid: p.uid.to_string(),
+        node_name: p.node_name.as_deref().unwrap_or_default().to_string(),
+        nominated_node_name: p
+            .nominated_node_name
+            .as_deref()
+            .unwrap_or_default()
+            .to_string(),
+        phase: phase(p.phase).to_string(),
+        terminating: p.deletion_timestamp.is_some(),
+        start_time_micros: p.spec.start_time.unwrap_or(0),
+    }
+}
+
+/// Whether two copies of a pod differ only in what a `PodUpdate` carries. Cheap when
+/// they share their spec (the scheduler's own copies); otherwise compares the encoded
+/// objects without those fields (a copy the cluster sent back after binding).
+pub fn same_but_update(a: &Pod, b: &Pod) -> bool {
+    if a.uid != b.uid || a.name != b.name || a.namespace != b.namespace {
+        return false;
+    }
+    if Arc::ptr_eq(&a.spec, &b.spec) {
+        return true;
+    }
+    let strip = |p: &Pod| {
+        let mut m = pod(p);
+        m.node_name.clear();
+        m.nominated_node_name.clear();
+        m.phase.clear();
+        m.terminating = false;
+        m.start_time_micros = 0;
+        m
+    };
+    strip(a) == strip(b)
+}
+
+fn phase(p: PodPhase) -> &'static str {
+    match p {
+        PodPhase::Pending => "Pending",
+        PodPhase::Running => "Running",
+        PodPhase::Succeeded => "Succeeded",
+        PodPhase::Failed => "Failed",
+        PodPhase::Unknown => "Unknown",
     }
 }
 

@@ -68,6 +68,7 @@ impl CycleHooks for EndpointHooks {
                 }
             }
             let g = rep.next_generation();
+            rep.note_cycle_pod(pod);
             if !streams.replicate(pb::ReplicateRequest {
                 generation: g,
                 kind: Some(pb::replicate_request::Kind::CycleStart(pb::CycleStart {
@@ -348,11 +349,7 @@ impl RemotePlugin {
     }
 
     /// The score-ahead answer of this cycle's Filter, if it scored exactly `nodes`.
-    fn take_ahead(
-        &self,
-        cycle: u64,
-        nodes: &[Arc<NodeInfo>],
-    ) -> Option<AheadResult> {
+    fn take_ahead(&self, cycle: u64, nodes: &[Arc<NodeInfo>]) -> Option<AheadResult> {
         let a = self.meta.ahead.lock().ok()?.take()?;
         let same = a.cycle == cycle
             && a.nodes.len() == nodes.len()

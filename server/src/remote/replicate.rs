@@ -27,7 +27,13 @@ pub struct Replicator {
     pub generation: u64,
     synced_update: Option<u64>,
     sent: FxHashMap<u32, SentNode>,
+    /// Pods sent in CycleStart messages and not yet placed: what the sidecar holds to
+    /// apply a `PodUpdate` to (the same rule on both sides, see `PodUpdate`).
+    pending: FxHashMap<Arc<str>, Arc<Pod>>,
 }
+
+/// How many CycleStart pods both sides keep before forgetting them all.
+pub const MAX_PENDING_PODS: usize = 1024;
 
 impl Replicator {
     /// Starts over for a new connection: the next delta is a full snapshot.
@@ -41,6 +47,14 @@ impl Replicator {
     pub fn next_generation(&mut self) -> u64 {
         self.generation += 1;
         self.generation
+    }
+
+    /// The pod of a CycleStart about to be sent: the sidecar now holds it.
+    pub fn note_cycle_pod(&mut self, pod: &Arc<Pod>) {
+        if self.pending.len() >= MAX_PENDING_PODS {
+            self.pending.clear();
+        }
+        self.pending.insert(pod.uid.clone(), pod.clone());
     }
 
     /// The replica's view of a node's pods, by UID (for what-if deltas).
@@ -76,6 +90,7 @@ impl Replicator {
         } else {
             if full {
                 self.sent.clear();
+                self.pending.clear();
             }
             let mut present = rustc_hash::FxHashSet::default();
             for ni in snapshot.node_infos() {
@@ -100,7 +115,8 @@ impl Replicator {
             && d.upsert_nodes.is_empty()
             && d.remove_nodes.is_empty()
             && d.upsert_pods.is_empty()
-            && d.remove_pods.is_empty();
+            && d.remove_pods.is_empty()
+            && d.update_pods.is_empty();
         (!empty).then_some(d)
     }
 
@@ -139,13 +155,19 @@ impl Replicator {
             }
         }
         for p in &ni.pods {
-            match sent.pods.get(&p.uid) {
-                Some(old) if Arc::ptr_eq(old, p) => {}
-                _ => {
-                    d.upsert_pods.push(convert::pod(p));
-                    sent.pods.insert(p.uid.clone(), p.clone());
-                }
+            let known = match sent.pods.get(&p.uid) {
+                Some(old) if Arc::ptr_eq(old, p) => continue,
+                Some(old) => Some(old),
+                None => self.pending.get(&p.uid),
+            };
+            // Same spec: only the placement and status fields travel.
+            if known.is_some_and(|k| convert::same_but_update(k, p)) {
+                d.update_pods.push(convert::pod_update(p));
+            } else {
+                d.upsert_pods.push(convert::pod(p));
             }
+            self.pending.remove(&p.uid);
+            sent.pods.insert(p.uid.clone(), p.clone());
         }
     }
 }
@@ -193,5 +215,56 @@ mod tests {
         let d = r.delta(&snap).unwrap();
         assert_eq!(d.upsert_pods.len(), 1);
         assert_eq!(d.upsert_pods[0].uid, "uid-q");
+    }
+
+    #[test]
+    fn placed_cycle_pods_travel_as_updates() {
+        let mut c = Cache::new(Duration::ZERO);
+        c.add_node(node("a").cpu(1000).build());
+        let mut snap = Snapshot::default();
+        c.update_snapshot(&mut snap);
+        let mut r = Replicator::default();
+        assert!(r.delta(&snap).unwrap().full);
+
+        // The pod of a CycleStart, then placed: a few bytes, not the object again.
+        let pending = pod("p").cpu(100).build();
+        r.note_cycle_pod(&pending);
+        c.add_pod(Arc::new(pending.with_node("a".into()))).unwrap();
+        c.update_snapshot(&mut snap);
+        let d = r.delta(&snap).unwrap();
+        assert!(d.upsert_pods.is_empty(), "{d:?}");
+        assert_eq!(d.update_pods.len(), 1);
+        assert_eq!(d.update_pods[0].uid, "uid-p");
+        assert_eq!(d.update_pods[0].node_name, "a");
+
+        // The cluster's copy after binding: a new spec (start time set), same object.
+        let placed = c.get_pod("uid-p").unwrap().clone();
+        let mut bound = (*placed).clone();
+        let mut spec = (*bound.spec).clone();
+        spec.start_time = Some(42);
+        bound.spec = Arc::new(spec);
+        c.update_pod(&placed, Arc::new(bound)).unwrap();
+        c.update_snapshot(&mut snap);
+        let d = r.delta(&snap).unwrap();
+        assert!(d.upsert_pods.is_empty(), "{d:?}");
+        assert_eq!(d.update_pods[0].start_time_micros, 42);
+
+        // A pod the sidecar never saw travels whole.
+        c.add_pod(pod("q").cpu(100).node("a").build()).unwrap();
+        c.update_snapshot(&mut snap);
+        let d = r.delta(&snap).unwrap();
+        assert_eq!(d.upsert_pods.len(), 1);
+        assert!(d.update_pods.is_empty());
+
+        // After the cap every announced pod is forgotten, on both sides.
+        let first = pod("first").cpu(100).build();
+        r.note_cycle_pod(&first);
+        for i in 0..MAX_PENDING_PODS {
+            r.note_cycle_pod(&pod(&format!("x{i}")).cpu(1).build());
+        }
+        c.add_pod(Arc::new(first.with_node("a".into()))).unwrap();
+        c.update_snapshot(&mut snap);
+        let d = r.delta(&snap).unwrap();
+        assert_eq!(d.upsert_pods.len(), 1, "forgotten: sent whole");
     }
 }
