@@ -357,22 +357,15 @@ impl Shared {
         failures: &[pb::NodeStatus],
     ) -> Option<pb::ScoreAhead> {
         let sp = plugin.as_score()?;
-        let want = req.score_first as usize;
-        let mut failed = failures.iter().map(|f| f.index as usize).peekable();
-        let mut scored: Vec<&NodeInfo> = Vec::with_capacity(want.min(nodes.len()));
-        for (i, n) in nodes.iter().enumerate() {
-            if scored.len() == want {
-                break;
-            }
-            if failed.peek() == Some(&i) {
-                failed.next();
-                continue;
-            }
-            if deltas[i].is_some() {
-                return None;
-            }
-            scored.push(n);
+        let items = switchyard_proto::score_ahead_items(
+            nodes.len(),
+            failures.iter().map(|f| f.index as usize),
+            req.score_first as usize,
+        );
+        if items.iter().any(|&i| deltas[i].is_some()) {
+            return None;
         }
+        let scored: Vec<&NodeInfo> = items.iter().map(|&i| nodes[i]).collect();
         let answer = |r: Result<(Vec<i64>, bool), Status>| match r {
             Ok((scores, normalized)) => pb::ScoreAhead {
                 status: Some(Status::success().to_pb()),

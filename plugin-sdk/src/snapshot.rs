@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 use switchyard_proto::v1 as pb;
+use switchyard_proto::MAX_PENDING_PODS;
 
 use crate::{Node, Pod};
 
@@ -49,10 +50,6 @@ pub struct Snapshot {
     /// Pods of CycleStart messages not yet placed, for `PodUpdate`s that name them.
     pending: HashMap<String, Arc<Pod>>,
 }
-
-/// How many CycleStart pods are kept before all are forgotten (the scheduler applies
-/// the same rule; see `PodUpdate` in the proto).
-const MAX_PENDING_PODS: usize = 1024;
 
 impl Snapshot {
     /// Generation of the last snapshot change applied.

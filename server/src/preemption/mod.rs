@@ -145,6 +145,43 @@ enum NodeResult {
     Status(Status),
 }
 
+/// One node's dry run in progress, on private copies of the node and the state.
+struct DryRun<'n> {
+    node: &'n Arc<NodeInfo>,
+    ni: NodeInfo,
+    st: CycleState,
+    /// Reprieve order (PDB-violating victims first, then the rest), with that flag.
+    order: Vec<(Arc<Pod>, bool)>,
+    /// The next victim to try to reprieve.
+    next: usize,
+    had_both: bool,
+    victims: Vec<Arc<Pod>>,
+    num_violating: i64,
+    /// Set once the node's outcome is decided early (no victims, an error, no fit).
+    done: Option<NodeResult>,
+}
+
+impl<'n> DryRun<'n> {
+    fn new(node: &'n Arc<NodeInfo>, state: &CycleState) -> Self {
+        DryRun {
+            node,
+            ni: (**node).clone(),
+            st: state.clone(),
+            order: Vec::new(),
+            next: 0,
+            had_both: false,
+            victims: Vec::new(),
+            num_violating: 0,
+            done: None,
+        }
+    }
+
+    /// Still has victims to try to reprieve.
+    fn reprieving(&self) -> bool {
+        self.done.is_none() && self.next < self.order.len()
+    }
+}
+
 impl Evaluator<'_> {
     fn nominated_on(&self, node: &str) -> &[NominatedPod] {
         self.nominated.get(node).map_or(&[][..], |v| &v[..])
@@ -163,33 +200,11 @@ impl Evaluator<'_> {
         nodes: &[&Arc<NodeInfo>],
     ) -> Vec<NodeResult> {
         let fw = self.framework;
-        struct DryRun<'n> {
-            node: &'n Arc<NodeInfo>,
-            ni: NodeInfo,
-            st: CycleState,
-            /// Reprieve order: PDB-violating victims first, then the rest; with the flag.
-            order: Vec<(Arc<Pod>, bool)>,
-            next: usize,
-            had_both: bool,
-            victims: Vec<Arc<Pod>>,
-            num_violating: i64,
-            done: Option<NodeResult>,
-        }
         let mut runs: Vec<DryRun> = nodes
             .par_iter()
             .with_min_len(PARALLEL_CHUNK.min(nodes.len().max(1)))
             .map(|node| {
-                let mut run = DryRun {
-                    node,
-                    ni: (***node).clone(),
-                    st: state.clone(),
-                    order: Vec::new(),
-                    next: 0,
-                    had_both: false,
-                    victims: Vec::new(),
-                    num_violating: 0,
-                    done: None,
-                };
+                let mut run = DryRun::new(node, state);
                 let potential: Vec<Arc<Pod>> = run
                     .ni
                     .pods
@@ -214,13 +229,10 @@ impl Evaluator<'_> {
             })
             .collect();
 
-        // Does the pod fit with every potential victim gone?
-        let statuses = self.filter_runs(pod, runs.iter_mut().filter(|r| r.done.is_none()), |r| {
-            (&r.st, &mut r.ni, r.node)
-        });
-        let mut it = statuses.into_iter();
-        for run in runs.iter_mut().filter(|r| r.done.is_none()) {
-            let s = it.next().unwrap_or_else(Status::success);
+        // Does the pod fit with every potential victim gone? Then order the reprieves.
+        let statuses = self.filter_runs(pod, &mut runs, |r| r.done.is_none());
+        for (run, s) in runs.iter_mut().zip(statuses) {
+            let Some(s) = s else { continue };
             if !s.is_success() {
                 run.done = Some(NodeResult::Status(s));
                 continue;
@@ -243,7 +255,7 @@ impl Evaluator<'_> {
                 .par_iter_mut()
                 .with_min_len(PARALLEL_CHUNK)
                 .map(|run| {
-                    if run.done.is_some() || run.next >= run.order.len() {
+                    if !run.reprieving() {
                         return 0;
                     }
                     let v = run.order[run.next].0.clone();
@@ -259,24 +271,15 @@ impl Evaluator<'_> {
             if stepping == 0 {
                 break;
             }
-            let active = |r: &DryRun| r.done.is_none() && r.next < r.order.len();
-            let statuses = self.filter_runs(pod, runs.iter_mut().filter(|r| active(r)), |r| {
-                (&r.st, &mut r.ni, r.node)
-            });
-            let mut it = statuses.into_iter();
-            let mut stepped: Vec<(&mut DryRun, bool)> = runs
-                .iter_mut()
-                .filter(|r| active(r))
-                .map(|r| (r, it.next().is_some_and(|s| s.is_success())))
-                .collect();
-            stepped
-                .par_iter_mut()
+            let statuses = self.filter_runs(pod, &mut runs, DryRun::reprieving);
+            runs.par_iter_mut()
+                .zip(statuses)
                 .with_min_len(PARALLEL_CHUNK)
-                .for_each(|(run, fits)| {
-                    let fits = *fits;
+                .for_each(|(run, s)| {
+                    let Some(s) = s else { return };
                     let (v, violating) = run.order[run.next].clone();
                     run.next += 1;
-                    if fits {
+                    if s.is_success() {
                         return;
                     }
                     run.ni.remove_pod_object(&v);
@@ -315,20 +318,29 @@ impl Evaluator<'_> {
             .collect()
     }
 
-    /// One Filter step of the lockstep dry run over the given runs, in order.
-    fn filter_runs<'r, R: 'r>(
+    /// One Filter step of the lockstep dry run over the runs `take` selects: their
+    /// statuses, aligned with `runs` (`None` for the others).
+    fn filter_runs<'n>(
         &self,
         pod: &Pod,
-        runs: impl Iterator<Item = &'r mut R>,
-        parts: impl Fn(&'r mut R) -> (&'r CycleState, &'r mut NodeInfo, &'r Arc<NodeInfo>),
-    ) -> Vec<Status> {
+        runs: &mut [DryRun<'n>],
+        take: impl Fn(&DryRun<'n>) -> bool,
+    ) -> Vec<Option<Status>> {
+        let taken: Vec<bool> = runs.iter().map(&take).collect();
         let mut items: Vec<(&CycleState, &mut NodeInfo, &[NominatedPod])> = runs
-            .map(|r| {
-                let (st, ni, node) = parts(r);
-                (st, ni, self.nominated_on(&node.node().name))
-            })
+            .iter_mut()
+            .zip(&taken)
+            .filter(|(_, t)| **t)
+            .map(|(r, _)| (&r.st, &mut r.ni, self.nominated_on(&r.node.node().name)))
             .collect();
-        self.framework.run_filter_plugins_what_if(pod, &mut items)
+        let mut statuses = self
+            .framework
+            .run_filter_plugins_what_if(pod, &mut items)
+            .into_iter();
+        taken
+            .into_iter()
+            .map(|t| if t { statuses.next() } else { None })
+            .collect()
     }
 
     /// Upstream `Preempt` up to candidate selection: `offset` is a random number used to

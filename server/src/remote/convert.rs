@@ -8,7 +8,6 @@ use switchyard_proto::v1 as pb;
 
 use crate::framework::events::{ActionType, ClusterEvent, ClusterEventWithHint, EventResource};
 use crate::framework::{Code, NodeInfo, Status};
-use crate::model::pod::PodPhase;
 use crate::model::{Labels, Node, Pod, Resource, TaintEffect};
 
 fn labels(l: &Labels) -> HashMap<String, String> {
@@ -79,7 +78,7 @@ pub fn pod(p: &Pod) -> pb::Pod {
             })
             .collect(),
         node_selector: s.node_selector.as_ref().map(labels).unwrap_or_default(),
-        phase: phase(p.phase).to_string(),
+        phase: p.phase.as_str().to_string(),
         terminating: p.deletion_timestamp.is_some(),
         creation_timestamp_micros: s.creation_timestamp.unwrap_or(0),
         start_time_micros: s.start_time.unwrap_or(0),
@@ -106,7 +105,7 @@ pub fn pod_update(p: &Pod) -> pb::PodUpdate {
             .as_deref()
             .unwrap_or_default()
             .to_string(),
-        phase: phase(p.phase).to_string(),
+        phase: p.phase.as_str().to_string(),
         terminating: p.deletion_timestamp.is_some(),
         start_time_micros: p.spec.start_time.unwrap_or(0),
     }
@@ -132,16 +131,6 @@ pub fn same_but_update(a: &Pod, b: &Pod) -> bool {
         m
     };
     strip(a) == strip(b)
-}
-
-fn phase(p: PodPhase) -> &'static str {
-    match p {
-        PodPhase::Pending => "Pending",
-        PodPhase::Running => "Running",
-        PodPhase::Succeeded => "Succeeded",
-        PodPhase::Failed => "Failed",
-        PodPhase::Unknown => "Unknown",
-    }
 }
 
 pub fn node(id: u32, n: &Node) -> pb::Node {

@@ -522,18 +522,11 @@ impl RemoteFilterCall {
         let Some(answer) = answer else {
             return;
         };
-        let mut failed = failures.iter().map(|(i, _)| *i).peekable();
-        let mut nodes = Vec::with_capacity(first.min(ids.len()));
-        for (i, id) in ids.into_iter().enumerate() {
-            if nodes.len() == first {
-                break;
-            }
-            if failed.peek() == Some(&i) {
-                failed.next();
-            } else {
-                nodes.push(id);
-            }
-        }
+        let nodes: Vec<u32> =
+            switchyard_proto::score_ahead_items(ids.len(), failures.iter().map(|(i, _)| *i), first)
+                .into_iter()
+                .map(|i| ids[i])
+                .collect();
         let s = convert::status_from_pb(answer.status.as_ref());
         let result = if s.is_skip() {
             Ok(None)

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 use switchyard_proto::v1 as pb;
+use switchyard_proto::MAX_PENDING_PODS;
 
 use super::convert;
 use crate::cache::Snapshot;
@@ -31,9 +32,6 @@ pub struct Replicator {
     /// apply a `PodUpdate` to (the same rule on both sides, see `PodUpdate`).
     pending: FxHashMap<Arc<str>, Arc<Pod>>,
 }
-
-/// How many CycleStart pods both sides keep before forgetting them all.
-pub const MAX_PENDING_PODS: usize = 1024;
 
 impl Replicator {
     /// Starts over for a new connection: the next delta is a full snapshot.
