@@ -76,6 +76,8 @@ struct Book {
     /// Pods whose attempt failed (unreserved, or rejected by this plugin) and that
     /// have not started a new one: the replica may still show them assumed for a while.
     failed: HashSet<String>,
+    /// When each group's first member was enqueued: the group's place in the queue.
+    group_since: HashMap<String, Instant>,
 }
 
 impl Book {
@@ -146,6 +148,8 @@ pub struct Gangs {
     default_timeout: Duration,
     denied_backoff: Duration,
     book: Mutex<Book>,
+    /// Zero for the queue-order timestamps in sort keys.
+    origin: Instant,
 }
 
 impl Gangs {
@@ -159,7 +163,32 @@ impl Gangs {
             default_timeout,
             denied_backoff,
             book: Mutex::new(Book::default()),
+            origin: Instant::now(),
         }
+    }
+
+    /// QueueSort, upstream's `Less` as a key: higher priority first, then the older
+    /// group (or pod, for a pod in no group), then the group's (or pod's)
+    /// `namespace/name`. Members of one group share everything but their name, so a
+    /// gang leaves the queue together instead of interleaved with other pods.
+    ///
+    /// Upstream dates a group by its PodGroup's creationTimestamp; the sidecar has no
+    /// API server, so a group is dated by its first member's enqueue. A pod in no group
+    /// is dated by `now` (its enqueue or latest update).
+    pub fn sort_key(&self, pod: &Pod, now: Instant) -> Vec<u8> {
+        let group = group_key(pod);
+        let since = match &group {
+            Some(k) => *self.book().group_since.entry(k.clone()).or_insert(now),
+            None => now,
+        };
+        let name = group.unwrap_or_else(|| format!("{}/{}", pod.namespace, pod.name));
+        let mut key = Vec::with_capacity(12 + name.len());
+        // Higher priority sorts first: i32::MAX - priority is 0 for the highest.
+        key.extend_from_slice(&((i32::MAX as i64 - pod.priority as i64) as u32).to_be_bytes());
+        let micros = since.saturating_duration_since(self.origin).as_micros();
+        key.extend_from_slice(&(micros.min(u64::MAX as u128) as u64).to_be_bytes());
+        key.extend_from_slice(name.as_bytes());
+        key
     }
 
     fn book(&self) -> MutexGuard<'_, Book> {
@@ -368,6 +397,32 @@ mod tests {
         p.annotations
             .insert(MIN_MEMBER_ANNOTATION.into(), min.into());
         Arc::new(p)
+    }
+
+    #[test]
+    fn sort_key_orders_by_priority_then_group_age_then_name() {
+        let g = gangs();
+        let t0 = Instant::now();
+        let t1 = t0 + Duration::from_secs(1);
+        let with_prio = |p: Arc<Pod>, prio: i32| {
+            let mut p = (*p).clone();
+            p.priority = prio;
+            p
+        };
+        // The group is dated by its first member; a later member shares the date.
+        let a1 = g.sort_key(&pod("a1", Some("job"), ""), t0);
+        let solo = g.sort_key(&pod("s", None, ""), t1);
+        let a2 = g.sort_key(&pod("a2", Some("job"), ""), t1 + Duration::from_secs(5));
+        assert_eq!(a1, a2, "members of one group share a key");
+        assert!(a1 < solo, "the older group goes first");
+        let urgent = g.sort_key(&with_prio(pod("u", None, ""), 100), t1);
+        assert!(urgent < a1, "higher priority first");
+        let low = g.sort_key(&with_prio(pod("l", None, ""), -5), t0);
+        assert!(solo < low, "negative priority after zero");
+        // Same priority and date: by name.
+        let b = g.sort_key(&pod("x", Some("b-job"), ""), t1);
+        let c = g.sort_key(&pod("y", Some("c-job"), ""), t1);
+        assert!(b < c);
     }
 
     fn gangs() -> Gangs {

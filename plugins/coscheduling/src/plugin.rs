@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use switchyard_plugin_sdk::{
     pb, Cycle, CycleState, Handle, PermitPlugin, Plugin, Pod, PreEnqueuePlugin, PreFilterPlugin,
-    PreFilterResult, ReservePlugin, Status,
+    PreFilterResult, QueueSortPlugin, ReservePlugin, Status,
 };
 
 use crate::gang::{group_key, Gangs, PermitDecision};
@@ -52,6 +52,9 @@ impl Plugin for Coscheduling {
     fn as_pre_enqueue(&self) -> Option<&dyn PreEnqueuePlugin> {
         Some(self)
     }
+    fn as_queue_sort(&self) -> Option<&dyn QueueSortPlugin> {
+        Some(self)
+    }
     fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
         Some(self)
     }
@@ -68,6 +71,14 @@ impl PreEnqueuePlugin for Coscheduling {
     fn pre_enqueue(&self, pod: &Pod) -> Status {
         self.gangs.observe(pod);
         Status::success()
+    }
+}
+
+/// Gang members leave the queue together (enable it as the profile's queueSort, in
+/// place of PrioritySort).
+impl QueueSortPlugin for Coscheduling {
+    fn sort_key(&self, pod: &Pod) -> Vec<u8> {
+        self.gangs.sort_key(pod, Instant::now())
     }
 }
 

@@ -230,7 +230,9 @@ impl SchedulerConfig {
     }
 
     /// Enables `name` at multiPoint (weight 1) in every profile that does not mention
-    /// it anywhere: how plugins of sidecars given on the command line join.
+    /// it anywhere: how plugins of sidecars given on the command line join. It is
+    /// disabled at queueSort, so the profile keeps its one QueueSort; a configuration
+    /// file names a sidecar under `queueSort` to sort by it.
     pub fn enable_everywhere(&mut self, name: &str) {
         for p in &mut self.profiles {
             let plugins = &mut p.plugins;
@@ -239,6 +241,7 @@ impl SchedulerConfig {
                 .any(|s| s.enabled.iter().chain(&s.disabled).any(|r| r.name == name));
             if !mentioned {
                 plugins.multi_point.enabled.push(PluginRef::new(name, None));
+                plugins.queue_sort.disabled.push(PluginRef::new(name, None));
             }
         }
     }

@@ -342,6 +342,13 @@ pub trait PreEnqueuePlugin: Plugin {
 
 pub trait QueueSortPlugin: Plugin {
     fn less(&self, a: &QueuedPodInfo, b: &QueuedPodInfo) -> bool;
+
+    /// The key `less` compares, for plugins that order by one (remote QueueSort): the
+    /// queue computes it once when a pod is enqueued or updated, outside its lock, so
+    /// the heap never waits on a sidecar. `None` for plugins that compare pods directly.
+    fn sort_key(&self, _pod: &Pod) -> Option<Arc<[u8]>> {
+        None
+    }
 }
 
 pub trait PreFilterPlugin: Plugin {

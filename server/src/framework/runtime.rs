@@ -691,6 +691,12 @@ impl Framework {
         }
     }
 
+    /// The QueueSort plugin's key for `pod`, if it orders by key (see
+    /// `QueueSortPlugin::sort_key`).
+    pub fn queue_sort_key(&self, pod: &Pod) -> Option<Arc<[u8]>> {
+        self.queue_sort.plugin.as_queue_sort()?.sort_key(pod)
+    }
+
     // ---- scheduling cycle ----------------------------------------------------
 
     /// Runs PreFilter plugins (upstream `RunPreFilterPlugins`). Returns the merged node

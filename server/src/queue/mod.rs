@@ -171,6 +171,12 @@ impl SchedulingQueue {
         self.profiles.get(&pod.spec.scheduler_name)
     }
 
+    /// The QueueSort key of a pod being enqueued; computed before taking the queue
+    /// lock because a remote QueueSort is a call to a sidecar.
+    fn sort_key(&self, pod: &Pod) -> Option<Arc<[u8]>> {
+        self.framework(pod)?.queue_sort_key(pod)
+    }
+
     fn count(&self, placement: Placement, event: &ClusterEvent) {
         if let Ok(mut c) = self.incoming.lock() {
             *c.0.entry((placement, event.label())).or_default() += 1;
@@ -391,7 +397,9 @@ impl SchedulingQueue {
 
     /// A new pending pod (informer add).
     pub fn add(&self, pod: Arc<Pod>) -> Placement {
-        let p = QueuedPodInfo::new(pod, self.clock.now());
+        let sort_key = self.sort_key(&pod);
+        let mut p = QueuedPodInfo::new(pod, self.clock.now());
+        p.sort_key = sort_key;
         let mut inner = self.lock();
         let placement = self.move_to_active(&mut inner, p, &EVENT_UNSCHEDULED_POD_ADD, false);
         drop(inner);
@@ -595,6 +603,7 @@ impl SchedulingQueue {
     /// A pending pod changed (upstream `Update`).
     pub fn update(&self, old: &Arc<Pod>, new: Arc<Pod>) {
         let events = pod_scheduling_properties_change(old, &new);
+        let sort_key = self.sort_key(&new);
         let mut inner = self.lock();
         let uid = new.uid.clone();
         if inner.in_flight.contains_key(&uid) {
@@ -619,6 +628,7 @@ impl SchedulingQueue {
             if let Some(p) = heap.get(&uid) {
                 let mut p = p.clone();
                 p.pod = new.clone();
+                p.sort_key = sort_key;
                 heap.add_or_update(p);
                 inner.nominator.update(new);
                 return;
@@ -626,6 +636,7 @@ impl SchedulingQueue {
         }
         if let Some(mut p) = inner.unschedulable.remove(&uid) {
             p.pod = new.clone();
+            p.sort_key = sort_key;
             inner.nominator.update(new.clone());
             let old_obj = Some(EventObject::Pod(old.clone()));
             let new_obj = Some(EventObject::Pod(new.clone()));
@@ -649,7 +660,8 @@ impl SchedulingQueue {
             inner.unschedulable.insert(uid, p);
             return;
         }
-        let p = QueuedPodInfo::new(new, self.clock.now());
+        let mut p = QueuedPodInfo::new(new, self.clock.now());
+        p.sort_key = sort_key;
         let placement = self.move_to_active(&mut inner, p, &EVENT_UNSCHEDULED_POD_UPDATE, false);
         drop(inner);
         if placement == Placement::Active {

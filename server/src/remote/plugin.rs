@@ -640,6 +640,18 @@ impl Plugin for RemotePlugin {
         self.implements(pb::ExtensionPoint::PreEnqueue)
             .then_some(self as &dyn PreEnqueuePlugin)
     }
+    /// Unlike the other points, only a sidecar whose handshake declared QueueSort
+    /// sorts: a profile has exactly one QueueSort, and a sidecar down at start must
+    /// not displace PrioritySort from every profile that enables it at multiPoint.
+    fn as_queue_sort(&self) -> Option<&dyn QueueSortPlugin> {
+        self.info
+            .as_ref()
+            .is_some_and(|i| {
+                i.extension_points
+                    .contains(&(pb::ExtensionPoint::QueueSort as i32))
+            })
+            .then_some(self as &dyn QueueSortPlugin)
+    }
     fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
         self.implements(pb::ExtensionPoint::PreFilter)
             .then_some(self as &dyn PreFilterPlugin)
@@ -717,6 +729,53 @@ impl PreEnqueuePlugin for RemotePlugin {
         match self.policy(r, Status::success) {
             Ok(s) | Err(s) => s,
         }
+    }
+}
+
+/// A remote QueueSort never compares over the wire: the sidecar gives each pod a key
+/// once, at enqueue (or when the pod changes), and the heap compares keys bytewise,
+/// equal keys in enqueue order. A pod whose key could not be had (sidecar down, an
+/// error status) sorts after every keyed pod, in enqueue order, under either failure
+/// policy: the queue cannot fail a pod, and the key is asked for again when the pod
+/// is updated.
+impl QueueSortPlugin for RemotePlugin {
+    fn less(&self, a: &QueuedPodInfo, b: &QueuedPodInfo) -> bool {
+        match (&a.sort_key, &b.sort_key) {
+            (Some(x), Some(y)) if x != y => x < y,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            _ => a.timestamp < b.timestamp,
+        }
+    }
+
+    fn sort_key(&self, pod: &Pod) -> Option<Arc<[u8]>> {
+        if self.absent(pb::ExtensionPoint::QueueSort) {
+            return None;
+        }
+        let reply = self
+            .ep()
+            .call(|id| {
+                Outbound::QueueSort(pb::QueueSortRequest {
+                    request_id: id,
+                    plugin: self.meta.name.to_string(),
+                    pod: Some(convert::pod(pod)),
+                })
+            })
+            .map_err(|e| self.meta.error("QueueSort", e));
+        let r = match reply {
+            Ok(Reply::QueueSort(r)) => r,
+            Ok(other) => {
+                self.meta.unexpected(other);
+                return None;
+            }
+            Err(_) => return None,
+        };
+        let s = convert::status_from_pb(r.status.as_ref());
+        if !s.is_success() {
+            self.meta.error("QueueSort failed", s.message());
+            return None;
+        }
+        Some(r.sort_key.into())
     }
 }
 
