@@ -32,6 +32,7 @@
 //! }
 //! ```
 
+mod health;
 mod plugin;
 mod serve;
 mod service;
@@ -41,8 +42,9 @@ mod status;
 
 pub use plugin::*;
 pub use serve::{
-    parse_listen_address, resolve_listen, run, run_with, serve, serve_until_signal,
-    shutdown_signal, Error, Listen, ServeOptions, LISTEN_ENV,
+    parse_listen_address, probe, resolve_listen, run, run_with, serve, serve_until_signal,
+    shutdown_signal, Error, Listen, ServeOptions, ServerTls, LISTEN_ENV, TLS_CERT_ENV,
+    TLS_CLIENT_CA_ENV, TLS_KEY_ENV,
 };
 pub use service::Handle;
 pub use snapshot::{NodeInfo, Snapshot};

@@ -1,5 +1,5 @@
-//! Serving: listen on a Unix socket (the default for sidecars) or TCP, answer until
-//! SIGTERM or Ctrl-C, then finish the calls in flight and remove the socket.
+//! Serving: listen on a Unix socket (the default for sidecars), TCP or TLS, answer
+//! until SIGTERM or Ctrl-C, then finish the calls in flight and remove the socket.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -7,10 +7,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use switchyard_proto::LISTEN_ENV;
+pub use switchyard_proto::{LISTEN_ENV, TLS_CERT_ENV, TLS_CLIENT_CA_ENV, TLS_KEY_ENV};
 
 use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
 
+use switchyard_proto::error_chain;
+
+use crate::health::HealthService;
 use crate::pb;
 use crate::plugin::Plugin;
 use crate::service::{Handle, PluginService};
@@ -20,11 +23,45 @@ use crate::service::{Handle, PluginService};
 pub enum Listen {
     Unix(PathBuf),
     Tcp(SocketAddr),
+    /// TCP with TLS (`https://host:port`); the certificate comes from [`ServerTls`].
+    Tls(SocketAddr),
+}
+
+/// The sidecar's TLS certificate and key (PEM), and the CA client certificates must
+/// chain to when mutual TLS is wanted.
+#[derive(Clone, Debug)]
+pub struct ServerTls {
+    pub cert: Vec<u8>,
+    pub key: Vec<u8>,
+    pub client_ca: Option<Vec<u8>>,
+}
+
+impl ServerTls {
+    /// Reads the files named by `SWITCHYARD_PLUGIN_TLS_CERT`, `..._KEY` and
+    /// (optionally) `..._CLIENT_CA`.
+    pub fn from_env() -> Result<Self, Error> {
+        let read = |var: &str, required: bool| -> Result<Option<Vec<u8>>, Error> {
+            match std::env::var(var).ok().filter(|v| !v.trim().is_empty()) {
+                Some(path) => std::fs::read(&path)
+                    .map(Some)
+                    .map_err(|e| Error::Usage(format!("{var}={path}: cannot read: {e}"))),
+                None if required => Err(Error::Usage(format!(
+                    "an https:// listen address needs {var} (a PEM file); set {TLS_CERT_ENV} and {TLS_KEY_ENV}"
+                ))),
+                None => Ok(None),
+            }
+        };
+        Ok(ServerTls {
+            cert: read(TLS_CERT_ENV, true)?.unwrap_or_default(),
+            key: read(TLS_KEY_ENV, true)?.unwrap_or_default(),
+            client_ca: read(TLS_CLIENT_CA_ENV, false)?,
+        })
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("listen address {0:?}: expected unix:///path/to.sock, tcp://host:port or host:port")]
+    #[error("listen address {0:?}: expected unix:///path/to.sock, tcp://host:port, https://host:port or host:port")]
     Address(String),
     #[error("cannot listen on {0}: {1}")]
     Listen(String, std::io::Error),
@@ -36,10 +73,12 @@ pub enum Error {
     Usage(String),
     #[error("plugin {0:?} is registered twice")]
     Duplicate(String),
+    #[error("health check of {0}: {1}")]
+    Unhealthy(String, String),
 }
 
-/// Parses `unix:///path.sock`, `unix:path.sock`, `tcp://host:port`, `http://host:port`
-/// or `host:port`.
+/// Parses `unix:///path.sock`, `unix:path.sock`, `tcp://host:port`, `http://host:port`,
+/// `https://host:port` (TLS) or `host:port`.
 pub fn parse_listen_address(s: &str) -> Result<Listen, Error> {
     if let Some(p) = s
         .strip_prefix("unix://")
@@ -49,6 +88,12 @@ pub fn parse_listen_address(s: &str) -> Result<Listen, Error> {
             return Err(Error::Address(s.into()));
         }
         return Ok(Listen::Unix(PathBuf::from(p)));
+    }
+    if let Some(hostport) = s.strip_prefix("https://") {
+        return hostport
+            .parse()
+            .map(Listen::Tls)
+            .map_err(|_| Error::Address(s.into()));
     }
     let hostport = s
         .strip_prefix("tcp://")
@@ -70,6 +115,8 @@ pub struct ServeOptions {
     pub parallel_threshold: usize,
     /// Advertised batch limit (0 = none).
     pub max_batch_nodes: u32,
+    /// Required for [`Listen::Tls`].
+    pub tls: Option<ServerTls>,
 }
 
 impl ServeOptions {
@@ -79,7 +126,18 @@ impl ServeOptions {
             generation_wait: Duration::from_secs(5),
             parallel_threshold: 2048,
             max_batch_nodes: 0,
+            tls: None,
         }
+    }
+
+    /// [`ServeOptions::new`], with the TLS files from the environment when `listen`
+    /// is an https:// address.
+    pub fn from_env(listen: Listen) -> Result<Self, Error> {
+        let mut o = ServeOptions::new(listen);
+        if matches!(o.listen, Listen::Tls(_)) {
+            o.tls = Some(ServerTls::from_env()?);
+        }
+        Ok(o)
     }
 }
 
@@ -104,8 +162,31 @@ pub async fn serve(
         options.max_batch_nodes,
     );
     on_handle(svc.handle());
-    let server = tonic::transport::Server::builder()
-        .tcp_nodelay(true)
+    let (health, health_status) = HealthService::new();
+    // Health turns NOT_SERVING as soon as shutdown starts, while calls drain.
+    let shutdown = async move {
+        shutdown.await;
+        let _ = health_status
+            .send(switchyard_proto::health::health_check_response::ServingStatus::NotServing);
+    };
+    let mut builder = tonic::transport::Server::builder().tcp_nodelay(true);
+    if let Listen::Tls(addr) = &options.listen {
+        let Some(tls) = &options.tls else {
+            return Err(Error::Usage(format!(
+                "https://{addr}: TLS needs a certificate (ServeOptions::tls, or {TLS_CERT_ENV}/{TLS_KEY_ENV})"
+            )));
+        };
+        let mut c = tonic::transport::ServerTlsConfig::new()
+            .identity(tonic::transport::Identity::from_pem(&tls.cert, &tls.key));
+        if let Some(ca) = &tls.client_ca {
+            c = c.client_ca_root(tonic::transport::Certificate::from_pem(ca));
+        }
+        builder = builder.tls_config(c)?;
+    }
+    let server = builder
+        .add_service(switchyard_proto::health::health_server::HealthServer::new(
+            health,
+        ))
         .add_service(
             pb::plugin_server::PluginServer::new(svc)
                 .max_decoding_message_size(64 << 20)
@@ -128,7 +209,7 @@ pub async fn serve(
             let _ = std::fs::remove_file(path);
             r?;
         }
-        Listen::Tcp(addr) => {
+        Listen::Tcp(addr) | Listen::Tls(addr) => {
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
                 .map_err(|e| Error::Listen(addr.to_string(), e))?;
@@ -164,9 +245,11 @@ pub fn run_with(
     on_handle: impl FnOnce(Handle),
 ) -> Result<(), Error> {
     let mut listen = None;
+    let mut probe_only = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
+            "--probe" => probe_only = true,
             "--listen" => {
                 listen = Some(args.next().ok_or_else(|| {
                     Error::Usage("--listen needs an address, e.g. unix:///tmp/p.sock".into())
@@ -175,9 +258,15 @@ pub fn run_with(
             s if s.starts_with("--listen=") => listen = Some(s["--listen=".len()..].to_string()),
             "-h" | "--help" => {
                 println!(
-                    "usage: {} [--listen unix:///path.sock | --listen 127.0.0.1:PORT]\n\n\
-                     Serves the Switchyard plugin(s) {} over gRPC until SIGTERM.\n\
-                     SWITCHYARD_PLUGIN_LISTEN sets the address when --listen is absent.",
+                    "usage: {} [--listen ADDRESS] [--probe]\n\n\
+                     Serves the Switchyard plugin(s) {} over gRPC until SIGTERM.\n\n  \
+                     --listen ADDRESS  unix:///path.sock, tcp://host:port, host:port, or\n                    \
+                     https://host:port with {TLS_CERT_ENV} and {TLS_KEY_ENV}\n                    \
+                     naming PEM files ({TLS_CLIENT_CA_ENV}: require client\n                    \
+                     certificates from that CA). Default: $SWITCHYARD_PLUGIN_LISTEN,\n                    \
+                     else unix:///tmp/switchyard/<plugin>.sock\n  \
+                     --probe           check the running sidecar at that address (gRPC\n                    \
+                     health) and exit 0 if it is serving, 1 if not",
                     std::env::args().next().unwrap_or_default(),
                     plugins
                         .iter()
@@ -196,7 +285,113 @@ pub fn run_with(
     }
     let name = plugins.first().map_or("plugin", |p| p.name()).to_string();
     let listen = resolve_listen(listen.as_deref(), std::env::var(LISTEN_ENV).ok(), &name)?;
+    if probe_only {
+        return probe(&listen);
+    }
     serve_until_signal(plugins, listen, on_handle)
+}
+
+/// Checks a running sidecar's gRPC health at `listen` (within 5 seconds): `Ok` when
+/// it answers SERVING. For exec probes (`my-sidecar --probe`), since kubelet's gRPC
+/// probes cannot reach a Unix socket. An https:// address is dialled on the loopback
+/// and its certificate verified for `localhost` against the CA in
+/// `SWITCHYARD_PLUGIN_TLS_CLIENT_CA` (presenting the sidecar's own certificate as
+/// the client's), else against the sidecar's own certificate (self-signed).
+pub fn probe(listen: &Listen) -> Result<(), Error> {
+    use switchyard_proto::health::health_check_response::ServingStatus;
+    use switchyard_proto::health::health_client::HealthClient;
+    use switchyard_proto::health::HealthCheckRequest;
+    let what = match listen {
+        Listen::Unix(p) => format!("unix://{}", p.display()),
+        Listen::Tcp(a) => format!("http://{a}"),
+        Listen::Tls(a) => format!("https://{a}"),
+    };
+    let fail = |e: String| Error::Unhealthy(what.clone(), e);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(Error::Runtime)?;
+    rt.block_on(async {
+        let channel = tokio::time::timeout(Duration::from_secs(5), connect(listen))
+            .await
+            .map_err(|_| fail("no connection within 5s".into()))?
+            .map_err(fail)?;
+        let reply = tokio::time::timeout(
+            Duration::from_secs(5),
+            HealthClient::new(channel).check(HealthCheckRequest {
+                service: String::new(),
+            }),
+        )
+        .await
+        .map_err(|_| fail("no answer within 5s".into()))?
+        .map_err(|s| {
+            fail(format!(
+                "{}: {}",
+                s.code(),
+                switchyard_proto::status_text(&s)
+            ))
+        })?;
+        match ServingStatus::try_from(reply.into_inner().status) {
+            Ok(ServingStatus::Serving) => Ok(()),
+            Ok(other) => Err(fail(other.as_str_name().to_string())),
+            Err(_) => Err(fail("unknown status".into())),
+        }
+    })
+}
+
+async fn connect(listen: &Listen) -> Result<tonic::transport::Channel, String> {
+    use tonic::transport::Endpoint;
+    let e = |e: tonic::transport::Error| format!("cannot connect: {}", error_chain(&e));
+    match listen {
+        Listen::Unix(path) => {
+            let path = path.clone();
+            Endpoint::from_static("http://sidecar.local")
+                .connect_with_connector(tower::service_fn(move |_| {
+                    let path = path.clone();
+                    async move {
+                        let s = tokio::net::UnixStream::connect(path).await?;
+                        Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(s))
+                    }
+                }))
+                .await
+                .map_err(e)
+        }
+        Listen::Tcp(addr) => Endpoint::from_shared(format!("http://{addr}"))
+            .map_err(e)?
+            .connect()
+            .await
+            .map_err(e),
+        Listen::Tls(addr) => {
+            let tls = ServerTls::from_env().map_err(|e| e.to_string())?;
+            // Under mutual TLS the probe presents the sidecar's own certificate, so
+            // it must allow clientAuth too.
+            let identity = tls
+                .client_ca
+                .is_some()
+                .then(|| tonic::transport::Identity::from_pem(&tls.cert, &tls.key));
+            let ca = tls.client_ca.clone().unwrap_or_else(|| tls.cert.clone());
+            // The probe dials the listen address, which may be 0.0.0.0: name the
+            // loopback instead, and verify the certificate for "localhost".
+            let target = if addr.ip().is_unspecified() {
+                SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), addr.port())
+            } else {
+                *addr
+            };
+            let mut c = tonic::transport::ClientTlsConfig::new()
+                .ca_certificate(tonic::transport::Certificate::from_pem(ca))
+                .domain_name("localhost");
+            if let Some(id) = identity {
+                c = c.identity(id);
+            }
+            Endpoint::from_shared(format!("https://{target}"))
+                .map_err(e)?
+                .tls_config(c)
+                .map_err(e)?
+                .connect()
+                .await
+                .map_err(e)
+        }
+    }
 }
 
 /// Where a sidecar listens: `flag` (its `--listen`), else `env` (the value of
@@ -229,7 +424,7 @@ pub fn serve_until_signal(
         .map_err(Error::Runtime)?;
     rt.block_on(serve(
         plugins,
-        ServeOptions::new(listen),
+        ServeOptions::from_env(listen)?,
         on_handle,
         shutdown_signal(),
     ))

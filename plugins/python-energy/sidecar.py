@@ -30,6 +30,7 @@ import traceback
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROTO_ROOT = os.path.normpath(os.path.join(HERE, "..", "..", "proto"))
 PROTO_FILE = "switchyard/plugin/v1/plugin.proto"
+HEALTH_PROTO_FILE = "grpc/health/v1/health.proto"
 GEN_DIR = os.path.join(HERE, "_gen")
 
 PROTOCOL_VERSION = "v1"
@@ -57,51 +58,71 @@ def log(msg):
 
 
 def load_stubs():
-    """Generates the stubs into _gen/ when missing or older than the .proto, then
-    imports them. Returns (plugin_pb2, plugin_pb2_grpc)."""
-    src = os.path.join(PROTO_ROOT, PROTO_FILE)
-    out_dir = os.path.join(GEN_DIR, os.path.dirname(PROTO_FILE))
-    names = ("plugin_pb2.py", "plugin_pb2_grpc.py")
+    """Generates the stubs into _gen/ when missing or older than their .proto, then
+    imports them. Returns (plugin_pb2, plugin_pb2_grpc, health_pb2)."""
+    for proto in (PROTO_FILE, HEALTH_PROTO_FILE):
+        _generate(proto)
+    # Generated with -I proto/, the modules live at switchyard/plugin/v1/ and
+    # grpc/health/v1/ (namespace packages) and each *_grpc module imports its *_pb2 by
+    # that absolute name, so _gen itself has to be on the path.
+    if GEN_DIR not in sys.path:
+        sys.path.insert(0, GEN_DIR)
+    from switchyard.plugin.v1 import plugin_pb2, plugin_pb2_grpc
+
+    return plugin_pb2, plugin_pb2_grpc, _load_health()
+
+
+def _generate(proto):
+    src = os.path.join(PROTO_ROOT, proto)
+    out_dir = os.path.join(GEN_DIR, os.path.dirname(proto))
+    base = os.path.splitext(os.path.basename(proto))[0]
+    names = (f"{base}_pb2.py", f"{base}_pb2_grpc.py")
     outs = [os.path.join(out_dir, n) for n in names]
     try:
         stale = min(os.path.getmtime(o) for o in outs) < os.path.getmtime(src)
     except OSError:
         stale = True
-    if stale:
-        from grpc_tools import protoc
+    if not stale:
+        return
+    from grpc_tools import protoc
 
-        # Generate beside _gen and move the files in one by one (os.replace is atomic):
-        # another process starting at the same time (the self-test and the sidecar
-        # it launches) never imports a half-written module.
-        tmp = tempfile.mkdtemp(prefix="_gen.tmp-", dir=HERE)
-        try:
-            rc = protoc.main(
-                [
-                    "grpc_tools.protoc",
-                    f"-I{PROTO_ROOT}",
-                    f"--python_out={tmp}",
-                    f"--grpc_python_out={tmp}",
-                    PROTO_FILE,
-                ]
-            )
-            if rc != 0:
-                raise RuntimeError(f"protoc failed ({rc}) on {src}")
-            os.makedirs(out_dir, exist_ok=True)
-            for n in names:
-                os.replace(os.path.join(tmp, os.path.dirname(PROTO_FILE), n), os.path.join(out_dir, n))
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    # Generated with -I proto/, the modules live at switchyard/plugin/v1/ (namespace
-    # packages) and the *_grpc module imports its *_pb2 by that absolute name, so _gen
-    # itself has to be on the path.
-    if GEN_DIR not in sys.path:
-        sys.path.insert(0, GEN_DIR)
-    from switchyard.plugin.v1 import plugin_pb2, plugin_pb2_grpc
-
-    return plugin_pb2, plugin_pb2_grpc
+    # Generate beside _gen and move the files in one by one (os.replace is atomic):
+    # another process starting at the same time (the self-test and the sidecar it
+    # launches) never imports a half-written module.
+    tmp = tempfile.mkdtemp(prefix="_gen.tmp-", dir=HERE)
+    try:
+        rc = protoc.main(
+            [
+                "grpc_tools.protoc",
+                f"-I{PROTO_ROOT}",
+                f"--python_out={tmp}",
+                f"--grpc_python_out={tmp}",
+                proto,
+            ]
+        )
+        if rc != 0:
+            raise RuntimeError(f"protoc failed ({rc}) on {src}")
+        os.makedirs(out_dir, exist_ok=True)
+        for n in names:
+            os.replace(os.path.join(tmp, os.path.dirname(proto), n), os.path.join(out_dir, n))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
-pb, pb_grpc = load_stubs()
+def _load_health():
+    """Imports _gen/grpc/health/v1/health_pb2.py from its file: as `grpc.health...` it
+    would be looked up inside grpcio. The service itself is registered by hand (see
+    HealthService), so the generated *_grpc module is not needed."""
+    import importlib.util
+
+    path = os.path.join(GEN_DIR, os.path.dirname(HEALTH_PROTO_FILE), "health_pb2.py")
+    spec = importlib.util.spec_from_file_location("_switchyard_health_pb2", path)
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
+
+
+pb, pb_grpc, health_pb = load_stubs()
 
 import grpc  # noqa: E402  (after the stubs, whose grpc module needs a recent grpcio)
 
@@ -758,19 +779,25 @@ def parse_listen_address(s):
     return ("tcp", str(ip), int(port))
 
 
-USAGE = f"""usage: sidecar.py [--listen unix:///path.sock | --listen 127.0.0.1:PORT]
+USAGE = f"""usage: sidecar.py [--listen unix:///path.sock | --listen 127.0.0.1:PORT] [--probe]
 
 Serves the Switchyard plugin(s) {PLUGIN_NAME} over gRPC until SIGTERM.
-SWITCHYARD_PLUGIN_LISTEN sets the address when --listen is absent."""
+SWITCHYARD_PLUGIN_LISTEN sets the address when --listen is absent.
+
+  --probe   check the running sidecar at that address (gRPC health) and exit 0 if
+            it is serving, 1 if not (an exec probe)"""
 
 
 def parse_args(argv):
-    """The listen address from --listen / --listen= / SWITCHYARD_PLUGIN_LISTEN, or None
-    for --help. Exits 1 on bad usage, as the Rust sidecars do."""
+    """(listen address, probe?) from --listen / --listen= / SWITCHYARD_PLUGIN_LISTEN and
+    --probe, or None for --help. Exits 1 on bad usage, as the Rust sidecars do."""
     listen = os.environ.get("SWITCHYARD_PLUGIN_LISTEN")
+    probe_only = False
     args = iter(argv)
     for a in args:
-        if a == "--listen":
+        if a == "--probe":
+            probe_only = True
+        elif a == "--listen":
             listen = next(args, None)
             if listen is None:
                 log("--listen needs an address, e.g. unix:///tmp/p.sock")
@@ -784,8 +811,81 @@ def parse_args(argv):
             log(f"unknown argument {quote(a)}; try --help")
             raise SystemExit(1)
     if listen is None:
-        return ("unix", f"/tmp/switchyard/{PLUGIN_NAME.lower()}.sock")
-    return parse_listen_address(listen)
+        return ("unix", f"/tmp/switchyard/{PLUGIN_NAME.lower()}.sock"), probe_only
+    return parse_listen_address(listen), probe_only
+
+
+HEALTH_SERVICE = "grpc.health.v1.Health"
+PLUGIN_SERVICE = "switchyard.plugin.v1.Plugin"
+
+
+class HealthService:
+    """grpc.health.v1.Health: SERVING while the sidecar serves, NOT_SERVING from the
+    moment shutdown starts (so probes fail while replies drain), for "" and the plugin
+    service. Registered by hand from the generated messages."""
+
+    def __init__(self):
+        self.status = health_pb.HealthCheckResponse.SERVING
+        self.changed = asyncio.Event()
+
+    def set(self, status):
+        self.status = status
+        self.changed.set()
+        self.changed = asyncio.Event()
+
+    @staticmethod
+    def _known(service):
+        return service in ("", PLUGIN_SERVICE)
+
+    async def check(self, request, context):
+        if not self._known(request.service):
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown service {quote(request.service)}")
+        return health_pb.HealthCheckResponse(status=self.status)
+
+    async def watch(self, request, context):
+        while True:
+            st = self.status if self._known(request.service) else health_pb.HealthCheckResponse.SERVICE_UNKNOWN
+            changed = self.changed
+            yield health_pb.HealthCheckResponse(status=st)
+            await changed.wait()
+
+    def handler(self):
+        req = health_pb.HealthCheckRequest.FromString
+        resp = health_pb.HealthCheckResponse.SerializeToString
+        return grpc.method_handlers_generic_handler(
+            HEALTH_SERVICE,
+            {
+                "Check": grpc.unary_unary_rpc_method_handler(self.check, req, resp),
+                "Watch": grpc.unary_stream_rpc_method_handler(self.watch, req, resp),
+            },
+        )
+
+
+def grpc_target(listen):
+    """The grpcio target for a parsed listen address."""
+    if listen[0] == "unix":
+        return f"unix:{os.path.abspath(listen[1])}"
+    _, ip, port = listen
+    host = f"[{ip}]" if ":" in ip else ip
+    return f"{host}:{port}"
+
+
+async def probe(listen, timeout=5.0):
+    """Checks a running sidecar's health at `listen`: None when it is SERVING, else
+    why not. For exec probes (kubelet's gRPC probes cannot reach a Unix socket)."""
+    async with grpc.aio.insecure_channel(grpc_target(listen)) as ch:
+        check = ch.unary_unary(
+            f"/{HEALTH_SERVICE}/Check",
+            request_serializer=health_pb.HealthCheckRequest.SerializeToString,
+            response_deserializer=health_pb.HealthCheckResponse.FromString,
+        )
+        try:
+            r = await check(health_pb.HealthCheckRequest(), timeout=timeout, wait_for_ready=False)
+        except grpc.aio.AioRpcError as e:
+            return f"{e.code().name}: {e.details()}"
+    if r.status != health_pb.HealthCheckResponse.SERVING:
+        return health_pb.HealthCheckResponse.ServingStatus.Name(r.status)
+    return None
 
 
 async def serve(listen, plugins, ready=None):
@@ -801,6 +901,8 @@ async def serve(listen, plugins, ready=None):
         ]
     )
     pb_grpc.add_PluginServicer_to_server(PluginService(plugins), server)
+    health = HealthService()
+    server.add_generic_rpc_handlers((health.handler(),))
     sock = None
     if listen[0] == "unix":
         sock = os.path.abspath(listen[1])
@@ -833,6 +935,7 @@ async def serve(listen, plugins, ready=None):
             ready(shown)
         await stop.wait()
     finally:
+        health.set(health_pb.HealthCheckResponse.NOT_SERVING)
         await server.stop(SHUTDOWN_GRACE_SECS)
         if sock is not None:
             try:
@@ -843,11 +946,18 @@ async def serve(listen, plugins, ready=None):
 
 def main(argv=None):
     try:
-        listen = parse_args(sys.argv[1:] if argv is None else argv)
+        parsed = parse_args(sys.argv[1:] if argv is None else argv)
     except AddressError as e:
         log(str(e))
         return 1
-    if listen is None:
+    if parsed is None:
+        return 0
+    listen, probe_only = parsed
+    if probe_only:
+        why = asyncio.run(probe(listen))
+        if why is not None:
+            log(f"health check of {grpc_target(listen)}: {why}")
+            return 1
         return 0
     try:
         asyncio.run(serve(listen, [EnergyAware()]))

@@ -373,6 +373,42 @@ def check_addresses():
             check(True, "")
 
 
+async def probe_exit_code(env):
+    """`sidecar.py --probe` as an exec probe runs it: its exit code."""
+    p = await asyncio.create_subprocess_exec(
+        sys.executable,
+        os.path.join(HERE, "sidecar.py"),
+        "--probe",
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+        env=env,
+    )
+    procs.append(p)
+    return await asyncio.wait_for(p.wait(), 15)
+
+
+async def check_health(addr, env):
+    """grpc.health.v1: SERVING for "" and the plugin service, NOT_FOUND for others,
+    and `--probe` passes against the running sidecar."""
+    async with grpc.aio.insecure_channel(addr) as ch:
+        call = ch.unary_unary(
+            "/grpc.health.v1.Health/Check",
+            request_serializer=sidecar.health_pb.HealthCheckRequest.SerializeToString,
+            response_deserializer=sidecar.health_pb.HealthCheckResponse.FromString,
+        )
+        serving = sidecar.health_pb.HealthCheckResponse.SERVING
+        for svc in ("", "switchyard.plugin.v1.Plugin"):
+            r = await call(sidecar.health_pb.HealthCheckRequest(service=svc), timeout=REPLY_SECS)
+            check(r.status == serving, f"health of {svc!r}", r)
+        try:
+            await call(sidecar.health_pb.HealthCheckRequest(service="other"), timeout=REPLY_SECS)
+            check(False, "health of an unknown service must fail")
+        except grpc.aio.AioRpcError as e:
+            check(e.code() == grpc.StatusCode.NOT_FOUND, "unknown service", e.code())
+    check(await probe_exit_code(env) == 0, "--probe passes while serving")
+
+
 async def main():
     check_addresses()
     tmp = tempfile.mkdtemp(prefix="sy-energy-")
@@ -382,11 +418,13 @@ async def main():
     try:
         check(shown == f"unix://{sock}", "listening line", shown)
         await scenario(f"unix:{sock}")
+        await check_health(f"unix:{sock}", env)
         # Clean shutdown: SIGTERM ends it with 0 and removes the socket.
         proc.send_signal(signal.SIGTERM)
         rc = await asyncio.wait_for(proc.wait(), 8)
         check(rc == 0, "exit code after SIGTERM", rc)
         check(not os.path.exists(sock), "socket removed on exit")
+        check(await probe_exit_code(env) == 1, "--probe fails once the sidecar is gone")
         await asyncio.wait_for(drain, 2)
         # The four replication errors provoked above, and nothing else but the first line.
         broken = [x for x in lines if "replication failed; closing the stream" in x]

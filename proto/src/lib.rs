@@ -7,6 +7,21 @@ pub mod v1 {
     tonic::include_proto!("switchyard.plugin.v1");
 }
 
+/// The standard gRPC health service (`grpc.health.v1`) that SDK sidecars serve.
+pub mod health {
+    tonic::include_proto!("grpc.health.v1");
+}
+
+/// The service name sidecars report health for, besides the whole server ("").
+pub const PLUGIN_SERVICE: &str = "switchyard.plugin.v1.Plugin";
+
+/// Environment variables of a sidecar serving TLS on an `https://` listen address:
+/// its certificate and key (PEM), and optionally the CA that client certificates must
+/// chain to (mutual TLS).
+pub const TLS_CERT_ENV: &str = "SWITCHYARD_PLUGIN_TLS_CERT";
+pub const TLS_KEY_ENV: &str = "SWITCHYARD_PLUGIN_TLS_KEY";
+pub const TLS_CLIENT_CA_ENV: &str = "SWITCHYARD_PLUGIN_TLS_CLIENT_CA";
+
 /// The protocol version this crate speaks.
 pub const PROTOCOL_VERSION: &str = "v1";
 
@@ -48,5 +63,31 @@ mod tests {
         assert_eq!(super::score_ahead_items(6, [1, 2], 3), vec![0, 3, 4]);
         assert_eq!(super::score_ahead_items(3, [0], 5), vec![1, 2]);
         assert_eq!(super::score_ahead_items(3, [], 0), Vec::<usize>::new());
+    }
+}
+
+/// An error and its causes, `: `-separated: tonic's transport errors say only
+/// "transport error" at the top, and the cause (refused, bad certificate) is below.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let m = c.to_string();
+        if !s.ends_with(&m) {
+            s.push_str(": ");
+            s.push_str(&m);
+        }
+        cur = c.source();
+    }
+    s
+}
+
+/// A gRPC status as a reader wants it: its message, then the causes below it
+/// (without repeating the message when the cause starts with it).
+pub fn status_text(s: &tonic::Status) -> String {
+    match std::error::Error::source(s).map(error_chain) {
+        Some(c) if c.starts_with(s.message()) => c,
+        Some(c) => format!("{}: {c}", s.message()),
+        None => s.message().to_string(),
     }
 }

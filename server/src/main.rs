@@ -130,9 +130,10 @@ struct SimulateArgs {
 
     /// A KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1). Without it,
     /// one `default-scheduler` profile with the default plugins. Its `remotePlugins`
-    /// list (Switchyard's extension: endpoint `unix:///path.sock` or `http://host:port`,
-    /// timeout, failurePolicy Fail|Ignore) connects plugin sidecars, whose plugins
-    /// profiles then enable by name like built-in ones (see proto/README.md).
+    /// list (Switchyard's extension: endpoint `unix:///path.sock`, `http://host:port` or
+    /// `https://host:port` with `tls: {caFile, certFile, keyFile, serverName}`, timeout,
+    /// failurePolicy Fail|Ignore) connects plugin sidecars, whose plugins profiles then
+    /// enable by name like built-in ones (see proto/README.md).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
 

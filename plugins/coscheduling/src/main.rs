@@ -14,7 +14,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use switchyard_plugin_sdk::{resolve_listen, serve_until_signal, Listen, Plugin, LISTEN_ENV};
+use switchyard_plugin_sdk::{
+    probe, resolve_listen, serve_until_signal, Listen, Plugin, LISTEN_ENV,
+};
 
 use crate::gang::Gangs;
 use crate::plugin::{Coscheduling, NAME};
@@ -24,12 +26,17 @@ const DEFAULT_DENIED_BACKOFF_SECONDS: u64 = 3;
 
 const USAGE: &str = "usage: switchyard-coscheduling [--listen ADDRESS] [--pod-groups PATH]...
                                [--permit-timeout-seconds N] [--denied-backoff-seconds N]
+       switchyard-coscheduling [--listen ADDRESS] --probe
 
 Serves the Switchyard plugin Coscheduling (gang scheduling) over gRPC until SIGTERM.
 
-  --listen ADDRESS               unix:///path.sock, tcp://host:port or host:port
+  --listen ADDRESS               unix:///path.sock, tcp://host:port, host:port, or
+                                 https://host:port with SWITCHYARD_PLUGIN_TLS_CERT and
+                                 SWITCHYARD_PLUGIN_TLS_KEY naming PEM files
                                  (default: $SWITCHYARD_PLUGIN_LISTEN, else
                                  unix:///tmp/switchyard/coscheduling.sock)
+  --probe                        check the running sidecar (gRPC health) and exit 0
+                                 if it is serving, 1 if not (an exec probe)
   --pod-groups PATH              a file or directory of YAML/JSON manifests; the
                                  scheduling.x-k8s.io/v1alpha1 PodGroups in it are read,
                                  other documents skipped (repeatable)
@@ -51,6 +58,8 @@ struct Args {
 #[derive(Debug, PartialEq)]
 enum Command {
     Serve(Args),
+    /// Check the running sidecar's health at the listen address.
+    Probe(Listen),
     Help,
 }
 
@@ -66,10 +75,15 @@ fn parse_args(
     let mut pod_groups = Vec::new();
     let mut permit_timeout = DEFAULT_PERMIT_TIMEOUT_SECONDS;
     let mut denied_backoff = DEFAULT_DENIED_BACKOFF_SECONDS;
+    let mut probe = false;
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         if arg == "-h" || arg == "--help" {
             return Ok(Command::Help);
+        }
+        if arg == "--probe" {
+            probe = true;
+            continue;
         }
         let (flag, inline) = match arg.split_once('=') {
             Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
@@ -99,6 +113,9 @@ fn parse_args(
         }
     }
     let listen = resolve_listen(listen.as_deref(), env_listen, NAME).map_err(|e| e.to_string())?;
+    if probe {
+        return Ok(Command::Probe(listen));
+    }
     Ok(Command::Serve(Args {
         listen,
         pod_groups,
@@ -115,6 +132,7 @@ fn run() -> Result<(), (i32, String)> {
             println!("{USAGE}");
             return Ok(());
         }
+        Command::Probe(l) => return probe(&l).map_err(|e| (1, e.to_string())),
         Command::Serve(a) => a,
     };
     let loaded = podgroup::load_paths(&args.pod_groups).map_err(|e| (1, e.to_string()))?;
@@ -161,6 +179,14 @@ mod tests {
                 permit_timeout: Duration::from_secs(10),
                 denied_backoff: Duration::from_secs(3),
             })
+        );
+    }
+
+    #[test]
+    fn probe_uses_the_listen_address() {
+        assert_eq!(
+            parse(&["--probe", "--listen", "unix:///run/c.sock"]).unwrap(),
+            Command::Probe(Listen::Unix("/run/c.sock".into()))
         );
     }
 

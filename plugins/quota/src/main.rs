@@ -6,7 +6,9 @@ mod plugin;
 
 use std::sync::Arc;
 
-use switchyard_plugin_sdk::{resolve_listen, serve_until_signal, Listen, Plugin, LISTEN_ENV};
+use switchyard_plugin_sdk::{
+    probe, resolve_listen, serve_until_signal, Listen, Plugin, LISTEN_ENV,
+};
 
 use crate::plugin::{TenantQuota, LIMIT_LABEL, NAME, TENANT_LABEL};
 
@@ -14,12 +16,14 @@ use crate::plugin::{TenantQuota, LIMIT_LABEL, NAME, TENANT_LABEL};
 #[derive(Debug, PartialEq)]
 enum Command {
     Serve(Listen),
+    /// Check the running sidecar's health at the listen address.
+    Probe(Listen),
     Help,
 }
 
 fn usage() -> String {
     format!(
-        "usage: switchyard-quota [--listen ADDRESS]
+        "usage: switchyard-quota [--listen ADDRESS] [--probe]
 
 Serves the Switchyard plugin {NAME} (PreFilter with AddPod/RemovePod, Filter)
 over gRPC until SIGTERM or Ctrl-C. A node labelled
@@ -27,9 +31,13 @@ over gRPC until SIGTERM or Ctrl-C. A node labelled
 takes at most N pods of any one tenant; a pod's tenant is its label
   {TENANT_LABEL}.
 
-  --listen ADDRESS   unix:///path.sock, tcp://host:port, http://host:port or host:port
+  --listen ADDRESS   unix:///path.sock, tcp://host:port, http://host:port, host:port,
+                     or https://host:port with SWITCHYARD_PLUGIN_TLS_CERT and
+                     SWITCHYARD_PLUGIN_TLS_KEY naming PEM files
                      (default: ${LISTEN_ENV}, else
                      unix:///tmp/switchyard/{}.sock)
+  --probe            check the running sidecar (gRPC health) and exit 0 if it is
+                     serving, 1 if not (an exec probe)
   -h, --help         print this help",
         NAME.to_lowercase()
     )
@@ -42,10 +50,12 @@ fn parse_args(
     env_listen: Option<String>,
 ) -> Result<Command, String> {
     let mut listen = None;
+    let mut probe = false;
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "-h" | "--help" => return Ok(Command::Help),
+            "--probe" => probe = true,
             "--listen" => {
                 listen = Some(args.next().ok_or_else(|| {
                     "--listen needs an address, e.g. unix:///tmp/quota.sock; try --help".to_string()
@@ -57,9 +67,12 @@ fn parse_args(
             },
         }
     }
-    resolve_listen(listen.as_deref(), env_listen, NAME)
-        .map(Command::Serve)
-        .map_err(|e| e.to_string())
+    let listen = resolve_listen(listen.as_deref(), env_listen, NAME).map_err(|e| e.to_string())?;
+    Ok(if probe {
+        Command::Probe(listen)
+    } else {
+        Command::Serve(listen)
+    })
 }
 
 /// Exit status 2 for usage errors, 1 for everything else.
@@ -71,6 +84,7 @@ fn run() -> Result<(), (i32, String)> {
             println!("{}", usage());
             return Ok(());
         }
+        Command::Probe(l) => return probe(&l).map_err(|e| (1, e.to_string())),
         Command::Serve(l) => l,
     };
     let plugins: Vec<Arc<dyn Plugin>> = vec![Arc::new(TenantQuota)];

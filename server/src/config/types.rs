@@ -272,7 +272,8 @@ pub struct KubeSchedulerConfiguration {
 #[derive(Clone, Debug, Deserialize, PartialEq, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RemotePluginEndpoint {
-    /// `unix:///path.sock` (default for sidecars) or `http://host:port`.
+    /// `unix:///path.sock` (default for sidecars), `http://host:port`, or
+    /// `https://host:port` with `tls`.
     pub endpoint: String,
     /// Per-call timeout (Go duration, default `1s`).
     #[serde(default)]
@@ -287,4 +288,25 @@ pub struct RemotePluginEndpoint {
     /// How long start-up waits for the first handshake (Go duration, default `10s`).
     #[serde(default)]
     pub startup_timeout: Option<String>,
+    /// TLS for `https://` endpoints.
+    #[serde(default)]
+    pub tls: Option<RemotePluginTls>,
+}
+
+/// TLS settings of an `https://` sidecar endpoint (PEM files, read at every connect so
+/// rotated certificates are picked up on reconnect).
+#[derive(Clone, Debug, Deserialize, PartialEq, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RemotePluginTls {
+    /// The CA that signed the sidecar's certificate (required).
+    #[serde(default)]
+    pub ca_file: Option<String>,
+    /// Client certificate and key, for sidecars that require mutual TLS.
+    #[serde(default)]
+    pub cert_file: Option<String>,
+    #[serde(default)]
+    pub key_file: Option<String>,
+    /// The name to verify in the sidecar's certificate (default: the endpoint's host).
+    #[serde(default)]
+    pub server_name: Option<String>,
 }

@@ -476,7 +476,10 @@ fn connection_thread(inner: Arc<Inner>) {
     });
 }
 
-async fn channel(endpoint: &str) -> Result<tonic::transport::Channel, String> {
+async fn channel(
+    endpoint: &str,
+    tls: Option<&super::TlsFiles>,
+) -> Result<tonic::transport::Channel, String> {
     use tonic::transport::Endpoint as TEndpoint;
     if let Some(path) = endpoint
         .strip_prefix("unix://")
@@ -495,21 +498,43 @@ async fn channel(endpoint: &str) -> Result<tonic::transport::Channel, String> {
                 }
             }))
             .await
-            .map_err(|e| format!("cannot connect: {e}"))
+            .map_err(|e| format!("cannot connect: {}", switchyard_proto::error_chain(&e)))
     } else {
-        TEndpoint::from_shared(endpoint.to_string())
-            .map_err(|e| format!("bad endpoint: {e}"))?
-            .connect_timeout(Duration::from_secs(1))
+        let mut ep = TEndpoint::from_shared(endpoint.to_string())
+            .map_err(|e| format!("bad endpoint: {e}"))?;
+        if let Some(t) = tls {
+            ep = ep
+                .tls_config(client_tls(t)?)
+                .map_err(|e| format!("TLS configuration: {e}"))?;
+        }
+        ep.connect_timeout(Duration::from_secs(1))
             .tcp_nodelay(true)
             .connect()
             .await
-            .map_err(|e| format!("cannot connect: {e}"))
+            .map_err(|e| format!("cannot connect: {}", switchyard_proto::error_chain(&e)))
     }
+}
+
+/// The TLS client settings, read from the PEM files at every connect so that rotated
+/// certificates apply on reconnect.
+fn client_tls(t: &super::TlsFiles) -> Result<tonic::transport::ClientTlsConfig, String> {
+    use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+    let read = |p: &std::path::Path| {
+        std::fs::read(p).map_err(|e| format!("cannot read {}: {e}", p.display()))
+    };
+    let mut c = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(read(&t.ca)?));
+    if let Some((cert, key)) = &t.identity {
+        c = c.identity(Identity::from_pem(read(cert)?, read(key)?));
+    }
+    if let Some(name) = &t.server_name {
+        c = c.domain_name(name.clone());
+    }
+    Ok(c)
 }
 
 /// One connection's life: returns why it ended.
 async fn connect_once(inner: &Arc<Inner>) -> String {
-    let ch = match channel(&inner.config.endpoint).await {
+    let ch = match channel(&inner.config.endpoint, inner.config.tls.as_ref()).await {
         Ok(c) => c,
         Err(e) => return e,
     };
@@ -526,7 +551,7 @@ async fn connect_once(inner: &Arc<Inner>) -> String {
     .await;
     let hs = match hs {
         Ok(Ok(r)) => r.into_inner(),
-        Ok(Err(s)) => return format!("handshake failed: {}", s.message()),
+        Ok(Err(s)) => return format!("handshake failed: {}", switchyard_proto::status_text(&s)),
         Err(_) => return "handshake timed out".into(),
     };
     if hs.protocol_version != switchyard_proto::PROTOCOL_VERSION {

@@ -10,6 +10,7 @@ mod plugin;
 pub mod replicate;
 pub mod sidecar;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,7 +18,7 @@ pub use client::Endpoint;
 pub use plugin::RemotePlugin;
 
 use crate::config::parse_go_duration;
-use crate::config::types::RemotePluginEndpoint;
+use crate::config::types::{RemotePluginEndpoint, RemotePluginTls};
 use crate::framework::{Handle, Plugin, PluginFactory, Registry};
 
 /// What a failing sidecar call does to the attempt.
@@ -41,23 +42,104 @@ pub struct EndpointConfig {
     /// Enable the plugins it serves in every profile that does not mention them
     /// (endpoints given on the command line rather than in a configuration file).
     pub auto_enable: bool,
+    /// Set for `https://` endpoints.
+    pub tls: Option<TlsFiles>,
+}
+
+/// The PEM files of a TLS endpoint, checked readable when the configuration is
+/// loaded and read again at every connect.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TlsFiles {
+    pub ca: PathBuf,
+    /// Client certificate and key (mutual TLS).
+    pub identity: Option<(PathBuf, PathBuf)>,
+    pub server_name: Option<String>,
+}
+
+impl TlsFiles {
+    fn resolve(t: &RemotePluginTls) -> Result<Self, (String, String)> {
+        let file = |v: &Option<String>, field: &str| -> Result<Option<PathBuf>, (String, String)> {
+            let Some(v) = v.as_deref().map(str::trim).filter(|v| !v.is_empty()) else {
+                return Ok(None);
+            };
+            let p = PathBuf::from(v);
+            match std::fs::metadata(&p) {
+                Ok(m) if m.is_file() => Ok(Some(p)),
+                Ok(_) => Err((
+                    format!("tls.{field}"),
+                    format!("Invalid value: {v:?}: not a file"),
+                )),
+                Err(e) => Err((format!("tls.{field}"), format!("Invalid value: {v:?}: {e}"))),
+            }
+        };
+        let ca = file(&t.ca_file, "caFile")?.ok_or_else(|| {
+            (
+                "tls.caFile".to_string(),
+                "Required value: the PEM file of the CA that signed the sidecar's certificate"
+                    .to_string(),
+            )
+        })?;
+        let identity = match (
+            file(&t.cert_file, "certFile")?,
+            file(&t.key_file, "keyFile")?,
+        ) {
+            (Some(c), Some(k)) => Some((c, k)),
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err((
+                    "tls.keyFile".into(),
+                    "Required value: certFile is set, so the client key is needed too".into(),
+                ))
+            }
+            (None, Some(_)) => {
+                return Err((
+                    "tls.certFile".into(),
+                    "Required value: keyFile is set, so the client certificate is needed too"
+                        .into(),
+                ))
+            }
+        };
+        Ok(TlsFiles {
+            ca,
+            identity,
+            server_name: t.server_name.clone().filter(|s| !s.trim().is_empty()),
+        })
+    }
 }
 
 impl EndpointConfig {
     /// Validates one entry; errors name the field (relative to the entry) and the fix.
     pub fn resolve(index: usize, r: &RemotePluginEndpoint) -> Result<Self, (String, String)> {
         let e = r.endpoint.trim();
+        let https = e.starts_with("https://") && e.len() > "https://".len();
         let ok = e.starts_with("unix://") && e.len() > "unix://".len()
             || e.starts_with("unix:") && e.len() > "unix:".len()
-            || e.starts_with("http://");
+            || e.starts_with("http://") && e.len() > "http://".len()
+            || https;
         if !ok {
-            let hint = if e.starts_with("https://") {
-                "TLS endpoints are not supported yet: run the sidecar on a Unix socket in the pod (unix:///path.sock)"
-            } else {
-                "expected unix:///path/to.sock or http://host:port"
-            };
-            return Err(("endpoint".into(), format!("Invalid value: {e:?}: {hint}")));
+            return Err((
+                "endpoint".into(),
+                format!(
+                    "Invalid value: {e:?}: expected unix:///path/to.sock, http://host:port or https://host:port"
+                ),
+            ));
         }
+        let tls = match (&r.tls, https) {
+            (Some(t), true) => Some(TlsFiles::resolve(t)?),
+            (None, true) => {
+                return Err((
+                    "tls".into(),
+                    "Required value: an https:// endpoint needs tls.caFile".into(),
+                ))
+            }
+            (Some(_), false) => {
+                return Err((
+                    "tls".into(),
+                    format!("Forbidden: TLS applies only to https:// endpoints, not {e:?}"),
+                ))
+            }
+            (None, false) => None,
+        };
         let dur = |v: &Option<String>, field: &str, default: Duration| match v {
             None => Ok(default),
             Some(s) => parse_go_duration(s)
@@ -91,6 +173,7 @@ impl EndpointConfig {
                 Duration::from_secs(10),
             )?,
             auto_enable: false,
+            tls,
         })
     }
 
@@ -190,8 +273,13 @@ mod tests {
             ..Default::default()
         };
         let (f, m) = EndpointConfig::resolve(0, &r).unwrap_err();
-        assert_eq!(f, "endpoint");
-        assert!(m.contains("TLS"), "{m}");
+        assert_eq!(f, "tls");
+        assert!(m.contains("tls.caFile"), "{m}");
+        let r = RemotePluginEndpoint {
+            endpoint: "grpc://x:1".into(),
+            ..Default::default()
+        };
+        assert_eq!(EndpointConfig::resolve(0, &r).unwrap_err().0, "endpoint");
         let r = RemotePluginEndpoint {
             endpoint: "unix:///tmp/x.sock".into(),
             failure_policy: Some("Sometimes".into()),
@@ -210,5 +298,58 @@ mod tests {
         let c = EndpointConfig::resolve(0, &r).unwrap();
         assert_eq!(c.timeout, Duration::from_millis(250));
         assert_eq!(c.failure_policy, FailurePolicy::Ignore);
+        assert_eq!(c.tls, None);
+    }
+
+    #[test]
+    fn tls_files_are_checked_when_loaded() {
+        let dir = std::env::temp_dir().join(format!("switchyard-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca = dir.join("ca.pem");
+        std::fs::write(&ca, "not checked until connect").unwrap();
+        let ca_s = ca.display().to_string();
+        let entry = |tls: RemotePluginTls| RemotePluginEndpoint {
+            endpoint: "https://sidecar:9443".into(),
+            tls: Some(tls),
+            ..Default::default()
+        };
+        let c = EndpointConfig::resolve(
+            0,
+            &entry(RemotePluginTls {
+                ca_file: Some(ca_s.clone()),
+                server_name: Some("plugins.local".into()),
+                ..Default::default()
+            }),
+        )
+        .unwrap();
+        let t = c.tls.unwrap();
+        assert_eq!(
+            (t.ca, t.identity, t.server_name.as_deref()),
+            (ca.clone(), None, Some("plugins.local"))
+        );
+        let err = |tls| EndpointConfig::resolve(0, &entry(tls)).unwrap_err();
+        assert_eq!(err(RemotePluginTls::default()).0, "tls.caFile");
+        let (f, m) = err(RemotePluginTls {
+            ca_file: Some(dir.join("missing.pem").display().to_string()),
+            ..Default::default()
+        });
+        assert_eq!(f, "tls.caFile");
+        assert!(m.contains("missing.pem"), "{m}");
+        let (f, _) = err(RemotePluginTls {
+            ca_file: Some(ca_s.clone()),
+            cert_file: Some(ca_s.clone()),
+            ..Default::default()
+        });
+        assert_eq!(f, "tls.keyFile");
+        let plain = RemotePluginEndpoint {
+            endpoint: "unix:///tmp/x.sock".into(),
+            tls: Some(RemotePluginTls {
+                ca_file: Some(ca_s),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(EndpointConfig::resolve(0, &plain).unwrap_err().0, "tls");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

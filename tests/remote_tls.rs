@@ -1,0 +1,215 @@
+//! TLS sidecar endpoints, end to end: the TaintToleration sidecar serves on
+//! `https://127.0.0.1:PORT` with mutual TLS (it requires a client certificate from the
+//! test CA), `switchyard simulate` connects through `remotePlugins[].tls` and the
+//! sidecar's filter keeps every pod off the tainted node. The same sidecar refuses a
+//! scheduler without a client certificate, and `--probe` checks its gRPC health
+//! over TLS and over a Unix socket.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+use switchyard::remote::sidecar::{exec_command, Listen, SidecarProcess};
+use switchyard_e2e::{binary, run_with_deadline, start_sidecar, workspace_root};
+
+const PODS: usize = 12;
+
+fn fixture(name: &str) -> String {
+    workspace_root()
+        .join("tests/fixtures/tls")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// The TaintToleration sidecar on https://127.0.0.1:PORT, requiring client
+/// certificates signed by the test CA.
+fn tls_sidecar() -> (SidecarProcess, u16) {
+    let Ok(Listen::Tcp(port)) = Listen::free_tcp() else {
+        panic!("no free port");
+    };
+    let exec = exec_command(
+        &binary("switchyard-tainttoleration").display().to_string(),
+        &[],
+    );
+    let cmd = format!(
+        "SWITCHYARD_PLUGIN_LISTEN='https://127.0.0.1:{port}' SWITCHYARD_PLUGIN_TLS_CERT='{}' SWITCHYARD_PLUGIN_TLS_KEY='{}' SWITCHYARD_PLUGIN_TLS_CLIENT_CA='{}' {exec}",
+        fixture("server.crt"),
+        fixture("server.key"),
+        fixture("ca.crt"),
+    );
+    let p = SidecarProcess::start(&cmd, Listen::Tcp(port), Duration::from_secs(20))
+        .unwrap_or_else(|e| panic!("{e}"));
+    (p, port)
+}
+
+struct Run {
+    dir: PathBuf,
+}
+
+impl Run {
+    /// A cluster of three nodes, node-1 tainted, and PODS pods without tolerations;
+    /// the profile uses the sidecar's RemoteTaintToleration instead of the built-in.
+    fn new(name: &str, port: u16, tls: &str) -> Run {
+        let dir =
+            std::env::temp_dir().join(format!("switchyard-tls-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let mut cluster = String::new();
+        for i in 0..3 {
+            let taint = if i == 1 {
+                ", taints: [{key: dedicated, value: gpu, effect: NoSchedule}]"
+            } else {
+                ""
+            };
+            cluster.push_str(&format!(
+                "---\n{{apiVersion: v1, kind: Node, metadata: {{name: node-{i}}}, spec: {{unschedulable: false{taint}}}, status: {{allocatable: {{cpu: \"8\", memory: 32Gi, pods: \"110\"}}}}}}\n"
+            ));
+        }
+        for i in 0..PODS {
+            cluster.push_str(&format!(
+                "---\n{{apiVersion: v1, kind: Pod, metadata: {{name: p-{i}}}, spec: {{containers: [{{name: c, resources: {{requests: {{cpu: 100m}}}}}}]}}}}\n"
+            ));
+        }
+        std::fs::write(dir.join("cluster.yaml"), cluster).expect("write cluster");
+        std::fs::write(
+            dir.join("config.yaml"),
+            format!(
+                "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nremotePlugins:\n- endpoint: https://127.0.0.1:{port}\n  timeout: 2s\n  startupTimeout: 5s\n  plugins: [RemoteTaintToleration]\n  tls:\n{tls}\nprofiles:\n- schedulerName: default-scheduler\n  plugins:\n    multiPoint:\n      disabled: [{{name: TaintToleration}}]\n      enabled: [{{name: RemoteTaintToleration}}]\n"
+            ),
+        )
+        .expect("write config");
+        Run { dir }
+    }
+
+    fn simulate(&self, timeout_seconds: &str) -> (Option<Value>, String) {
+        let out = run_with_deadline(
+            Command::new(binary("switchyard"))
+                .current_dir(workspace_root())
+                .args([
+                    "simulate",
+                    "--output-format",
+                    "json",
+                    "--timeout",
+                    timeout_seconds,
+                ])
+                .arg("--cluster")
+                .arg(self.dir.join("cluster.yaml"))
+                .arg("--config")
+                .arg(self.dir.join("config.yaml")),
+            Duration::from_secs(60),
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        (serde_json::from_slice(&out.stdout).ok(), stderr)
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[test]
+fn mutual_tls_endpoint_schedules_through_the_sidecar() {
+    let (_sidecar, port) = tls_sidecar();
+    let tls = format!(
+        "    caFile: {}\n    certFile: {}\n    keyFile: {}\n    serverName: localhost",
+        fixture("ca.crt"),
+        fixture("client.crt"),
+        fixture("client.key")
+    );
+    let run = Run::new("mtls", port, &tls);
+    let (report, stderr) = run.simulate("30");
+    let report = report.unwrap_or_else(|| panic!("no JSON report; stderr:\n{stderr}"));
+    let pods = report["pods"].as_array().expect("pods");
+    let placed: Vec<&str> = pods.iter().filter_map(|p| p["node"].as_str()).collect();
+    assert_eq!(placed.len(), PODS, "every pod bound: {report}");
+    assert!(
+        !placed.contains(&"node-1"),
+        "the sidecar's filter keeps pods off the tainted node: {placed:?}"
+    );
+    let calls: u64 = report["remote"]
+        .as_array()
+        .expect("remote")
+        .iter()
+        .filter_map(|r| r["calls"].as_u64())
+        .sum();
+    assert!(calls >= PODS as u64, "calls went over TLS: {calls}");
+}
+
+#[test]
+fn sidecar_refuses_a_scheduler_without_a_client_certificate() {
+    let (_sidecar, port) = tls_sidecar();
+    let tls = format!("    caFile: {}", fixture("ca.crt"));
+    let run = Run::new("no-client-cert", port, &tls);
+    let (report, stderr) = run.simulate("3");
+    // No handshake: the plugin fails every attempt (policy Fail), nothing binds.
+    if let Some(r) = &report {
+        let placed = r["pods"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|p| p["node"].as_str().is_some())
+            .count();
+        assert_eq!(placed, 0, "{r}");
+    }
+    assert!(
+        stderr.contains(&format!("https://127.0.0.1:{port}"))
+            && stderr.contains("RemoteTaintToleration")
+            && stderr.contains("CertificateRequired"),
+        "the errors name the endpoint, the plugin and the TLS cause:\n{stderr}"
+    );
+}
+
+#[test]
+fn probe_checks_health_over_tls_and_unix_sockets() {
+    let (_sidecar, port) = tls_sidecar();
+    let probe = |listen: &str, ca: &str| {
+        run_with_deadline(
+            Command::new(binary("switchyard-tainttoleration"))
+                .args(["--probe", "--listen", listen])
+                .env("SWITCHYARD_PLUGIN_TLS_CERT", fixture("server.crt"))
+                .env("SWITCHYARD_PLUGIN_TLS_KEY", fixture("server.key"))
+                .env("SWITCHYARD_PLUGIN_TLS_CLIENT_CA", fixture(ca)),
+            Duration::from_secs(20),
+        )
+    };
+    let https = format!("https://127.0.0.1:{port}");
+    let ok = probe(&https, "ca.crt");
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    // A CA that did not sign the sidecar's certificate: the probe must not pass.
+    let bad = probe(&https, "other-ca.crt");
+    assert_eq!(
+        bad.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+
+    let unix = start_sidecar("switchyard-tainttoleration", "tls-probe-unix", &[]);
+    let ok = probe(&unix.endpoint, "ca.crt");
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    drop(unix);
+    let gone = probe(
+        &format!(
+            "unix://{}",
+            switchyard_e2e::sidecar_socket("tls-probe-unix").display()
+        ),
+        "ca.crt",
+    );
+    assert_eq!(
+        gone.status.code(),
+        Some(1),
+        "a stopped sidecar fails its probe"
+    );
+}
