@@ -22,6 +22,9 @@ export SWITCHYARD_PYTHON="$PYENV_PYTHON"
 echo "== Python sidecar self-test"
 "$PYENV_PYTHON" plugins/python-energy/test_sidecar.py
 
+echo "== deploy/ manifests (offline schema validation)"
+scripts/validate-deploy.sh
+
 echo "== tests"
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast

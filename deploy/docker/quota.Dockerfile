@@ -1,0 +1,33 @@
+# syntax=docker/dockerfile:1
+# The TenantQuota sidecar; listens on $SWITCHYARD_PLUGIN_LISTEN. Not used by deploy/ by default.
+#
+# Build from the repository root (the build context is the whole Cargo workspace):
+#   DOCKER_BUILDKIT=1 docker build -f deploy/docker/quota.Dockerfile -t switchyard/quota:0.1.0 .
+# BuildKit is needed: for the cache mounts below and for
+# deploy/docker/quota.Dockerfile.dockerignore, which keeps target/ and .git out of the
+# build context.
+
+ARG RUST_VERSION=1
+FROM rust:${RUST_VERSION}-bookworm AS build
+WORKDIR /src
+# Every workspace member's manifest must be present for Cargo to load the workspace,
+# and server/ embeds examples/demo/cluster.yaml (include_str!).
+COPY Cargo.toml Cargo.lock ./
+COPY proto ./proto
+COPY server ./server
+COPY plugin-sdk ./plugin-sdk
+COPY plugins ./plugins
+COPY tests ./tests
+COPY examples ./examples
+# The target directory is a cache mount, so the binary is copied out in the same step.
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    --mount=type=cache,target=/usr/local/cargo/git \
+    --mount=type=cache,target=/src/target,id=switchyard-target \
+    cargo build --release --locked -p switchyard-quota --bin switchyard-quota \
+ && install -D -m 0755 target/release/switchyard-quota /out/switchyard-quota
+
+# glibc, libgcc and CA certificates; uid/gid 65532 (nonroot).
+FROM gcr.io/distroless/cc-debian12:nonroot
+COPY --from=build /out/switchyard-quota /usr/local/bin/switchyard-quota
+USER 65532:65532
+ENTRYPOINT ["/usr/local/bin/switchyard-quota"]
