@@ -1,6 +1,7 @@
 //! Shared helpers for Switchyard's scenario and end-to-end tests: locating the built
 //! binaries, running them with a deadline, and running scenario files.
 
+pub mod apiserver;
 pub mod scenario;
 
 use std::path::{Path, PathBuf};

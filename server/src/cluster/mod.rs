@@ -2,10 +2,11 @@
 //! (like informers) and carries out the scheduler's decisions (bind, status, events,
 //! deletions). The scheduler core never knows which backend it talks to.
 //!
-//! Two backends exist: [`embedded`] (in memory: simulations, demos, tests) and, later,
-//! `kubernetes` (the `kube` crate against an API server).
+//! Two backends exist: [`embedded`] (in memory: simulations, demos, tests) and
+//! [`kubernetes`] (the `kube` crate against an API server).
 
 pub mod embedded;
+pub mod kubernetes;
 pub mod manifest;
 
 use std::fmt;

@@ -1,0 +1,652 @@
+//! The `kubernetes` backend: the `kube` crate against an API server.
+//!
+//! Watching is done with kube's watchers (list, then watch from the list's
+//! resourceVersion; on a dropped watch they resume, on `410 Gone` they list again),
+//! one per kind. Each watcher keeps the objects it has delivered, so an update is
+//! sent with its old object, a relist's missing objects become deletions, and an
+//! object whose resourceVersion did not change is not sent twice. Namespaces,
+//! nodes, PDBs and the workloads default topology spreading reads are listed first;
+//! pods once those are synced, and `Synced` once the pods are: the cache is warm
+//! before the first cycle, as kube-scheduler waits for its informers.
+//!
+//! Acting: bind through `pods/binding`, PodScheduled and nominatedNodeName through a
+//! strategic-merge patch of `pods/status`, victims marked `DisruptionTarget` then
+//! deleted with a UID precondition, `events.k8s.io/v1` Events. Writes go through one
+//! client-side rate limiter (`clientConnection.qps`/`burst`); none of them runs on the
+//! scheduling thread.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Debug;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use k8s_openapi::api::apps::v1 as apps;
+use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::api::policy::v1 as policy;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+use super::{
+    ClientError, ClusterBackend, ClusterClient, EventSink, EventType, PodEvent, PodStatusUpdate,
+    WatchEvent,
+};
+use crate::framework::interface::BoxFuture;
+use crate::model::convert::{self, SystemPriorities};
+use crate::model::Pod;
+
+/// The field manager and the events' reporting controller.
+pub const FIELD_MANAGER: &str = "switchyard";
+
+/// Client-side limits and identity.
+#[derive(Clone, Debug)]
+pub struct KubernetesOptions {
+    /// Writes per second (KubeSchedulerConfiguration `clientConnection.qps`).
+    pub qps: f32,
+    /// Writes allowed in a burst (`clientConnection.burst`).
+    pub burst: u32,
+    /// Names this process in events (`reportingInstance`), e.g. the pod name.
+    pub instance: String,
+}
+
+impl Default for KubernetesOptions {
+    /// kube-scheduler's defaults: qps 50, burst 100.
+    fn default() -> Self {
+        KubernetesOptions {
+            qps: 50.0,
+            burst: 100,
+            instance: FIELD_MANAGER.into(),
+        }
+    }
+}
+
+/// A cluster behind an API server.
+pub struct KubernetesCluster {
+    client: kube::Client,
+    runtime: tokio::runtime::Handle,
+    limiter: Arc<RateLimiter>,
+    options: KubernetesOptions,
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl KubernetesCluster {
+    /// `runtime` runs the watchers and the fire-and-forget writes (events).
+    pub fn new(
+        client: kube::Client,
+        runtime: tokio::runtime::Handle,
+        options: KubernetesOptions,
+    ) -> Self {
+        KubernetesCluster {
+            client,
+            runtime,
+            limiter: Arc::new(RateLimiter::new(options.qps, options.burst)),
+            options,
+            tasks: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn pods(&self, namespace: &str) -> Api<core::Pod> {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    /// Stops every watcher (the scheduler is shutting down).
+    pub fn stop(&self) {
+        if let Ok(mut t) = self.tasks.lock() {
+            for h in t.drain(..) {
+                h.abort();
+            }
+        }
+    }
+}
+
+impl Drop for KubernetesCluster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// What a watcher delivers, before it becomes a [`WatchEvent`].
+enum Change<M> {
+    Add(M),
+    Update(M, M),
+    Delete(M),
+}
+
+/// Counts the kinds still listing; the last one to finish fires `done`.
+struct Pending {
+    left: AtomicUsize,
+    done: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
+}
+
+impl Pending {
+    fn new(n: usize) -> (Arc<Self>, tokio::sync::oneshot::Receiver<()>) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        (
+            Arc::new(Pending {
+                left: AtomicUsize::new(n),
+                done: Mutex::new(Some(tx)),
+            }),
+            rx,
+        )
+    }
+
+    fn one_done(&self) {
+        if self.left.fetch_sub(1, Ordering::AcqRel) == 1 {
+            if let Some(tx) = self.done.lock().ok().and_then(|mut d| d.take()) {
+                let _ = tx.send(());
+            }
+        }
+    }
+}
+
+/// Runs one kind's watcher until the sink closes. `convert` returns `None` for an
+/// object the scheduler cannot use (logged once per version).
+async fn watch_kind<K, M>(
+    api: Api<K>,
+    config: watcher::Config,
+    kind: &'static str,
+    convert: impl Fn(&K) -> Option<M> + Send + 'static,
+    emit: impl Fn(Change<M>) -> bool + Send + 'static,
+    synced: Arc<Pending>,
+) where
+    K: kube::Resource + Clone + Debug + DeserializeOwned + Send + 'static,
+    M: Clone + Send + 'static,
+{
+    // key -> (resourceVersion, object)
+    let mut store: HashMap<String, (String, M)> = HashMap::new();
+    let mut relist: Option<HashSet<String>> = None;
+    let mut first = true;
+    let key = |o: &K| {
+        let m = o.meta();
+        format!(
+            "{}/{}",
+            m.namespace.as_deref().unwrap_or(""),
+            m.name.as_deref().unwrap_or("")
+        )
+    };
+    let rv = |o: &K| o.meta().resource_version.clone().unwrap_or_default();
+    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+    // Applies an added or modified object; false when the sink is gone.
+    let apply = |store: &mut HashMap<String, (String, M)>, o: &K| -> bool {
+        let k = key(o);
+        let v = rv(o);
+        if store
+            .get(&k)
+            .is_some_and(|(old, _)| *old == v && !v.is_empty())
+        {
+            return true;
+        }
+        let Some(m) = convert(o) else {
+            // Unusable now: forget the old version, as if deleted.
+            return match store.remove(&k) {
+                Some((_, old)) => emit(Change::Delete(old)),
+                None => true,
+            };
+        };
+        match store.insert(k, (v, m.clone())) {
+            Some((_, old)) => emit(Change::Update(old, m)),
+            None => emit(Change::Add(m)),
+        }
+    };
+    while let Some(ev) = stream.next().await {
+        let ok = match ev {
+            Err(e) => {
+                // The watcher retries with backoff (relisting after 410 Gone).
+                tracing::warn!(kind, error = %e, "watch failed; retrying");
+                true
+            }
+            Ok(Event::Init) => {
+                relist = Some(HashSet::new());
+                true
+            }
+            Ok(Event::InitApply(o)) => {
+                if let Some(seen) = relist.as_mut() {
+                    seen.insert(key(&o));
+                }
+                apply(&mut store, &o)
+            }
+            Ok(Event::InitDone) => {
+                let seen = relist.take().unwrap_or_default();
+                let gone: Vec<String> = store
+                    .keys()
+                    .filter(|k| !seen.contains(*k))
+                    .cloned()
+                    .collect();
+                let mut ok = true;
+                for k in gone {
+                    if let Some((_, old)) = store.remove(&k) {
+                        ok &= emit(Change::Delete(old));
+                    }
+                }
+                if first {
+                    first = false;
+                    tracing::debug!(kind, objects = store.len(), "initial list synced");
+                    synced.one_done();
+                }
+                ok
+            }
+            Ok(Event::Apply(o)) => apply(&mut store, &o),
+            Ok(Event::Delete(o)) => match store.remove(&key(&o)) {
+                Some((_, old)) => emit(Change::Delete(old)),
+                None => true,
+            },
+        };
+        if !ok {
+            return;
+        }
+    }
+}
+
+fn usable<T, E: std::fmt::Display>(kind: &str, name: Option<&str>, r: Result<T, E>) -> Option<T> {
+    match r {
+        Ok(v) => Some(v),
+        Err(e) => {
+            tracing::warn!(kind, name = name.unwrap_or(""), error = %e, "object ignored");
+            None
+        }
+    }
+}
+
+impl ClusterBackend for KubernetesCluster {
+    fn start(&self, sink: EventSink) {
+        let c = self.client.clone();
+        let mut tasks = Vec::new();
+        // Everything pods refer to first; pods once these have listed.
+        // Namespaces, nodes, PDBs and the four workload kinds. PriorityClasses are
+        // not watched: admission has set spec.priority.
+        let (before_pods, before_pods_done) = Pending::new(7);
+        let spawn = |f: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>| {
+            self.runtime.spawn(f)
+        };
+        let name = |m: &kube::api::ObjectMeta| m.name.clone();
+        {
+            let s = sink.clone();
+            tasks.push(spawn(Box::pin(watch_kind(
+                Api::<core::Namespace>::all(c.clone()),
+                watcher::Config::default(),
+                "Namespace",
+                move |o: &core::Namespace| {
+                    usable(
+                        "Namespace",
+                        name(&o.metadata).as_deref(),
+                        convert::namespace_from_k8s(o),
+                    )
+                },
+                move |ch| match ch {
+                    Change::Add(n) | Change::Update(_, n) => s.send(WatchEvent::NamespaceUpsert(n)),
+                    Change::Delete(n) => s.send(WatchEvent::NamespaceDelete(n.name)),
+                },
+                before_pods.clone(),
+            ))));
+        }
+        {
+            let s = sink.clone();
+            tasks.push(spawn(Box::pin(watch_kind(
+                Api::<core::Node>::all(c.clone()),
+                watcher::Config::default(),
+                "Node",
+                move |o: &core::Node| {
+                    let uid = || o.metadata.name.clone().unwrap_or_default();
+                    usable(
+                        "Node",
+                        name(&o.metadata).as_deref(),
+                        convert::node_from_k8s(o, uid),
+                    )
+                    .map(Arc::new)
+                },
+                move |ch| match ch {
+                    Change::Add(n) => s.send(WatchEvent::NodeAdd(n)),
+                    Change::Update(o, n) => s.send(WatchEvent::NodeUpdate(o, n)),
+                    Change::Delete(n) => s.send(WatchEvent::NodeDelete(n)),
+                },
+                before_pods.clone(),
+            ))));
+        }
+        {
+            let s = sink.clone();
+            tasks.push(spawn(Box::pin(watch_kind(
+                Api::<policy::PodDisruptionBudget>::all(c.clone()),
+                watcher::Config::default(),
+                "PodDisruptionBudget",
+                move |o: &policy::PodDisruptionBudget| {
+                    usable(
+                        "PodDisruptionBudget",
+                        name(&o.metadata).as_deref(),
+                        convert::pdb_from_k8s(o),
+                    )
+                    .map(Arc::new)
+                },
+                move |ch| match ch {
+                    Change::Add(p) | Change::Update(_, p) => s.send(WatchEvent::PdbUpsert(p)),
+                    Change::Delete(p) => s.send(WatchEvent::PdbDelete {
+                        namespace: p.namespace.clone(),
+                        name: p.name.clone(),
+                    }),
+                },
+                before_pods.clone(),
+            ))));
+        }
+        macro_rules! workload {
+            ($ty:ty, $kind:literal, $conv:path) => {{
+                let s = sink.clone();
+                tasks.push(spawn(Box::pin(watch_kind(
+                    Api::<$ty>::all(c.clone()),
+                    watcher::Config::default(),
+                    $kind,
+                    move |o: &$ty| {
+                        usable($kind, name(&o.metadata).as_deref(), $conv(o)).map(Arc::new)
+                    },
+                    move |ch| match ch {
+                        Change::Add(w) | Change::Update(_, w) => {
+                            s.send(WatchEvent::WorkloadSelectorUpsert(w))
+                        }
+                        Change::Delete(w) => s.send(WatchEvent::WorkloadSelectorDelete {
+                            kind: w.kind,
+                            namespace: w.namespace.clone(),
+                            name: w.name.clone(),
+                        }),
+                    },
+                    before_pods.clone(),
+                ))));
+            }};
+        }
+        workload!(core::Service, "Service", convert::service_selector);
+        workload!(
+            core::ReplicationController,
+            "ReplicationController",
+            convert::replication_controller_selector
+        );
+        workload!(
+            apps::ReplicaSet,
+            "ReplicaSet",
+            convert::replica_set_selector
+        );
+        workload!(
+            apps::StatefulSet,
+            "StatefulSet",
+            convert::stateful_set_selector
+        );
+        drop(before_pods);
+
+        let s = sink.clone();
+        let pods = Api::<core::Pod>::all(c.clone());
+        let runtime = self.runtime.clone();
+        tasks.push(spawn(Box::pin(async move {
+            if before_pods_done.await.is_err() {
+                return;
+            }
+            let (pods_synced, pods_done) = Pending::new(1);
+            let s2 = s.clone();
+            let watch = runtime.spawn(watch_kind(
+                pods,
+                // As kube-scheduler's informer: finished pods use nothing.
+                watcher::Config::default().fields("status.phase!=Succeeded,status.phase!=Failed"),
+                "Pod",
+                move |o: &core::Pod| {
+                    let uid = || o.metadata.uid.clone().unwrap_or_default();
+                    usable(
+                        "Pod",
+                        name(&o.metadata).as_deref(),
+                        convert::pod_from_k8s(o, &SystemPriorities, uid),
+                    )
+                    .map(Arc::new)
+                },
+                move |ch| match ch {
+                    Change::Add(p) => s2.send(WatchEvent::PodAdd(p)),
+                    Change::Update(o, p) => s2.send(WatchEvent::PodUpdate(o, p)),
+                    Change::Delete(p) => s2.send(WatchEvent::PodDelete(p)),
+                },
+                pods_synced,
+            ));
+            if pods_done.await.is_ok() {
+                s.send(WatchEvent::Synced);
+            }
+            let _ = watch.await;
+        })));
+        if let Ok(mut t) = self.tasks.lock() {
+            t.extend(tasks);
+        }
+    }
+}
+
+fn client_error(what: &str, e: kube::Error) -> ClientError {
+    match &e {
+        kube::Error::Api(s) if s.code == 404 => ClientError::NotFound(what.to_string()),
+        kube::Error::Api(s) if s.code == 409 => ClientError::Conflict(s.message.clone()),
+        _ => ClientError::Other(format!("{what}: {e}")),
+    }
+}
+
+/// RFC 3339 with seconds, as metav1.Time serialises.
+fn now_rfc3339() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .round(k8s_openapi::jiff::Unit::Second)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}
+
+impl ClusterClient for KubernetesCluster {
+    fn bind<'a>(&'a self, pod: &'a Pod, node: &'a str) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(async move {
+            self.limiter.acquire().await;
+            let binding = json!({
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": {"name": &*pod.name, "namespace": &*pod.namespace, "uid": &*pod.uid},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+            });
+            self.pods(&pod.namespace)
+                .create_subresource::<_, serde_json::Value>(
+                    "binding",
+                    &pod.name,
+                    &PostParams::default(),
+                    &binding,
+                )
+                .await
+                .map(|_| ())
+                .map_err(|e| client_error(&format!("pods \"{}\"", pod.name), e))
+        })
+    }
+
+    fn update_pod_status<'a>(
+        &'a self,
+        pod: &'a Pod,
+        update: PodStatusUpdate,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(async move {
+            let mut status = serde_json::Map::new();
+            if let Some(c) = &update.condition {
+                // Conditions merge by type in a strategic-merge patch.
+                status.insert(
+                    "conditions".into(),
+                    json!([{
+                        "type": "PodScheduled",
+                        "status": c.status,
+                        "reason": c.reason,
+                        "message": c.message,
+                        "lastProbeTime": null,
+                        "lastTransitionTime": now_rfc3339(),
+                    }]),
+                );
+            }
+            if let Some(n) = &update.nominated_node_name {
+                status.insert(
+                    "nominatedNodeName".into(),
+                    n.as_deref().map_or(serde_json::Value::Null, |s| json!(s)),
+                );
+            }
+            if status.is_empty() {
+                return Ok(());
+            }
+            self.limiter.acquire().await;
+            self.pods(&pod.namespace)
+                .patch_status(
+                    &pod.name,
+                    &PatchParams::default(),
+                    &Patch::Strategic(json!({"status": status})),
+                )
+                .await
+                .map(|_| ())
+                .map_err(|e| client_error(&format!("pods \"{}\"", pod.name), e))
+        })
+    }
+
+    fn delete_pod<'a>(
+        &'a self,
+        pod: &'a Pod,
+        preemptor: &'a Pod,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(async move {
+            let what = format!("pods \"{}\"", pod.name);
+            let api = self.pods(&pod.namespace);
+            // Upstream marks the victim first, so its controllers know why it goes.
+            self.limiter.acquire().await;
+            let mark = json!({"status": {"conditions": [{
+                "type": "DisruptionTarget",
+                "status": "True",
+                "reason": "PreemptionByScheduler",
+                "message": format!("{}: preempting to accommodate a higher priority pod", preemptor.spec.scheduler_name),
+                "lastTransitionTime": now_rfc3339(),
+            }]}});
+            match api
+                .patch_status(&pod.name, &PatchParams::default(), &Patch::Strategic(mark))
+                .await
+            {
+                Ok(_) => {}
+                Err(e) => match client_error(&what, e) {
+                    ClientError::NotFound(_) => return Ok(()),
+                    other => return Err(other),
+                },
+            }
+            self.limiter.acquire().await;
+            let dp = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: Some(pod.uid.to_string()),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
+            match api.delete(&pod.name, &dp).await {
+                Ok(_) => Ok(()),
+                // Gone already, or a new pod of that name (the UID precondition).
+                Err(e) => match client_error(&what, e) {
+                    ClientError::NotFound(_) | ClientError::Conflict(_) => Ok(()),
+                    other => Err(other),
+                },
+            }
+        })
+    }
+
+    fn record_event(&self, event: PodEvent) {
+        let client = self.client.clone();
+        let limiter = self.limiter.clone();
+        let instance = self.options.instance.clone();
+        self.runtime.spawn(async move {
+            limiter.acquire().await;
+            let api: Api<k8s_openapi::api::events::v1::Event> =
+                Api::namespaced(client, &event.namespace);
+            let mut note = event.message.clone();
+            if note.len() > 1024 {
+                let mut cut = 1021;
+                while !note.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                note.truncate(cut);
+                note.push_str("...");
+            }
+            let ev: k8s_openapi::api::events::v1::Event = match serde_json::from_value(json!({
+                "metadata": {"generateName": format!("{}.", event.name), "namespace": &*event.namespace},
+                "eventTime": k8s_openapi::jiff::Timestamp::now().to_string(),
+                "reportingController": FIELD_MANAGER,
+                "reportingInstance": instance,
+                "action": event.action,
+                "reason": event.reason,
+                "type": match event.event_type { EventType::Normal => "Normal", EventType::Warning => "Warning" },
+                "note": note,
+                "regarding": {"apiVersion": "v1", "kind": "Pod", "namespace": &*event.namespace, "name": &*event.name, "uid": &*event.uid},
+            })) {
+                Ok(ev) => ev,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot build event");
+                    return;
+                }
+            };
+            if let Err(e) = api.create(&PostParams::default(), &ev).await {
+                tracing::debug!(pod = %event.name, reason = event.reason, error = %e, "event not recorded");
+            }
+        });
+    }
+}
+
+/// A token bucket for writes: `burst` at once, then `qps` per second. Waiting
+/// callers sleep; the scheduling thread never calls it.
+pub struct RateLimiter {
+    qps: f64,
+    burst: f64,
+    state: Mutex<(f64, Instant)>,
+}
+
+impl RateLimiter {
+    pub fn new(qps: f32, burst: u32) -> Self {
+        let burst = f64::from(burst.max(1));
+        RateLimiter {
+            qps: f64::from(qps).max(0.0),
+            burst,
+            state: Mutex::new((burst, Instant::now())),
+        }
+    }
+
+    /// How long the caller must wait before its write (reserving the token).
+    fn reserve(&self, now: Instant) -> Duration {
+        if self.qps <= 0.0 {
+            return Duration::ZERO; // unlimited, as a negative qps upstream
+        }
+        let Ok(mut s) = self.state.lock() else {
+            return Duration::ZERO;
+        };
+        let (tokens, last) = *s;
+        let refilled =
+            (tokens + now.saturating_duration_since(last).as_secs_f64() * self.qps).min(self.burst);
+        let left = refilled - 1.0;
+        *s = (left, now);
+        if left >= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(-left / self.qps)
+        }
+    }
+
+    pub async fn acquire(&self) {
+        let wait = self.reserve(Instant::now());
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_limiter_allows_a_burst_then_qps() {
+        let l = RateLimiter::new(10.0, 3);
+        let t = Instant::now();
+        for _ in 0..3 {
+            assert_eq!(l.reserve(t), Duration::ZERO);
+        }
+        // The fourth waits one token's time (100 ms), the fifth two.
+        assert!((l.reserve(t).as_secs_f64() - 0.1).abs() < 1e-6);
+        assert!((l.reserve(t).as_secs_f64() - 0.2).abs() < 1e-6);
+        // A second later the debt is paid and tokens refill up to the burst only.
+        let later = t + Duration::from_secs(10);
+        for _ in 0..3 {
+            assert_eq!(l.reserve(later), Duration::ZERO);
+        }
+        assert!(l.reserve(later) > Duration::ZERO);
+    }
+}

@@ -1,0 +1,216 @@
+//! The `kubernetes` backend with the real `kube` client against the API-server
+//! double (`switchyard_e2e::apiserver`, real HTTP and watch streams on 127.0.0.1):
+//! initial lists, watch events, a bind answered 409, a dropped watch, `410 Gone` and
+//! the relist, an unschedulable pod's status and events, and pods of other
+//! schedulers left alone. Every wait is bounded.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use switchyard::cluster::kubernetes::{KubernetesCluster, KubernetesOptions};
+use switchyard::cluster::{event_channel, ClusterBackend};
+use switchyard::config::SchedulerConfig;
+use switchyard::plugins::in_tree_registry;
+use switchyard::scheduler::{Options, Scheduler};
+use switchyard_e2e::apiserver::{ApiServer, EVENTS, PODS};
+
+fn node(name: &str, cpu: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+           "status": {"allocatable": {"cpu": cpu, "memory": "16Gi", "pods": "110"},
+                      "conditions": [{"type": "Ready", "status": "True"}]}})
+}
+
+fn pod(name: &str, scheduler: &str, cpu: &str, node: Option<&str>) -> Value {
+    let mut p = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+           "spec": {"schedulerName": scheduler, "containers": [{"name": "c", "image": "x",
+                    "resources": {"requests": {"cpu": cpu}}}]},
+           "status": {"phase": "Pending"}});
+    if let Some(n) = node {
+        p["spec"]["nodeName"] = json!(n);
+        p["status"]["phase"] = json!("Running");
+    }
+    p
+}
+
+fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn node_of(api: &ApiServer, name: &str) -> Option<String> {
+    api.get(PODS, "default", name)
+        .and_then(|p| p["spec"]["nodeName"].as_str().map(str::to_string))
+}
+
+struct Running {
+    sched: Option<switchyard::scheduler::Running>,
+    cluster: Arc<KubernetesCluster>,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(r) = self.sched.take() {
+            r.stop();
+        }
+        self.cluster.stop();
+    }
+}
+
+fn start(api: &ApiServer) -> Running {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let client = runtime.block_on(async {
+        let kc = kube::config::Kubeconfig::from_yaml(&api.kubeconfig()).expect("kubeconfig");
+        let cfg =
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .expect("config");
+        kube::Client::try_from(cfg).expect("client")
+    });
+    let cluster = Arc::new(KubernetesCluster::new(
+        client,
+        runtime.handle().clone(),
+        KubernetesOptions::default(),
+    ));
+    let config = SchedulerConfig::from_yaml(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: switchyard\n",
+        "test",
+    )
+    .expect("config");
+    let sched = Scheduler::new(
+        &config,
+        &in_tree_registry(),
+        cluster.clone(),
+        runtime.handle().clone(),
+        Options::default(),
+    )
+    .expect("scheduler");
+    let (sink, source) = event_channel();
+    cluster.start(sink);
+    let running = sched.start(source);
+    Running {
+        sched: Some(running),
+        cluster,
+        _runtime: runtime,
+    }
+}
+
+#[test]
+fn schedules_through_the_api_server_and_follows_its_watches() {
+    let api = ApiServer::start();
+    api.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}));
+    api.apply(node("node-a", "2"));
+    api.apply(node("node-b", "2"));
+    // Placed by someone else: counts against node-a.
+    api.apply(pod(
+        "kubelet-pod",
+        "default-scheduler",
+        "1500m",
+        Some("node-a"),
+    ));
+    api.apply(pod("other", "default-scheduler", "100m", None));
+    for i in 0..3 {
+        api.apply(pod(&format!("p-{i}"), "switchyard", "500m", None));
+    }
+    let _s = start(&api);
+
+    // The initial list: all three bound, none over-committing node-a (0.5 CPU left).
+    wait_for("initial pods bound", Duration::from_secs(20), || {
+        (0..3).all(|i| node_of(&api, &format!("p-{i}")).is_some())
+    });
+    let on_a = (0..3)
+        .filter(|i| node_of(&api, &format!("p-{i}")).as_deref() == Some("node-a"))
+        .count();
+    assert!(on_a <= 1, "node-a has room for one 500m pod, got {on_a}");
+    assert_eq!(
+        node_of(&api, "other"),
+        None,
+        "another scheduler's pod is not ours"
+    );
+
+    // A watch event: a new pod, whose first bind the server refuses (409).
+    api.conflict_next_bind();
+    api.apply(pod("late", "switchyard", "100m", None));
+    wait_for(
+        "the conflicted pod bound on retry",
+        Duration::from_secs(20),
+        || node_of(&api, "late").is_some(),
+    );
+    let binds = api
+        .calls()
+        .iter()
+        .filter(|c| c.method == "POST" && c.path.contains("/pods/late/binding"))
+        .count();
+    assert!(
+        binds >= 2,
+        "the 409 made the scheduler retry: {binds} binds"
+    );
+
+    // The watches drop and the history is compacted: the watcher gets 410 Gone and
+    // lists again; the pod created meanwhile is still found and bound.
+    api.drop_watches();
+    api.compact();
+    api.apply(pod("after-gone", "switchyard", "100m", None));
+    wait_for(
+        "the pod created across the relist bound",
+        Duration::from_secs(30),
+        || node_of(&api, "after-gone").is_some(),
+    );
+    let pod_lists = api
+        .calls()
+        .iter()
+        .filter(|c| {
+            c.method == "GET"
+                && c.path.starts_with("/api/v1/pods?")
+                && !c.path.contains("watch=true")
+        })
+        .count();
+    assert!(
+        pod_lists >= 2,
+        "410 Gone made the pod watcher list again ({pod_lists} lists)"
+    );
+
+    // Too big for any node: PodScheduled=False, a FailedScheduling event.
+    api.apply(pod("huge", "switchyard", "64", None));
+    wait_for("huge marked unschedulable", Duration::from_secs(20), || {
+        api.get(PODS, "default", "huge").is_some_and(|p| {
+            p["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| {
+                    c["type"] == "PodScheduled"
+                        && c["status"] == "False"
+                        && c["reason"] == "Unschedulable"
+                })
+        })
+    });
+    let cond =
+        api.get(PODS, "default", "huge").unwrap()["status"]["conditions"][0]["message"].clone();
+    assert!(
+        cond.as_str()
+            .unwrap_or("")
+            .starts_with("0/2 nodes are available: 2 Insufficient cpu."),
+        "{cond}"
+    );
+    wait_for("events recorded", Duration::from_secs(10), || {
+        let evs = api.list(EVENTS);
+        evs.iter()
+            .any(|e| e["reason"] == "FailedScheduling" && e["regarding"]["name"] == "huge")
+            && evs
+                .iter()
+                .any(|e| e["reason"] == "Scheduled" && e["regarding"]["name"] == "p-0")
+    });
+    assert_eq!(node_of(&api, "other"), None);
+}

@@ -1,0 +1,741 @@
+//! A small Kubernetes API-server double for tests of the `kubernetes` backend: real
+//! HTTP on 127.0.0.1, real JSON, real chunked watch streams, so the real `kube`
+//! client runs against it unchanged. It speaks only what the API server speaks:
+//! list (with `resourceVersion`), watch from a resourceVersion (`410 Gone` when that
+//! version was compacted away), `pods/binding`, strategic-merge patches of
+//! `pods/status` (conditions merged by type), delete with a UID precondition,
+//! `events.k8s.io/v1` events, and Leases (get, create, update with optimistic
+//! concurrency). Tests drive it through [`ApiServer`]: add, update and delete
+//! objects, drop every open watch, compact the history, make the next bind conflict.
+
+use std::collections::{BTreeMap, HashMap};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http_body_util::{combinators::BoxBody, BodyExt, Full, StreamBody};
+use hyper::body::Frame;
+use hyper::{Method, Request, Response, StatusCode};
+use serde_json::{json, Value};
+use tokio::sync::broadcast;
+
+type Body = BoxBody<Bytes, Infallible>;
+
+/// A collection: its URL segment, its kind, and whether objects are namespaced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Kind {
+    pub group_version: &'static str,
+    pub plural: &'static str,
+    pub kind: &'static str,
+    pub namespaced: bool,
+}
+
+pub const PODS: Kind = Kind {
+    group_version: "v1",
+    plural: "pods",
+    kind: "Pod",
+    namespaced: true,
+};
+pub const NODES: Kind = Kind {
+    group_version: "v1",
+    plural: "nodes",
+    kind: "Node",
+    namespaced: false,
+};
+pub const NAMESPACES: Kind = Kind {
+    group_version: "v1",
+    plural: "namespaces",
+    kind: "Namespace",
+    namespaced: false,
+};
+pub const EVENTS: Kind = Kind {
+    group_version: "events.k8s.io/v1",
+    plural: "events",
+    kind: "Event",
+    namespaced: true,
+};
+pub const LEASES: Kind = Kind {
+    group_version: "coordination.k8s.io/v1",
+    plural: "leases",
+    kind: "Lease",
+    namespaced: true,
+};
+
+const KINDS: [Kind; 11] = [
+    PODS,
+    NODES,
+    NAMESPACES,
+    EVENTS,
+    LEASES,
+    Kind {
+        group_version: "v1",
+        plural: "services",
+        kind: "Service",
+        namespaced: true,
+    },
+    Kind {
+        group_version: "v1",
+        plural: "replicationcontrollers",
+        kind: "ReplicationController",
+        namespaced: true,
+    },
+    Kind {
+        group_version: "apps/v1",
+        plural: "replicasets",
+        kind: "ReplicaSet",
+        namespaced: true,
+    },
+    Kind {
+        group_version: "apps/v1",
+        plural: "statefulsets",
+        kind: "StatefulSet",
+        namespaced: true,
+    },
+    Kind {
+        group_version: "policy/v1",
+        plural: "poddisruptionbudgets",
+        kind: "PodDisruptionBudget",
+        namespaced: true,
+    },
+    Kind {
+        group_version: "scheduling.k8s.io/v1",
+        plural: "priorityclasses",
+        kind: "PriorityClass",
+        namespaced: false,
+    },
+];
+
+/// One recorded request: method and path (with query).
+#[derive(Clone, Debug)]
+pub struct Call {
+    pub method: String,
+    pub path: String,
+}
+
+#[derive(Clone, Debug)]
+struct Change {
+    rv: u64,
+    kind: Kind,
+    kind_type: &'static str,
+    object: Value,
+}
+
+#[derive(Default)]
+struct State {
+    rv: u64,
+    objects: BTreeMap<(Kind, String, String), Value>,
+    history: Vec<Change>,
+    /// Watches from a version below this get 410 Gone.
+    compacted_below: u64,
+    conflict_next_bind: bool,
+    calls: Vec<Call>,
+    uid: u64,
+}
+
+/// The double. Dropping it stops the server.
+pub struct ApiServer {
+    pub addr: SocketAddr,
+    state: Arc<Mutex<State>>,
+    changes: broadcast::Sender<Change>,
+    /// Closing this ends every open watch (the clients see a dropped connection).
+    drop_watches: broadcast::Sender<()>,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl ApiServer {
+    pub fn start() -> ApiServer {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .expect("bind 127.0.0.1:0");
+        let addr = listener.local_addr().expect("addr");
+        let state = Arc::new(Mutex::new(State {
+            rv: 1,
+            ..Default::default()
+        }));
+        let (changes, _) = broadcast::channel(4096);
+        let (drop_watches, _) = broadcast::channel(16);
+        let shared = Shared {
+            state: state.clone(),
+            changes: changes.clone(),
+            drop_watches: drop_watches.clone(),
+        };
+        runtime.spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let shared = shared.clone();
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(move |req| {
+                        let shared = shared.clone();
+                        async move { Ok::<_, Infallible>(shared.handle(req).await) }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+        ApiServer {
+            addr,
+            state,
+            changes,
+            drop_watches,
+            runtime,
+        }
+    }
+
+    /// A kubeconfig (YAML) pointing at the double, for `switchyard run --kubeconfig`.
+    pub fn kubeconfig(&self) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: double\n  cluster:\n    server: http://{}\ncontexts:\n- name: double\n  context:\n    cluster: double\n    user: test\ncurrent-context: double\nusers:\n- name: test\n  user:\n    token: test\n",
+            self.addr
+        )
+    }
+
+    fn shared(&self) -> Shared {
+        Shared {
+            state: self.state.clone(),
+            changes: self.changes.clone(),
+            drop_watches: self.drop_watches.clone(),
+        }
+    }
+
+    /// Creates or replaces an object (from its apiVersion/kind); a watch sees ADDED or
+    /// MODIFIED.
+    pub fn apply(&self, object: Value) {
+        let kind = kind_of(&object).unwrap_or_else(|| panic!("unknown kind in {object}"));
+        let s = self.shared();
+        s.put(kind, object);
+    }
+
+    /// Deletes an object; a watch sees DELETED.
+    pub fn delete(&self, kind: Kind, namespace: &str, name: &str) -> bool {
+        self.shared().remove(kind, namespace, name).is_some()
+    }
+
+    pub fn get(&self, kind: Kind, namespace: &str, name: &str) -> Option<Value> {
+        let st = self.state.lock().unwrap();
+        st.objects
+            .get(&(kind, ns_of(kind, namespace), name.to_string()))
+            .cloned()
+    }
+
+    pub fn list(&self, kind: Kind) -> Vec<Value> {
+        let st = self.state.lock().unwrap();
+        st.objects
+            .iter()
+            .filter(|((k, _, _), _)| *k == kind)
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
+    /// Ends every open watch connection.
+    pub fn drop_watches(&self) {
+        let _ = self.drop_watches.send(());
+    }
+
+    /// Forgets the history so far: a watch resuming from an older version gets
+    /// `410 Gone` and must list again.
+    pub fn compact(&self) {
+        let mut st = self.state.lock().unwrap();
+        st.compacted_below = st.rv + 1;
+        st.history.clear();
+    }
+
+    /// The next `pods/binding` answers 409 Conflict.
+    pub fn conflict_next_bind(&self) {
+        self.state.lock().unwrap().conflict_next_bind = true;
+    }
+
+    pub fn calls(&self) -> Vec<Call> {
+        self.state.lock().unwrap().calls.clone()
+    }
+
+    pub fn runtime(&self) -> &tokio::runtime::Runtime {
+        &self.runtime
+    }
+}
+
+fn kind_of(object: &Value) -> Option<Kind> {
+    let api_version = object["apiVersion"].as_str()?;
+    let kind = object["kind"].as_str()?;
+    KINDS
+        .iter()
+        .copied()
+        .find(|k| k.group_version == api_version && k.kind == kind)
+}
+
+fn ns_of(kind: Kind, namespace: &str) -> String {
+    if kind.namespaced {
+        if namespace.is_empty() {
+            "default".into()
+        } else {
+            namespace.into()
+        }
+    } else {
+        String::new()
+    }
+}
+
+#[derive(Clone)]
+struct Shared {
+    state: Arc<Mutex<State>>,
+    changes: broadcast::Sender<Change>,
+    drop_watches: broadcast::Sender<()>,
+}
+
+fn json_response(code: StatusCode, v: &Value) -> Response<Body> {
+    Response::builder()
+        .status(code)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(v.to_string())).boxed())
+        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed()))
+}
+
+fn status(code: u16, reason: &str, message: &str) -> Response<Body> {
+    json_response(
+        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": message, "reason": reason, "code": code}),
+    )
+}
+
+/// Strategic merge of `patch` into `target`, with lists of conditions merged by
+/// `type` (the only list the scheduler patches).
+fn merge(target: &mut Value, patch: &Value) {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else if k == "conditions" && v.is_array() {
+                    let list = t.entry(k.clone()).or_insert_with(|| json!([]));
+                    let Some(items) = list.as_array_mut() else {
+                        continue;
+                    };
+                    for c in v.as_array().into_iter().flatten() {
+                        match items.iter_mut().find(|x| x["type"] == c["type"]) {
+                            Some(x) => merge(x, c),
+                            None => items.push(c.clone()),
+                        }
+                    }
+                } else {
+                    merge(t.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        (t, p) => *t = p.clone(),
+    }
+}
+
+impl Shared {
+    fn put(&self, kind: Kind, mut object: Value) -> Value {
+        let mut st = self.state.lock().unwrap();
+        st.rv += 1;
+        let rv = st.rv;
+        let ns = ns_of(kind, object["metadata"]["namespace"].as_str().unwrap_or(""));
+        let name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        let key = (kind, ns.clone(), name);
+        let existed = st.objects.get(&key).cloned();
+        if kind.namespaced {
+            object["metadata"]["namespace"] = json!(ns);
+        }
+        if object["metadata"]["uid"].is_null() {
+            object["metadata"]["uid"] = match &existed {
+                Some(o) => o["metadata"]["uid"].clone(),
+                None => {
+                    st.uid += 1;
+                    json!(format!("uid-{}", st.uid))
+                }
+            };
+        }
+        object["metadata"]["resourceVersion"] = json!(rv.to_string());
+        st.objects.insert(key, object.clone());
+        let change = Change {
+            rv,
+            kind,
+            kind_type: if existed.is_some() {
+                "MODIFIED"
+            } else {
+                "ADDED"
+            },
+            object: object.clone(),
+        };
+        st.history.push(change.clone());
+        drop(st);
+        let _ = self.changes.send(change);
+        object
+    }
+
+    fn remove(&self, kind: Kind, namespace: &str, name: &str) -> Option<Value> {
+        let mut st = self.state.lock().unwrap();
+        let mut object = st
+            .objects
+            .remove(&(kind, ns_of(kind, namespace), name.to_string()))?;
+        st.rv += 1;
+        object["metadata"]["resourceVersion"] = json!(st.rv.to_string());
+        let change = Change {
+            rv: st.rv,
+            kind,
+            kind_type: "DELETED",
+            object: object.clone(),
+        };
+        st.history.push(change.clone());
+        drop(st);
+        let _ = self.changes.send(change);
+        Some(object)
+    }
+
+    async fn handle(&self, req: Request<hyper::body::Incoming>) -> Response<Body> {
+        let method = req.method().clone();
+        let path = req.uri().path().to_string();
+        let query: HashMap<String, String> = req
+            .uri()
+            .query()
+            .unwrap_or("")
+            .split('&')
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.to_string(), percent_decode(v)))
+            .collect();
+        self.state.lock().unwrap().calls.push(Call {
+            method: method.to_string(),
+            path: req
+                .uri()
+                .path_and_query()
+                .map(|p| p.to_string())
+                .unwrap_or_default(),
+        });
+        let body = match req.into_body().collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(_) => Bytes::new(),
+        };
+        let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let Some((kind, ns, name, sub)) = route(&path) else {
+            return status(
+                404,
+                "NotFound",
+                &format!("the server could not find the requested resource {path}"),
+            );
+        };
+        match (method, name.as_deref(), sub.as_deref()) {
+            (Method::GET, None, None)
+                if query.get("watch").is_some_and(|w| w == "true" || w == "1") =>
+            {
+                self.watch(kind, ns, &query)
+            }
+            (Method::GET, None, None) => self.list_response(kind, ns.as_deref(), &query),
+            (Method::GET, Some(n), None) => match self.get(kind, ns.as_deref().unwrap_or(""), n) {
+                Some(o) => json_response(StatusCode::OK, &o),
+                None => status(
+                    404,
+                    "NotFound",
+                    &format!("{} \"{n}\" not found", kind.plural),
+                ),
+            },
+            (Method::POST, None, None) => {
+                let mut o = body;
+                if o["metadata"]["name"].is_null() {
+                    let base = o["metadata"]["generateName"]
+                        .as_str()
+                        .unwrap_or("x-")
+                        .to_string();
+                    let n = self.state.lock().unwrap().rv;
+                    o["metadata"]["name"] = json!(format!("{base}{n:x}"));
+                }
+                if let Some(ns) = &ns {
+                    o["metadata"]["namespace"] = json!(ns);
+                }
+                let n = o["metadata"]["name"].as_str().unwrap_or("").to_string();
+                if self.get(kind, ns.as_deref().unwrap_or(""), &n).is_some() {
+                    return status(
+                        409,
+                        "AlreadyExists",
+                        &format!("{} \"{n}\" already exists", kind.plural),
+                    );
+                }
+                o["apiVersion"] = json!(kind.group_version);
+                o["kind"] = json!(kind.kind);
+                json_response(StatusCode::CREATED, &self.put(kind, o))
+            }
+            (Method::PUT, Some(n), None) => {
+                let Some(cur) = self.get(kind, ns.as_deref().unwrap_or(""), n) else {
+                    return status(
+                        404,
+                        "NotFound",
+                        &format!("{} \"{n}\" not found", kind.plural),
+                    );
+                };
+                if body["metadata"]["resourceVersion"] != cur["metadata"]["resourceVersion"] {
+                    return status(409, "Conflict", &format!("Operation cannot be fulfilled on {} \"{n}\": the object has been modified; please apply your changes to the latest version and try again", kind.plural));
+                }
+                let mut o = body;
+                o["apiVersion"] = json!(kind.group_version);
+                o["kind"] = json!(kind.kind);
+                json_response(StatusCode::OK, &self.put(kind, o))
+            }
+            (Method::POST, Some(n), Some("binding")) if kind == PODS => {
+                self.bind(ns.as_deref().unwrap_or(""), n, &body)
+            }
+            (Method::PATCH, Some(n), Some("status")) => {
+                let Some(mut cur) = self.get(kind, ns.as_deref().unwrap_or(""), n) else {
+                    return status(
+                        404,
+                        "NotFound",
+                        &format!("{} \"{n}\" not found", kind.plural),
+                    );
+                };
+                merge(&mut cur, &body);
+                json_response(StatusCode::OK, &self.put(kind, cur))
+            }
+            (Method::DELETE, Some(n), None) => {
+                let Some(cur) = self.get(kind, ns.as_deref().unwrap_or(""), n) else {
+                    return status(
+                        404,
+                        "NotFound",
+                        &format!("{} \"{n}\" not found", kind.plural),
+                    );
+                };
+                if let Some(uid) = body["preconditions"]["uid"].as_str() {
+                    if cur["metadata"]["uid"].as_str() != Some(uid) {
+                        return status(409, "Conflict", &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", cur["metadata"]["uid"]));
+                    }
+                }
+                match self.remove(kind, ns.as_deref().unwrap_or(""), n) {
+                    Some(o) => json_response(StatusCode::OK, &o),
+                    None => status(
+                        404,
+                        "NotFound",
+                        &format!("{} \"{n}\" not found", kind.plural),
+                    ),
+                }
+            }
+            _ => status(
+                405,
+                "MethodNotAllowed",
+                "the server does not allow this method on the requested resource",
+            ),
+        }
+    }
+
+    fn get(&self, kind: Kind, namespace: &str, name: &str) -> Option<Value> {
+        let st = self.state.lock().unwrap();
+        st.objects
+            .get(&(kind, ns_of(kind, namespace), name.to_string()))
+            .cloned()
+    }
+
+    fn bind(&self, ns: &str, name: &str, body: &Value) -> Response<Body> {
+        let Some(mut pod) = self.get(PODS, ns, name) else {
+            return status(404, "NotFound", &format!("pods \"{name}\" not found"));
+        };
+        {
+            let mut st = self.state.lock().unwrap();
+            if std::mem::take(&mut st.conflict_next_bind) {
+                return status(409, "Conflict", &format!("Operation cannot be fulfilled on pods/binding \"{name}\": pod {name} is being bound"));
+            }
+        }
+        if let Some(uid) = body["metadata"]["uid"].as_str() {
+            if pod["metadata"]["uid"].as_str() != Some(uid) {
+                return status(409, "Conflict", &format!("Operation cannot be fulfilled on pods/binding \"{name}\": the UID does not match"));
+            }
+        }
+        if let Some(node) = pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) {
+            return status(409, "Conflict", &format!("Operation cannot be fulfilled on pods/binding \"{name}\": pod {name} is already assigned to node \"{node}\""));
+        }
+        pod["spec"]["nodeName"] = body["target"]["name"].clone();
+        merge(
+            &mut pod,
+            &json!({"status": {"conditions": [{"type": "PodScheduled", "status": "True"}]}}),
+        );
+        self.put(PODS, pod);
+        json_response(
+            StatusCode::CREATED,
+            &json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}),
+        )
+    }
+
+    fn selected(kind: Kind, o: &Value, ns: Option<&str>, query: &HashMap<String, String>) -> bool {
+        if let Some(ns) = ns {
+            if o["metadata"]["namespace"].as_str() != Some(ns) {
+                return false;
+            }
+        }
+        if kind == PODS {
+            if let Some(fs) = query.get("fieldSelector") {
+                let phase = o["status"]["phase"].as_str().unwrap_or("Pending");
+                for term in fs.split(',') {
+                    if let Some(v) = term.strip_prefix("status.phase!=") {
+                        if phase == v {
+                            return false;
+                        }
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    fn list_response(
+        &self,
+        kind: Kind,
+        ns: Option<&str>,
+        query: &HashMap<String, String>,
+    ) -> Response<Body> {
+        let st = self.state.lock().unwrap();
+        let items: Vec<Value> = st
+            .objects
+            .iter()
+            .filter(|((k, _, _), o)| *k == kind && Self::selected(kind, o, ns, query))
+            .map(|(_, o)| o.clone())
+            .collect();
+        json_response(
+            StatusCode::OK,
+            &json!({"kind": format!("{}List", kind.kind), "apiVersion": kind.group_version,
+                    "metadata": {"resourceVersion": st.rv.to_string()}, "items": items}),
+        )
+    }
+
+    fn watch(
+        &self,
+        kind: Kind,
+        ns: Option<String>,
+        query: &HashMap<String, String>,
+    ) -> Response<Body> {
+        let from: u64 = query
+            .get("resourceVersion")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, Infallible>>(1024);
+        let line = |t: &str, o: &Value| {
+            Ok(Frame::data(Bytes::from(format!(
+                "{}\n",
+                json!({"type": t, "object": o})
+            ))))
+        };
+        let mut changes = self.changes.subscribe();
+        let mut dropped = self.drop_watches.subscribe();
+        let (backlog, gone) = {
+            let st = self.state.lock().unwrap();
+            if from < st.compacted_below {
+                (Vec::new(), true)
+            } else {
+                (
+                    st.history
+                        .iter()
+                        .filter(|c| c.kind == kind && c.rv > from)
+                        .cloned()
+                        .collect::<Vec<_>>(),
+                    false,
+                )
+            }
+        };
+        let query = query.clone();
+        let timeout = query
+            .get("timeoutSeconds")
+            .and_then(|t| t.parse::<u64>().ok())
+            .unwrap_or(300);
+        tokio::spawn(async move {
+            if gone {
+                let _ = tx.send(line("ERROR", &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                    "message": format!("too old resource version: {from}"), "reason": "Expired", "code": 410}))).await;
+                return;
+            }
+            let mut last = from;
+            for c in backlog {
+                if Self::selected(kind, &c.object, ns.as_deref(), &query) {
+                    last = c.rv;
+                    if tx.send(line(c.kind_type, &c.object)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            let deadline = tokio::time::sleep(std::time::Duration::from_secs(timeout));
+            tokio::pin!(deadline);
+            loop {
+                tokio::select! {
+                    _ = &mut deadline => return,
+                    _ = dropped.recv() => return,
+                    c = changes.recv() => match c {
+                        Ok(c) if c.kind == kind && c.rv > last => {
+                            last = c.rv;
+                            // An object leaving the selection is gone for this watch.
+                            let t = if Self::selected(kind, &c.object, ns.as_deref(), &query) { c.kind_type } else if c.kind_type == "MODIFIED" { "DELETED" } else { continue };
+                            if tx.send(line(t, &c.object)).await.is_err() {
+                                return;
+                            }
+                        }
+                        Ok(_) => {}
+                        Err(_) => return,
+                    },
+                }
+            }
+        });
+        Response::builder()
+            .status(StatusCode::OK)
+            .header("content-type", "application/json")
+            .body(BodyExt::boxed(StreamBody::new(
+                tokio_stream::wrappers::ReceiverStream::new(rx),
+            )))
+            .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed()))
+    }
+}
+
+/// A request path taken apart: kind, namespace, name, subresource.
+type Route = (Kind, Option<String>, Option<String>, Option<String>);
+
+/// `/api/v1/...` or `/apis/GROUP/VERSION/...` into its [`Route`].
+fn route(path: &str) -> Option<Route> {
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (gv, rest) = match parts.as_slice() {
+        ["api", "v1", rest @ ..] => ("v1".to_string(), rest),
+        ["apis", g, v, rest @ ..] => (format!("{g}/{v}"), rest),
+        _ => return None,
+    };
+    let (ns, rest) = match rest {
+        ["namespaces", ns, r, more @ ..] if !r.is_empty() => (Some(ns.to_string()), {
+            let mut v = vec![*r];
+            v.extend_from_slice(more);
+            v
+        }),
+        r => (None, r.to_vec()),
+    };
+    let plural = *rest.first()?;
+    let kind = KINDS
+        .iter()
+        .copied()
+        .find(|k| k.group_version == gv && k.plural == plural)?;
+    Some((
+        kind,
+        ns,
+        rest.get(1).map(|s| s.to_string()),
+        rest.get(2).map(|s| s.to_string()),
+    ))
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(if b[i] == b'+' { b' ' } else { b[i] });
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
