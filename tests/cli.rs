@@ -259,3 +259,45 @@ fn bench_rejects_an_unknown_run_by_name() {
         "{err}"
     );
 }
+
+/// deploy/'s ConfigMap carries the configuration `switchyard run` loads in the
+/// cluster: it must stay loadable (fields, durations, leader election, sidecars).
+#[test]
+fn deploy_configmap_configuration_loads() {
+    let text =
+        std::fs::read_to_string(switchyard_e2e::workspace_root().join("deploy/configmap.yaml"))
+            .expect("deploy/configmap.yaml");
+    let docs: Vec<serde_json::Value> = switchyard::yaml::from_multiple(&text).expect("yaml");
+    let cm = docs
+        .iter()
+        .find(|d| d["metadata"]["name"] == "switchyard-config")
+        .expect("ConfigMap switchyard-config");
+    let config = cm["data"]["config.yaml"].as_str().expect("config.yaml key");
+    let c = switchyard::config::SchedulerConfig::from_yaml(config, "deploy/configmap.yaml")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(c.leader_election.leader_elect);
+    assert_eq!(c.leader_election.resource_namespace, "switchyard-system");
+    assert_eq!(c.profiles[0].scheduler_name, "switchyard");
+    assert_eq!(c.remote_plugins.len(), 2);
+}
+
+#[test]
+fn run_without_a_cluster_names_the_fix() {
+    let dir = std::env::temp_dir().join(format!("switchyard-run-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let missing = dir.join("nope.kubeconfig");
+    let out = switchyard(&[
+        "run",
+        "--kubeconfig",
+        missing.to_str().unwrap(),
+        "--health-address",
+        "127.0.0.1:0",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--kubeconfig") && err.contains("nope.kubeconfig"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -84,7 +84,7 @@ fn start(api: &ApiServer) -> Running {
         KubernetesOptions::default(),
     ));
     let config = SchedulerConfig::from_yaml(
-        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: switchyard\n",
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: switchyard\n- schedulerName: switchyard-batch\n",
         "test",
     )
     .expect("config");
@@ -180,6 +180,68 @@ fn schedules_through_the_api_server_and_follows_its_watches() {
         pod_lists >= 2,
         "410 Gone made the pod watcher list again ({pod_lists} lists)"
     );
+
+    // A second profile in the same process.
+    api.apply(pod("batch", "switchyard-batch", "100m", None));
+    wait_for(
+        "the second profile's pod bound",
+        Duration::from_secs(20),
+        || node_of(&api, "batch").is_some(),
+    );
+
+    // Deleted while its binding is on the way: the bind gets 404, the scheduler
+    // forgets the assumed pod (its CPU is free again) and does not retry.
+    api.delete_on_bind("doomed");
+    api.apply(pod("doomed", "switchyard", "200m", None));
+    wait_for("doomed gone", Duration::from_secs(20), || {
+        api.get(PODS, "default", "doomed").is_none()
+            && api
+                .calls()
+                .iter()
+                .any(|c| c.path.contains("/pods/doomed/binding"))
+    });
+    // node-b's CPU the doomed pod was assumed on must be free: a pod needing all
+    // of what is left on the emptier node still fits.
+    std::thread::sleep(Duration::from_millis(300));
+    let used = |n: &str| -> f64 {
+        let mut m = 0.0;
+        for name in [
+            "kubelet-pod",
+            "p-0",
+            "p-1",
+            "p-2",
+            "late",
+            "after-gone",
+            "batch",
+        ] {
+            if node_of(&api, name).as_deref() == Some(n) {
+                m += match name {
+                    "kubelet-pod" => 1.5,
+                    "p-0" | "p-1" | "p-2" => 0.5,
+                    _ => 0.1,
+                };
+            }
+        }
+        m
+    };
+    let (free_node, free) = if used("node-a") < used("node-b") {
+        ("node-a", 2.0 - used("node-a"))
+    } else {
+        ("node-b", 2.0 - used("node-b"))
+    };
+    let millis = ((free * 1000.0).round() as i64).to_string() + "m";
+    api.apply(pod("fills", "switchyard", &millis, None));
+    wait_for(
+        "a pod using the doomed pod's share bound",
+        Duration::from_secs(20),
+        || node_of(&api, "fills").as_deref() == Some(free_node),
+    );
+    let doomed_binds = api
+        .calls()
+        .iter()
+        .filter(|c| c.path.contains("/pods/doomed/binding"))
+        .count();
+    assert_eq!(doomed_binds, 1, "a deleted pod is not retried");
 
     // Too big for any node: PodScheduled=False, a FailedScheduling event.
     api.apply(pod("huge", "switchyard", "64", None));

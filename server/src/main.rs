@@ -24,6 +24,10 @@ struct Cli {
     #[arg(long, global = true, default_value = "warn", value_name = "FILTER")]
     log_level: String,
 
+    /// Log lines as text or as JSON objects (one per line, for log collectors).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -50,6 +54,52 @@ enum Command {
     ///
     /// Build the sidecar first: `cargo build --release --workspace`.
     Bench(BenchArgs),
+
+    /// Schedule the pods of a Kubernetes cluster: watch it through its API server,
+    /// bind pods whose spec.schedulerName is one of the configuration's profiles, and
+    /// leave every other pod alone.
+    ///
+    /// Leader election (on by default, `leaderElection` in the configuration) lets
+    /// several replicas run: the one holding the Lease schedules, the others keep
+    /// their cache warm. SIGTERM stops scheduling, lets bindings in flight finish and
+    /// releases the Lease. Exit status: 0 after SIGTERM; 1 on bad input, or when the
+    /// lease was lost (as kube-scheduler, so that two replicas never schedule at
+    /// once).
+    Run(RunArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    /// A KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1): profiles,
+    /// leaderElection, clientConnection (qps, burst), remotePlugins. Without it, one
+    /// `default-scheduler` profile with the default plugins and leader election on
+    /// the Lease kube-system/kube-scheduler.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+
+    /// The kubeconfig to use. Without it: $KUBECONFIG or ~/.kube/config if present,
+    /// else the in-cluster service account (in a pod).
+    #[arg(long, value_name = "PATH")]
+    kubeconfig: Option<PathBuf>,
+
+    /// Where to serve /healthz, /livez and /readyz (plain HTTP).
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:10251")]
+    health_address: std::net::SocketAddr,
+
+    /// This replica's identity in the leader Lease and in events. Default: $POD_NAME
+    /// or the hostname, plus a random suffix.
+    #[arg(long, value_name = "NAME")]
+    identity: Option<String>,
+
+    /// How long SIGTERM waits for bindings in flight.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    shutdown_grace_seconds: u64,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(clap::Args, Debug)]
@@ -188,14 +238,35 @@ enum OutputFormat {
     Json,
 }
 
-fn init_logging(filter: &str) {
+fn init_logging(filter: &str, format: LogFormat) {
     let env = std::env::var("RUST_LOG").unwrap_or_else(|_| filter.to_string());
     let filter = tracing_subscriber::EnvFilter::try_new(&env)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let config = match &args.config {
+        Some(path) => switchyard::config::SchedulerConfig::load(path)?,
+        None => switchyard::config::SchedulerConfig::default_config(),
+    };
+    switchyard::run::run(
+        switchyard::run::RunOptions {
+            config,
+            kubeconfig: args.kubeconfig,
+            health_address: args.health_address,
+            identity: args.identity,
+            shutdown_grace: Duration::from_secs(args.shutdown_grace_seconds),
+        },
+        &in_tree_registry(),
+    )?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
@@ -334,10 +405,11 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(&cli.log_level);
+    init_logging(&cli.log_level, cli.log_format);
     let result = match cli.command {
         Command::Simulate(a) => simulate(a),
         Command::Bench(a) => bench(a),
+        Command::Run(a) => run(a),
     };
     match result {
         Ok(code) => code,

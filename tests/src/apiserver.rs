@@ -129,6 +129,8 @@ struct State {
     /// Watches from a version below this get 410 Gone.
     compacted_below: u64,
     conflict_next_bind: bool,
+    /// Pods deleted when their binding arrives (as if deleted mid-binding).
+    delete_on_bind: Vec<String>,
     calls: Vec<Call>,
     uid: u64,
 }
@@ -252,6 +254,16 @@ impl ApiServer {
     /// The next `pods/binding` answers 409 Conflict.
     pub fn conflict_next_bind(&self) {
         self.state.lock().unwrap().conflict_next_bind = true;
+    }
+
+    /// The pod is deleted when its binding arrives, which then answers 404 (a pod
+    /// deleted while the scheduler was binding it).
+    pub fn delete_on_bind(&self, name: &str) {
+        self.state
+            .lock()
+            .unwrap()
+            .delete_on_bind
+            .push(name.to_string());
     }
 
     pub fn calls(&self) -> Vec<Call> {
@@ -535,6 +547,14 @@ impl Shared {
     }
 
     fn bind(&self, ns: &str, name: &str, body: &Value) -> Response<Body> {
+        let doomed = {
+            let mut st = self.state.lock().unwrap();
+            let i = st.delete_on_bind.iter().position(|n| n == name);
+            i.map(|i| st.delete_on_bind.remove(i)).is_some()
+        };
+        if doomed {
+            self.remove(PODS, ns, name);
+        }
         let Some(mut pod) = self.get(PODS, ns, name) else {
             return status(404, "NotFound", &format!("pods \"{name}\" not found"));
         };

@@ -7,6 +7,7 @@
 
 pub mod embedded;
 pub mod kubernetes;
+pub mod leaderelection;
 pub mod manifest;
 
 use std::fmt;

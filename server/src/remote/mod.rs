@@ -262,6 +262,17 @@ pub fn register(
     Ok(endpoints)
 }
 
+/// Stops the endpoints (their connection threads) when dropped.
+pub struct StopOnDrop(pub Vec<Endpoint>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        for e in &self.0 {
+            e.stop();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -62,6 +62,9 @@ pub struct Scheduler {
     /// Binding cycles and backend calls started and not finished.
     pub(crate) in_flight_ops: Arc<AtomicUsize>,
     pub(crate) synced: AtomicBool,
+    /// False while another replica holds the leader lease: the cache stays warm but
+    /// no pod is scheduled.
+    pub(crate) leading: AtomicBool,
     pub(crate) seed: u64,
     /// Events from the backend not yet handled (shared with the event source).
     pub(crate) event_backlog: Mutex<Option<Arc<AtomicUsize>>>,
@@ -136,6 +139,7 @@ impl Scheduler {
             stats: Stats::default(),
             in_flight_ops: Arc::new(AtomicUsize::new(0)),
             synced: AtomicBool::new(false),
+            leading: AtomicBool::new(true),
             seed: options.seed,
             event_backlog: Mutex::new(None),
         });
@@ -172,6 +176,21 @@ impl Scheduler {
     /// Whether the initial listing of the cluster has been handled.
     pub fn is_synced(&self) -> bool {
         self.synced.load(Ordering::SeqCst)
+    }
+
+    /// Lets the scheduling loop run (true, the default) or holds it before its next
+    /// pod (leader election: a standby keeps its cache warm without scheduling).
+    pub fn set_leading(&self, leading: bool) {
+        self.leading.store(leading, Ordering::SeqCst);
+    }
+
+    pub fn is_leading(&self) -> bool {
+        self.leading.load(Ordering::SeqCst)
+    }
+
+    /// Bindings and other asynchronous operations still running.
+    pub fn in_flight_operations(&self) -> usize {
+        self.in_flight_ops_counter().load(Ordering::SeqCst)
     }
 
     /// Binding cycles and backend calls still running.

@@ -119,7 +119,8 @@ impl SplitMix64 {
 pub fn run_scheduling_loop(sched: &Arc<Scheduler>) {
     // Like kube-scheduler, schedule only once the initial listing is in the cache and
     // queue: decisions then see the whole cluster, and priorities order the backlog.
-    while !sched.is_synced() {
+    // A standby replica waits here until it wins the lease.
+    while !sched.is_synced() || !sched.is_leading() {
         if sched.queue.is_closed() {
             return;
         }

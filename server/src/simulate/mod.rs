@@ -135,7 +135,7 @@ pub fn run(opts: &SimulateOptions, registry: &Registry) -> Result<Report, Simula
         }
     }
     let registry = &registry;
-    let stop = StopEndpoints(endpoints);
+    let stop = crate::remote::StopOnDrop(endpoints);
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -222,16 +222,6 @@ fn start_sidecars(
 }
 
 /// Closes sidecar connections when the run ends, however it ends.
-struct StopEndpoints(Vec<crate::remote::Endpoint>);
-
-impl Drop for StopEndpoints {
-    fn drop(&mut self) {
-        for e in &self.0 {
-            e.stop();
-        }
-    }
-}
-
 /// Throughput over a measured stretch (a `collectMetrics` op, or start/stop ops).
 #[derive(Clone, Debug)]
 pub struct Measured {

@@ -1,0 +1,249 @@
+//! `switchyard run` as real processes against the API-server double: leader election
+//! on a Lease between replicas (acquire, stand by, SIGTERM releases and a standby
+//! takes over at once, SIGKILL leaves the lease to expire, a stolen lease stops the
+//! leader), /readyz, and which replica bound what (the `reportingInstance` of its
+//! Scheduled events). Every wait is bounded.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use switchyard_e2e::apiserver::{ApiServer, EVENTS, LEASES, PODS};
+use switchyard_e2e::binary;
+
+const LEASE_SECONDS: u64 = 2;
+
+fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+fn pod(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+           "spec": {"schedulerName": "switchyard", "containers": [{"name": "c", "image": "x",
+                    "resources": {"requests": {"cpu": "100m"}}}]},
+           "status": {"phase": "Pending"}})
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+struct Replica {
+    name: &'static str,
+    child: Child,
+    health: u16,
+}
+
+impl Replica {
+    fn start(dir: &Path, name: &'static str) -> Replica {
+        let health = free_port();
+        let child = Command::new(binary("switchyard"))
+            .args(["run", "--log-level", "info", "--identity", name])
+            .arg("--config")
+            .arg(dir.join("config.yaml"))
+            .arg("--kubeconfig")
+            .arg(dir.join("kubeconfig"))
+            .arg("--health-address")
+            .arg(format!("127.0.0.1:{health}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join(format!("{name}.log"))).expect("log file"))
+            .spawn()
+            .expect("start switchyard run");
+        Replica {
+            name,
+            child,
+            health,
+        }
+    }
+
+    /// The HTTP status of GET path on the health address (0 if unreachable).
+    fn get(&self, path: &str) -> u16 {
+        use std::io::{Read, Write};
+        let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.health)) else {
+            return 0;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+        let _ = write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        );
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out.split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0)
+    }
+
+    fn signal(&self, sig: &str) {
+        let _ = Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status();
+    }
+
+    /// Waits for the process to exit; its exit code.
+    fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
+        let start = Instant::now();
+        loop {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return st.code();
+            }
+            assert!(
+                start.elapsed() < limit,
+                "{} did not exit within {limit:?}",
+                self.name
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn holder(api: &ApiServer) -> String {
+    api.get(LEASES, "default", "switchyard")
+        .and_then(|l| l["spec"]["holderIdentity"].as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+fn bound_by(api: &ApiServer, pod: &str) -> Option<String> {
+    api.list(EVENTS)
+        .into_iter()
+        .find(|e| e["reason"] == "Scheduled" && e["regarding"]["name"] == pod)
+        .and_then(|e| e["reportingInstance"].as_str().map(str::to_string))
+}
+
+fn node_of(api: &ApiServer, name: &str) -> Option<String> {
+    api.get(PODS, "default", name)
+        .and_then(|p| p["spec"]["nodeName"].as_str().map(str::to_string))
+}
+
+fn setup(name: &str) -> (ApiServer, PathBuf) {
+    let api = ApiServer::start();
+    api.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}));
+    for n in ["node-a", "node-b"] {
+        api.apply(
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": n},
+            "status": {"allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110"}}}),
+        );
+    }
+    let dir = std::env::temp_dir().join(format!("switchyard-le-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::write(dir.join("kubeconfig"), api.kubeconfig()).expect("kubeconfig");
+    std::fs::write(
+        dir.join("config.yaml"),
+        format!("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nleaderElection:\n  leaderElect: true\n  leaseDuration: {LEASE_SECONDS}s\n  renewDeadline: 1500ms\n  retryPeriod: 200ms\n  resourceName: switchyard\n  resourceNamespace: default\nprofiles:\n- schedulerName: switchyard\n"),
+    )
+    .expect("config");
+    (api, dir)
+}
+
+#[test]
+fn one_leader_schedules_and_a_standby_takes_over() {
+    let (api, dir) = setup("takeover");
+    let mut a = Replica::start(&dir, "a");
+    wait_for("a leads", Duration::from_secs(20), || holder(&api) == "a");
+    api.apply(pod("p-1"));
+    wait_for("p-1 bound", Duration::from_secs(20), || {
+        node_of(&api, "p-1").is_some()
+    });
+    wait_for("p-1's event", Duration::from_secs(10), || {
+        bound_by(&api, "p-1").is_some()
+    });
+    assert_eq!(bound_by(&api, "p-1").as_deref(), Some("a"));
+
+    // The standby: ready (cache synced) but not leading, binds nothing.
+    let mut b = Replica::start(&dir, "b");
+    wait_for("b ready", Duration::from_secs(20), || {
+        b.get("/readyz") == 200
+    });
+    assert_eq!(b.get("/livez"), 200);
+    api.apply(pod("p-2"));
+    wait_for("p-2 bound", Duration::from_secs(20), || {
+        bound_by(&api, "p-2").is_some()
+    });
+    assert_eq!(
+        bound_by(&api, "p-2").as_deref(),
+        Some("a"),
+        "only the leader binds"
+    );
+    assert_eq!(holder(&api), "a");
+
+    // SIGTERM: a finishes, releases the lease, exits 0; b takes over well before
+    // the lease would have expired.
+    a.signal("-TERM");
+    let released = Instant::now();
+    assert_eq!(
+        a.wait_exit(Duration::from_secs(20)),
+        Some(0),
+        "clean exit after SIGTERM"
+    );
+    wait_for("b leads", Duration::from_secs(10), || holder(&api) == "b");
+    assert!(
+        released.elapsed() < Duration::from_secs(LEASE_SECONDS + 1),
+        "a released the lease, so b did not wait for it to expire"
+    );
+    api.apply(pod("p-3"));
+    wait_for("p-3 bound by b", Duration::from_secs(20), || {
+        bound_by(&api, "p-3").is_some()
+    });
+    assert_eq!(bound_by(&api, "p-3").as_deref(), Some("b"));
+
+    // SIGKILL: nothing released. c waits for the lease to expire, then leads.
+    b.signal("-KILL");
+    let _ = b.wait_exit(Duration::from_secs(10));
+    let killed = Instant::now();
+    let _c = Replica::start(&dir, "c");
+    wait_for("c leads", Duration::from_secs(20), || holder(&api) == "c");
+    assert!(
+        killed.elapsed() >= Duration::from_secs(LEASE_SECONDS) - Duration::from_millis(300),
+        "c waited for b's lease to expire ({:?})",
+        killed.elapsed()
+    );
+    api.apply(pod("p-4"));
+    wait_for("p-4 bound by c", Duration::from_secs(20), || {
+        bound_by(&api, "p-4").is_some()
+    });
+    assert_eq!(bound_by(&api, "p-4").as_deref(), Some("c"));
+    let lease = api.get(LEASES, "default", "switchyard").expect("lease");
+    assert_eq!(lease["spec"]["leaseTransitions"], json!(2), "{lease}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_leader_whose_lease_is_taken_stops() {
+    let (api, dir) = setup("stolen");
+    let mut a = Replica::start(&dir, "a");
+    wait_for("a leads", Duration::from_secs(20), || holder(&api) == "a");
+    // Another holder writes the lease (as after a partition): a must stop at its next
+    // renewal rather than schedule beside it.
+    let mut lease = api.get(LEASES, "default", "switchyard").expect("lease");
+    lease["spec"]["holderIdentity"] = json!("intruder");
+    api.apply(lease);
+    assert_eq!(
+        a.wait_exit(Duration::from_secs(10)),
+        Some(1),
+        "lost lease: exit 1"
+    );
+    let log = std::fs::read_to_string(dir.join("a.log")).unwrap_or_default();
+    assert!(log.contains("leader election lost"), "{log}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
