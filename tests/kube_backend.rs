@@ -159,8 +159,8 @@ fn schedules_through_the_api_server_and_follows_its_watches() {
 
     // The watches drop and the history is compacted: the watcher gets 410 Gone and
     // lists again; the pod created meanwhile is still found and bound.
-    api.drop_watches();
     api.compact();
+    api.drop_watches();
     api.apply(pod("after-gone", "switchyard", "100m", None));
     wait_for(
         "the pod created across the relist bound",
@@ -275,4 +275,73 @@ fn schedules_through_the_api_server_and_follows_its_watches() {
                 .any(|e| e["reason"] == "Scheduled" && e["regarding"]["name"] == "p-0")
     });
     assert_eq!(node_of(&api, "other"), None);
+    let forbidden = api.forbidden_by_deploy_rbac();
+    assert!(
+        forbidden.is_empty(),
+        "deploy/rbac.yaml does not allow: {forbidden:#?}"
+    );
+}
+
+#[test]
+fn preemption_nominates_marks_and_deletes_the_victim() {
+    let api = ApiServer::start();
+    api.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}));
+    api.apply(node("only", "1"));
+    let mut low = pod("low", "switchyard", "1", Some("only"));
+    low["spec"]["priority"] = json!(0);
+    api.apply(low);
+    let _s = start(&api);
+    let pod_watches = |api: &ApiServer| {
+        api.calls()
+            .iter()
+            .filter(|c| c.path.starts_with("/api/v1/pods?") && c.path.contains("watch=true"))
+            .count()
+    };
+    wait_for("the pod watch open", Duration::from_secs(20), || {
+        pod_watches(&api) >= 1
+    });
+    // Watches resume after a dropped connection (from their last resourceVersion).
+    api.drop_watches();
+    let mut high = pod("high", "switchyard", "1", None);
+    high["spec"]["priority"] = json!(1000);
+    api.apply(high);
+
+    // The victim is marked DisruptionTarget, then deleted with its UID; the
+    // preemptor is nominated, then bound once the victim is gone.
+    wait_for("victim deleted", Duration::from_secs(20), || {
+        api.get(PODS, "default", "low").is_none()
+    });
+    wait_for("preemptor bound", Duration::from_secs(20), || {
+        node_of(&api, "high").as_deref() == Some("only")
+    });
+    let calls = api.calls();
+    let marked = calls.iter().position(|c| {
+        c.method == "PATCH"
+            && c.path
+                .starts_with("/api/v1/namespaces/default/pods/low/status")
+    });
+    let deleted = calls.iter().position(|c| {
+        c.method == "DELETE" && c.path.starts_with("/api/v1/namespaces/default/pods/low")
+    });
+    assert!(
+        matches!((marked, deleted), (Some(m), Some(d)) if m < d),
+        "DisruptionTarget patch before the delete: {calls:?}"
+    );
+    assert!(
+        calls.iter().any(|c| c.method == "PATCH"
+            && c.path
+                .starts_with("/api/v1/namespaces/default/pods/high/status")),
+        "the preemptor's nominatedNodeName is written"
+    );
+    wait_for("Preempted event", Duration::from_secs(10), || {
+        api.list(EVENTS)
+            .iter()
+            .any(|e| e["reason"] == "Preempted" && e["regarding"]["name"] == "low")
+    });
+    assert!(pod_watches(&api) >= 2, "the pod watch was resumed");
+    let forbidden = api.forbidden_by_deploy_rbac();
+    assert!(
+        forbidden.is_empty(),
+        "deploy/rbac.yaml does not allow: {forbidden:#?}"
+    );
 }
