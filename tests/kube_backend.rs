@@ -5,7 +5,7 @@
 //! schedulers left alone. Every wait is bounded.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 use switchyard::cluster::kubernetes::{KubernetesCluster, KubernetesOptions};
@@ -14,6 +14,7 @@ use switchyard::config::SchedulerConfig;
 use switchyard::plugins::in_tree_registry;
 use switchyard::scheduler::{Options, Scheduler};
 use switchyard_e2e::apiserver::{ApiServer, EVENTS, PODS};
+use switchyard_e2e::wait_for;
 
 fn node(name: &str, cpu: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
@@ -31,17 +32,6 @@ fn pod(name: &str, scheduler: &str, cpu: &str, node: Option<&str>) -> Value {
         p["status"]["phase"] = json!("Running");
     }
     p
-}
-
-fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(
-            start.elapsed() < limit,
-            "timed out after {limit:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn node_of(api: &ApiServer, name: &str) -> Option<String> {

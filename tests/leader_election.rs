@@ -11,19 +11,9 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use switchyard_e2e::apiserver::{ApiServer, EVENTS, LEASES, PODS};
 use switchyard_e2e::binary;
+use switchyard_e2e::wait_for;
 
 const LEASE_SECONDS: u64 = 2;
-
-fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(
-            start.elapsed() < limit,
-            "timed out after {limit:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(25));
-    }
-}
 
 fn pod(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},

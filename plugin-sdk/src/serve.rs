@@ -343,19 +343,12 @@ async fn connect(listen: &Listen) -> Result<tonic::transport::Channel, String> {
     use tonic::transport::Endpoint;
     let e = |e: tonic::transport::Error| format!("cannot connect: {}", error_chain(&e));
     match listen {
-        Listen::Unix(path) => {
-            let path = path.clone();
-            Endpoint::from_static("http://sidecar.local")
-                .connect_with_connector(tower::service_fn(move |_| {
-                    let path = path.clone();
-                    async move {
-                        let s = tokio::net::UnixStream::connect(path).await?;
-                        Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(s))
-                    }
-                }))
-                .await
-                .map_err(e)
-        }
+        Listen::Unix(path) => switchyard_proto::connect_unix(
+            Endpoint::from_static("http://sidecar.local"),
+            path.clone(),
+        )
+        .await
+        .map_err(e),
         Listen::Tcp(addr) => Endpoint::from_shared(format!("http://{addr}"))
             .map_err(e)?
             .connect()

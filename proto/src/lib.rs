@@ -91,3 +91,21 @@ pub fn status_text(s: &tonic::Status) -> String {
         None => s.message().to_string(),
     }
 }
+
+/// Opens a gRPC channel over the Unix socket at `path` (the URI tonic needs is a
+/// placeholder: the connector dials the socket). `endpoint` carries the caller's
+/// timeouts.
+pub async fn connect_unix(
+    endpoint: tonic::transport::Endpoint,
+    path: std::path::PathBuf,
+) -> Result<tonic::transport::Channel, tonic::transport::Error> {
+    endpoint
+        .connect_with_connector(tower::service_fn(move |_| {
+            let path = path.clone();
+            async move {
+                let s = tokio::net::UnixStream::connect(path).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(s))
+            }
+        }))
+        .await
+}

@@ -114,3 +114,15 @@ pub fn run_with_deadline(cmd: &mut Command, limit: Duration) -> Output {
         stderr: err_reader.join().unwrap_or_default(),
     }
 }
+
+/// Polls `f` every 20 ms until it holds; panics naming `what` after `limit`.
+pub fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !f() {
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -485,18 +485,10 @@ async fn channel(
         .strip_prefix("unix://")
         .or_else(|| endpoint.strip_prefix("unix:"))
     {
-        let path = path.to_string();
-        // The URI is a placeholder: the connector dials the socket.
-        TEndpoint::from_static("http://sidecar.local")
+        let ep = TEndpoint::from_static("http://sidecar.local")
             .connect_timeout(Duration::from_secs(1))
-            .tcp_nodelay(true)
-            .connect_with_connector(tower::service_fn(move |_| {
-                let path = path.clone();
-                async move {
-                    let s = tokio::net::UnixStream::connect(path).await?;
-                    Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(s))
-                }
-            }))
+            .tcp_nodelay(true);
+        switchyard_proto::connect_unix(ep, path.into())
             .await
             .map_err(|e| format!("cannot connect: {}", switchyard_proto::error_chain(&e)))
     } else {
