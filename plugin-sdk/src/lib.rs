@@ -39,6 +39,7 @@ mod service;
 mod snapshot;
 mod state;
 mod status;
+pub mod telemetry;
 
 pub use plugin::*;
 pub use serve::{

@@ -411,16 +411,23 @@ pub fn serve_until_signal(
     listen: Listen,
     on_handle: impl FnOnce(Handle),
 ) -> Result<(), Error> {
+    let service = match plugins.first() {
+        Some(p) => format!("switchyard-sidecar-{}", p.name().to_lowercase()),
+        None => "switchyard-sidecar".into(),
+    };
+    crate::telemetry::init(&service);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(Error::Runtime)?;
-    rt.block_on(serve(
+    let r = rt.block_on(serve(
         plugins,
         ServeOptions::from_env(listen)?,
         on_handle,
         shutdown_signal(),
-    ))
+    ));
+    crate::telemetry::shutdown();
+    r
 }
 
 /// Completes on SIGTERM or Ctrl-C.

@@ -189,19 +189,72 @@ impl PluginService {
 
 /// Runs `handle` on every request of an inbound stream, in order, and streams the
 /// replies back.
-fn bidi<Req, Resp, F, Fut>(mut inbound: Streaming<Req>, handle: F) -> ReplyStream<Resp>
+/// A call that may carry the scheduler's trace context.
+pub(crate) trait Traced {
+    /// (traceparent, plugin); an empty traceparent means the attempt is not traced.
+    fn trace(&self) -> (&str, &str) {
+        ("", "")
+    }
+}
+
+macro_rules! traced {
+    ($($t:ty),*) => {$(
+        impl Traced for $t {
+            fn trace(&self) -> (&str, &str) {
+                (&self.traceparent, &self.plugin)
+            }
+        }
+    )*};
+}
+traced!(
+    pb::CycleRequest,
+    pb::PreFilterRequest,
+    pb::FilterRequest,
+    pb::PostFilterRequest,
+    pb::PreScoreRequest,
+    pb::ScoreRequest,
+    pb::NormalizeScoreRequest
+);
+impl Traced for pb::PreEnqueueRequest {}
+impl Traced for pb::QueueSortRequest {}
+
+/// The sidecar's span for one call, a child of the scheduler's remote-call span
+/// (nothing unless tracing is on and the call is traced).
+pub(crate) fn call_span(point: &'static str, req: &impl Traced) -> tracing::Span {
+    let (traceparent, plugin) = req.trace();
+    if traceparent.is_empty() || !crate::telemetry::enabled() {
+        return tracing::Span::none();
+    }
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+    let span = tracing::info_span!(
+        "plugin_call",
+        otel.name = format!("{point} {plugin}"),
+        extension_point = point,
+        plugin,
+    );
+    let _ = span.set_parent(switchyard_proto::otel::extract(traceparent));
+    span
+}
+
+fn bidi<Req, Resp, F, Fut>(
+    mut inbound: Streaming<Req>,
+    point: &'static str,
+    handle: F,
+) -> ReplyStream<Resp>
 where
-    Req: Send + 'static,
+    Req: Traced + Send + 'static,
     Resp: Send + 'static,
     F: Fn(Req) -> Fut + Send + 'static,
     Fut: Future<Output = Resp> + Send,
 {
+    use tracing::Instrument;
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(async move {
         loop {
             match inbound.message().await {
                 Ok(Some(req)) => {
-                    if tx.send(Ok(handle(req).await)).is_err() {
+                    let span = call_span(point, &req);
+                    if tx.send(Ok(handle(req).instrument(span).await)).is_err() {
                         break;
                     }
                 }
@@ -787,6 +840,18 @@ enum Point {
     PostBind,
 }
 
+impl Point {
+    fn name(self) -> &'static str {
+        match self {
+            Point::Reserve => "Reserve",
+            Point::Unreserve => "Unreserve",
+            Point::PreBind => "PreBind",
+            Point::Bind => "Bind",
+            Point::PostBind => "PostBind",
+        }
+    }
+}
+
 fn failure(i: usize, s: Status) -> Option<pb::NodeStatus> {
     (!s.is_success()).then(|| pb::NodeStatus {
         index: i as u32,
@@ -952,6 +1017,7 @@ impl pb::plugin_server::Plugin for PluginService {
         let shared = self.shared.clone();
         Ok(Response::new(bidi(
             request.into_inner(),
+            "PreEnqueue",
             move |req: pb::PreEnqueueRequest| {
                 let shared = shared.clone();
                 async move {
@@ -979,6 +1045,7 @@ impl pb::plugin_server::Plugin for PluginService {
         let shared = self.shared.clone();
         Ok(Response::new(bidi(
             request.into_inner(),
+            "QueueSort",
             move |req: pb::QueueSortRequest| {
                 let shared = shared.clone();
                 async move {
@@ -1015,7 +1082,9 @@ impl pb::plugin_server::Plugin for PluginService {
         &self,
         request: Request<Streaming<pb::PreFilterRequest>>,
     ) -> Result<Response<Self::PreFilterStream>, tonic::Status> {
-        self.serve_stream(request, |s, req| async move { s.pre_filter(req).await })
+        self.serve_stream(request, "PreFilter", |s, req| async move {
+            s.pre_filter(req).await
+        })
     }
 
     type FilterStream = ReplyStream<pb::FilterResponse>;
@@ -1023,7 +1092,11 @@ impl pb::plugin_server::Plugin for PluginService {
         &self,
         request: Request<Streaming<pb::FilterRequest>>,
     ) -> Result<Response<Self::FilterStream>, tonic::Status> {
-        self.serve_stream(request, |s, req| async move { s.filter(req).await })
+        self.serve_stream(
+            request,
+            "Filter",
+            |s, req| async move { s.filter(req).await },
+        )
     }
 
     type PostFilterStream = ReplyStream<pb::PostFilterResponse>;
@@ -1031,7 +1104,9 @@ impl pb::plugin_server::Plugin for PluginService {
         &self,
         request: Request<Streaming<pb::PostFilterRequest>>,
     ) -> Result<Response<Self::PostFilterStream>, tonic::Status> {
-        self.serve_stream(request, |s, req| async move { s.post_filter(req).await })
+        self.serve_stream(request, "PostFilter", |s, req| async move {
+            s.post_filter(req).await
+        })
     }
 
     type PreScoreStream = ReplyStream<pb::StatusResponse>;
@@ -1039,7 +1114,9 @@ impl pb::plugin_server::Plugin for PluginService {
         &self,
         request: Request<Streaming<pb::PreScoreRequest>>,
     ) -> Result<Response<Self::PreScoreStream>, tonic::Status> {
-        self.serve_stream(request, |s, req| async move { s.pre_score(req).await })
+        self.serve_stream(request, "PreScore", |s, req| async move {
+            s.pre_score(req).await
+        })
     }
 
     type ScoreStream = ReplyStream<pb::ScoreResponse>;
@@ -1047,7 +1124,7 @@ impl pb::plugin_server::Plugin for PluginService {
         &self,
         request: Request<Streaming<pb::ScoreRequest>>,
     ) -> Result<Response<Self::ScoreStream>, tonic::Status> {
-        self.serve_stream(request, |s, req| async move { s.score(req).await })
+        self.serve_stream(request, "Score", |s, req| async move { s.score(req).await })
     }
 
     type NormalizeScoreStream = ReplyStream<pb::ScoreResponse>;
@@ -1055,10 +1132,9 @@ impl pb::plugin_server::Plugin for PluginService {
         &self,
         request: Request<Streaming<pb::NormalizeScoreRequest>>,
     ) -> Result<Response<Self::NormalizeScoreStream>, tonic::Status> {
-        self.serve_stream(
-            request,
-            |s, req| async move { s.normalize_score(req).await },
-        )
+        self.serve_stream(request, "NormalizeScore", |s, req| async move {
+            s.normalize_score(req).await
+        })
     }
 
     type ReserveStream = ReplyStream<pb::StatusResponse>;
@@ -1089,7 +1165,9 @@ impl pb::plugin_server::Plugin for PluginService {
         *lock(&shared.permit_tx) = Some(tx.clone());
         tokio::spawn(async move {
             while let Ok(Some(req)) = inbound.message().await {
-                if tx.send(Ok(shared.permit(req).await)).is_err() {
+                let span = call_span("Permit", &req);
+                let reply = tracing::Instrument::instrument(shared.permit(req), span).await;
+                if tx.send(Ok(reply)).is_err() {
                     break;
                 }
             }
@@ -1127,18 +1205,21 @@ impl PluginService {
     fn serve_stream<Req, Resp, F, Fut>(
         &self,
         request: Request<Streaming<Req>>,
+        point: &'static str,
         method: F,
     ) -> Result<Response<ReplyStream<Resp>>, tonic::Status>
     where
-        Req: Send + 'static,
+        Req: Traced + Send + 'static,
         Resp: Send + 'static,
         F: Fn(Arc<Shared>, Req) -> Fut + Send + 'static,
         Fut: Future<Output = Resp> + Send,
     {
         let shared = self.shared.clone();
-        Ok(Response::new(bidi(request.into_inner(), move |req| {
-            method(shared.clone(), req)
-        })))
+        Ok(Response::new(bidi(
+            request.into_inner(),
+            point,
+            move |req| method(shared.clone(), req),
+        )))
     }
 
     fn cycle_stream(
@@ -1147,7 +1228,7 @@ impl PluginService {
         point: Point,
     ) -> ReplyStream<pb::StatusResponse> {
         let shared = self.shared.clone();
-        bidi(request.into_inner(), move |req| {
+        bidi(request.into_inner(), point.name(), move |req| {
             let shared = shared.clone();
             async move { shared.cycle_call(req, point).await }
         })

@@ -3,6 +3,8 @@
 
 #![allow(clippy::all, missing_docs)]
 
+pub mod otel;
+
 pub mod v1 {
     tonic::include_proto!("switchyard.plugin.v1");
 }

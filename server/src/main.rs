@@ -238,17 +238,45 @@ enum OutputFormat {
     Json,
 }
 
-fn init_logging(filter: &str, format: LogFormat) {
+/// Logs to stderr (text or JSON) at the requested level, and, when the `OTEL_*`
+/// variables ask for it, spans to the OTLP collector (at info, whatever the log
+/// level). The guard flushes the spans at exit.
+fn init_logging(
+    filter: &str,
+    format: LogFormat,
+) -> anyhow::Result<Option<switchyard::telemetry::trace::TraceGuard>> {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
     let env = std::env::var("RUST_LOG").unwrap_or_else(|_| filter.to_string());
     let filter = tracing_subscriber::EnvFilter::try_new(&env)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let fmt = match format {
+        LogFormat::Text => fmt.boxed(),
+        LogFormat::Json => fmt.json().boxed(),
+    };
+    let (otel, guard) = if switchyard::telemetry::trace::requested() {
+        let (tracer, guard) = switchyard::telemetry::trace::tracer("switchyard")
+            .context("OTEL_EXPORTER_OTLP_ENDPOINT is set, but tracing cannot start")?;
+        let spans = tracing_subscriber::filter::Targets::new()
+            .with_target("switchyard", tracing::Level::INFO);
+        (
+            Some(
+                tracing_opentelemetry::layer()
+                    .with_tracer(tracer)
+                    .with_filter(spans),
+            ),
+            Some(guard),
+        )
+    } else {
+        (None, None)
+    };
+    tracing_subscriber::registry()
+        .with(fmt.with_filter(filter))
+        .with(otel)
+        .init();
+    Ok(guard)
 }
 
 fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
@@ -405,12 +433,21 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(&cli.log_level, cli.log_format);
+    let mut trace_guard = match init_logging(&cli.log_level, cli.log_format) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
     let result = match cli.command {
         Command::Simulate(a) => simulate(a),
         Command::Bench(a) => bench(a),
         Command::Run(a) => run(a),
     };
+    if let Some(g) = trace_guard.as_mut() {
+        g.shutdown();
+    }
     match result {
         Ok(code) => code,
         Err(e) => {

@@ -2,6 +2,7 @@
 //! binaries, running them with a deadline, and running scenario files.
 
 pub mod apiserver;
+pub mod otlp;
 pub mod scenario;
 
 use std::path::{Path, PathBuf};

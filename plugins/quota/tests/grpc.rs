@@ -161,6 +161,7 @@ async fn dry_run_deltas_go_through_add_pod_and_remove_pod() {
         plugin: "TenantQuota".into(),
         cycle,
         generation,
+        ..Default::default()
     };
     let mut replies = client
         .pre_filter(tokio_stream::iter(vec![

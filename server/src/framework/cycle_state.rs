@@ -57,6 +57,8 @@ pub struct CycleState {
     pub cycle_id: u64,
     /// Score plugins whose PreScore was deferred into their batched Score call.
     pub deferred_pre_score: PluginSet,
+    /// The attempt's trace (spans only when sampled).
+    pub trace: crate::telemetry::trace::AttemptTrace,
 }
 
 impl CycleState {
@@ -107,6 +109,7 @@ impl Clone for CycleState {
             record_plugin_metrics: self.record_plugin_metrics,
             cycle_id: self.cycle_id,
             deferred_pre_score: self.deferred_pre_score,
+            trace: self.trace.clone(),
         }
     }
 }

@@ -715,7 +715,8 @@ impl Framework {
             let Some(p) = e.plugin.as_pre_filter() else {
                 continue;
             };
-            let (r, s) = p.pre_filter(state, pod, snapshot);
+            let span = state.trace.plugin("PreFilter", &e.name);
+            let (r, s) = span.in_scope(|| p.pre_filter(state, pod, snapshot));
             if s.is_skip() {
                 if let Some(fi) = self.pre_filter_to_filter[i] {
                     skip.insert(fi);
@@ -1189,7 +1190,8 @@ impl Framework {
             let Some(p) = e.plugin.as_reserve() else {
                 continue;
             };
-            let s = p.reserve(state, pod, node);
+            let span = state.trace.plugin("Reserve", &e.name);
+            let s = span.in_scope(|| p.reserve(state, pod, node));
             if !s.is_success() {
                 if s.is_rejected() {
                     return s.with_plugin(&e.name);
@@ -1226,7 +1228,8 @@ impl Framework {
             let Some(p) = e.plugin.as_permit() else {
                 continue;
             };
-            let (s, timeout) = p.permit(state, pod, node);
+            let span = state.trace.plugin("Permit", &e.name);
+            let (s, timeout) = span.in_scope(|| p.permit(state, pod, node));
             if s.is_success() {
                 continue;
             }
@@ -1287,7 +1290,8 @@ impl Framework {
             let Some(p) = e.plugin.as_pre_bind() else {
                 continue;
             };
-            let s = p.pre_bind(state, pod, node).await;
+            let span = state.trace.plugin("PreBind", &e.name);
+            let s = tracing::Instrument::instrument(p.pre_bind(state, pod, node), span).await;
             if s.is_success() || s.is_skip() {
                 continue;
             }
@@ -1311,7 +1315,8 @@ impl Framework {
             let Some(p) = e.plugin.as_bind() else {
                 continue;
             };
-            let s = p.bind(state, pod, node).await;
+            let span = state.trace.plugin("Bind", &e.name);
+            let s = tracing::Instrument::instrument(p.bind(state, pod, node), span).await;
             if s.is_skip() {
                 last = s;
                 continue;
@@ -1331,7 +1336,8 @@ impl Framework {
     pub async fn run_post_bind_plugins(&self, state: &CycleState, pod: &Arc<Pod>, node: &str) {
         for e in &self.post_bind {
             if let Some(p) = e.plugin.as_post_bind() {
-                p.post_bind(state, pod, node).await;
+                let span = state.trace.plugin("PostBind", &e.name);
+                tracing::Instrument::instrument(p.post_bind(state, pod, node), span).await;
             }
         }
     }

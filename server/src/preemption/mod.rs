@@ -430,6 +430,9 @@ impl Evaluator<'_> {
         }
         let mut candidates = non_violating;
         candidates.extend(violating);
+        if state.trace.sampled {
+            tracing::Span::current().record("candidates", candidates.len());
+        }
         if candidates.is_empty() {
             if !errors.is_empty() {
                 errors.dedup();

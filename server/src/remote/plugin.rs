@@ -275,12 +275,46 @@ impl RemotePlugin {
         }
     }
 
+    /// A span for one call to the sidecar, under the current span (or the attempt's),
+    /// and the `traceparent` that makes the sidecar's spans its children. Nothing
+    /// when the attempt is not sampled.
+    fn call_trace(
+        &self,
+        state: &CycleState,
+        extension_point: &'static str,
+        batch: usize,
+    ) -> (tracing::Span, String) {
+        if !state.trace.sampled {
+            return (tracing::Span::none(), String::new());
+        }
+        let current = tracing::Span::current();
+        let parent = if current.is_disabled() {
+            &state.trace.span
+        } else {
+            &current
+        };
+        let span = tracing::info_span!(
+            parent: parent,
+            "remote_call",
+            otel.name = format!("{extension_point} {} (remote)", self.meta.name),
+            plugin = %self.meta.name,
+            endpoint = %self.ep().config().endpoint,
+            extension_point,
+            batch_size = batch,
+            status = tracing::field::Empty,
+        );
+        let tp = crate::telemetry::trace::traceparent(&span);
+        (span, tp)
+    }
+
     fn status_call(
         &self,
         state: &CycleState,
         node: &str,
+        extension_point: &'static str,
         wrap: fn(pb::CycleRequest) -> Outbound,
     ) -> Status {
+        let (span, traceparent) = self.call_trace(state, extension_point, 1);
         let r = (|| {
             let (cycle, g, streams) = self.cycle(state)?;
             let req = |id| {
@@ -290,6 +324,7 @@ impl RemotePlugin {
                     cycle,
                     generation: g,
                     node_name: node.to_string(),
+                    traceparent,
                 })
             };
             let reply = self
@@ -298,7 +333,14 @@ impl RemotePlugin {
                 .map_err(|e| self.meta.error("call", e))?;
             self.status_reply(reply, g)
         })();
-        match self.policy(r, Status::success) {
+        let r = self.policy(r, Status::success);
+        if !span.is_disabled() {
+            let s = match &r {
+                Ok(s) | Err(s) => s,
+            };
+            span.record("status", tracing::field::debug(s.code()));
+        }
+        match r {
             Ok(s) | Err(s) => s,
         }
     }
@@ -321,8 +363,10 @@ impl RemotePlugin {
         &self,
         state: &CycleState,
         node: &str,
+        extension_point: &'static str,
         wrap: fn(pb::CycleRequest) -> Outbound,
     ) -> Status {
+        let (_span, traceparent) = self.call_trace(state, extension_point, 1);
         let r = async {
             let (cycle, g, _streams) = self.cycle(state)?;
             let name = self.meta.name.to_string();
@@ -336,6 +380,7 @@ impl RemotePlugin {
                         cycle,
                         generation: g,
                         node_name: node,
+                        traceparent,
                     })
                 })
                 .await
@@ -428,6 +473,7 @@ impl RemotePlugin {
             ),
             None => (0, false, None),
         };
+        let (span, traceparent) = self.call_trace(state, "Filter", nodes.len());
         let req = |id| {
             Outbound::Filter(pb::FilterRequest {
                 request_id: id,
@@ -438,9 +484,11 @@ impl RemotePlugin {
                 deltas,
                 score_first,
                 pre_score,
+                traceparent,
             })
         };
         Ok(RemoteFilterCall {
+            _span: span,
             pending: Some(self.send(&streams, req)?),
             n: nodes.len(),
             g,
@@ -451,6 +499,8 @@ impl RemotePlugin {
 }
 
 struct RemoteFilterCall {
+    /// Ends when the call does.
+    _span: tracing::Span,
     pending: Option<Pending>,
     n: usize,
     g: u64,
@@ -583,6 +633,8 @@ impl PendingFilter for RemoteFilterCall {
 }
 
 struct RemoteScoreCall {
+    /// Ends when the call does.
+    _span: tracing::Span,
     pending: Option<Pending>,
     /// Answered already, by a score-ahead Filter reply.
     ready: Option<AheadResult>,
@@ -789,6 +841,7 @@ impl PreFilterPlugin for RemotePlugin {
         if self.absent(pb::ExtensionPoint::PreFilter) {
             return (None, Status::success());
         }
+        let (_span, traceparent) = self.call_trace(state, "PreFilter", 0);
         let r = (|| {
             let (cycle, g, streams) = self.cycle(state)?;
             let req = |id| {
@@ -797,6 +850,7 @@ impl PreFilterPlugin for RemotePlugin {
                     plugin: self.meta.name.to_string(),
                     cycle,
                     generation: g,
+                    traceparent,
                 })
             };
             match self
@@ -872,6 +926,7 @@ impl BatchFilter for RemotePlugin {
             Ok(c) => Ok(Box::new(c)),
             Err(s) if s.is_success() || self.meta.policy() == FailurePolicy::Ignore => {
                 Ok(Box::new(RemoteFilterCall {
+                    _span: tracing::Span::none(),
                     pending: None,
                     n: nodes.len(),
                     g: 0,
@@ -897,6 +952,7 @@ impl PostFilterPlugin for RemotePlugin {
                 Status::unschedulable("remote PostFilter not implemented"),
             );
         }
+        let (_span, traceparent) = self.call_trace(ctx.state, "PostFilter", statuses.len());
         let r = (|| {
             let (cycle, g, streams) = self.cycle(ctx.state)?;
             let node_statuses: HashMap<String, pb::Status> = statuses
@@ -910,6 +966,7 @@ impl PostFilterPlugin for RemotePlugin {
                     cycle,
                     generation: g,
                     node_statuses,
+                    traceparent,
                 })
             };
             match self
@@ -950,6 +1007,7 @@ impl PreScorePlugin for RemotePlugin {
         if self.absent(pb::ExtensionPoint::PreScore) {
             return Status::skip();
         }
+        let (_span, traceparent) = self.call_trace(state, "PreScore", nodes.len());
         let r = (|| {
             let (cycle, g, streams) = self.cycle(state)?;
             let req = |id| {
@@ -959,6 +1017,7 @@ impl PreScorePlugin for RemotePlugin {
                     cycle,
                     generation: g,
                     nodes: nodes.iter().map(|n| n.id).collect(),
+                    traceparent,
                 })
             };
             let reply = self
@@ -984,6 +1043,7 @@ impl ScorePlugin for RemotePlugin {
         }
         // One node outside the batched path: score it un-normalised.
         let (cycle, g, streams) = self.cycle(state)?;
+        let (_span, traceparent) = self.call_trace(state, "Score", 1);
         let req = |id| {
             Outbound::Score(pb::ScoreRequest {
                 request_id: id,
@@ -993,9 +1053,11 @@ impl ScorePlugin for RemotePlugin {
                 nodes: vec![node.id],
                 normalize: false,
                 after_pre_score: false,
+                traceparent,
             })
         };
         let mut call = RemoteScoreCall {
+            _span: tracing::Span::none(),
             ready: None,
             pending: Some(self.send(&streams, req)?),
             n: 1,
@@ -1024,6 +1086,7 @@ impl ScorePlugin for RemotePlugin {
         if self.absent(pb::ExtensionPoint::Score) {
             return Status::success();
         }
+        let (_span, traceparent) = self.call_trace(state, "NormalizeScore", nodes.len());
         let r = (|| {
             let (cycle, g, streams) = self.cycle(state)?;
             let req = |id| {
@@ -1034,9 +1097,11 @@ impl ScorePlugin for RemotePlugin {
                     generation: g,
                     nodes: nodes.iter().map(|n| n.id).collect(),
                     scores: scores.to_vec(),
+                    traceparent,
                 })
             };
             let mut call = RemoteScoreCall {
+                _span: tracing::Span::none(),
                 ready: None,
                 pending: Some(self.send(&streams, req)?),
                 n: nodes.len(),
@@ -1071,6 +1136,7 @@ impl BatchScore for RemotePlugin {
             let (cycle, g, streams) = self.cycle(state)?;
             if let Some(ready) = self.take_ahead(cycle, nodes) {
                 return Ok(RemoteScoreCall {
+                    _span: tracing::Span::none(),
                     ready: Some(ready),
                     pending: None,
                     n: nodes.len(),
@@ -1079,6 +1145,7 @@ impl BatchScore for RemotePlugin {
                 });
             }
             let ids: Vec<u32> = nodes.iter().map(|n| n.id).collect();
+            let (span, traceparent) = self.call_trace(state, "Score", nodes.len());
             if with_pre_score {
                 // Its reply is read by the sidecar's Score, which waits for it.
                 let id = self.ep().next_request_id();
@@ -1088,6 +1155,7 @@ impl BatchScore for RemotePlugin {
                     cycle,
                     generation: g,
                     nodes: ids.clone(),
+                    traceparent: traceparent.clone(),
                 }));
                 if !sent {
                     return Err(self.meta.error("send", "the stream is closed"));
@@ -1102,9 +1170,11 @@ impl BatchScore for RemotePlugin {
                     nodes: ids,
                     normalize: true,
                     after_pre_score: with_pre_score,
+                    traceparent,
                 })
             };
             Ok(RemoteScoreCall {
+                _span: span,
                 ready: None,
                 pending: Some(self.send(&streams, req)?),
                 n: nodes.len(),
@@ -1116,6 +1186,7 @@ impl BatchScore for RemotePlugin {
             Ok(c) => Ok(Box::new(c)),
             Err(s) if s.is_success() || self.meta.policy() == FailurePolicy::Ignore => {
                 Ok(Box::new(RemoteScoreCall {
+                    _span: tracing::Span::none(),
                     ready: None,
                     pending: None,
                     n: nodes.len(),
@@ -1133,13 +1204,13 @@ impl ReservePlugin for RemotePlugin {
         if self.absent(pb::ExtensionPoint::Reserve) {
             return Status::success();
         }
-        self.status_call(state, node, Outbound::Reserve)
+        self.status_call(state, node, "Reserve", Outbound::Reserve)
     }
     fn unreserve(&self, state: &mut CycleState, _pod: &Pod, node: &str) {
         if self.absent(pb::ExtensionPoint::Reserve) {
             return;
         }
-        let s = self.status_call(state, node, Outbound::Unreserve);
+        let s = self.status_call(state, node, "Unreserve", Outbound::Unreserve);
         if !s.is_success() {
             tracing::warn!(plugin = %self.meta.name, status = %s, "remote Unreserve failed");
         }
@@ -1151,6 +1222,7 @@ impl PermitPlugin for RemotePlugin {
         if self.absent(pb::ExtensionPoint::Permit) {
             return (Status::success(), Duration::ZERO);
         }
+        let (_span, traceparent) = self.call_trace(state, "Permit", 1);
         let r = (|| {
             let (cycle, g, streams) = self.cycle(state)?;
             let req = |id| {
@@ -1160,6 +1232,7 @@ impl PermitPlugin for RemotePlugin {
                     cycle,
                     generation: g,
                     node_name: node.to_string(),
+                    traceparent,
                 })
             };
             match self
@@ -1196,7 +1269,9 @@ impl PreBindPlugin for RemotePlugin {
             if self.absent(pb::ExtensionPoint::PreBind) {
                 return Status::success();
             }
-            let s = self.async_status_call(state, node, Outbound::PreBind).await;
+            let s = self
+                .async_status_call(state, node, "PreBind", Outbound::PreBind)
+                .await;
             if s.is_skip() {
                 Status::success()
             } else {
@@ -1217,7 +1292,8 @@ impl BindPlugin for RemotePlugin {
             if self.absent(pb::ExtensionPoint::Bind) {
                 return Status::skip();
             }
-            self.async_status_call(state, node, Outbound::Bind).await
+            self.async_status_call(state, node, "Bind", Outbound::Bind)
+                .await
         })
     }
 }
@@ -1234,7 +1310,7 @@ impl PostBindPlugin for RemotePlugin {
                 return;
             }
             let _ = self
-                .async_status_call(state, node, Outbound::PostBind)
+                .async_status_call(state, node, "PostBind", Outbound::PostBind)
                 .await;
         })
     }

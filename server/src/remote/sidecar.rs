@@ -114,18 +114,31 @@ impl SidecarProcess {
     pub fn exited(&mut self) -> bool {
         !matches!(self.child.try_wait(), Ok(None))
     }
+
+    /// Whether any process of the sidecar's group is still alive: the shell that
+    /// started it may be gone while the sidecar itself still flushes its spans.
+    fn group_alive(&mut self) -> bool {
+        let _ = self.exited(); // reap the shell, or it counts as alive
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!("kill -0 -{} 2>/dev/null", self.child.id()))
+            .status()
+            .is_ok_and(|s| s.success())
+    }
 }
 
 impl Drop for SidecarProcess {
     fn drop(&mut self) {
-        if !self.exited() {
+        if self.group_alive() {
             self.signal("TERM");
             let deadline = Instant::now() + Duration::from_secs(2);
-            while Instant::now() < deadline && !self.exited() {
+            while Instant::now() < deadline && self.group_alive() {
                 std::thread::sleep(Duration::from_millis(10));
             }
-            self.signal("KILL");
-            let _ = self.child.kill();
+            if self.group_alive() {
+                self.signal("KILL");
+                let _ = self.child.kill();
+            }
         }
         // Bounded: a process that survives SIGKILL (uninterruptible sleep) is left
         // behind rather than hanging the scheduler.

@@ -115,6 +115,38 @@ impl SplitMix64 {
     }
 }
 
+/// The root span of an attempt, and whether it is sampled; an unsampled attempt
+/// keeps no span at all.
+fn attempt_trace(
+    pod: &Pod,
+    pinfo: &QueuedPodInfo,
+    profile: &str,
+    now: Instant,
+) -> crate::telemetry::trace::AttemptTrace {
+    let queue_wait_ms = now.saturating_duration_since(pinfo.timestamp).as_secs_f64() * 1000.0;
+    let span = tracing::info_span!(
+        "scheduling_attempt",
+        otel.name = format!("schedule {}/{}", pod.namespace, pod.name),
+        pod.namespace = &*pod.namespace,
+        pod.name = &*pod.name,
+        pod.uid = &*pod.uid,
+        profile,
+        attempt = pinfo.attempts,
+        queue_wait_ms,
+        result = tracing::field::Empty,
+        message = tracing::field::Empty,
+        node = tracing::field::Empty,
+        feasible_nodes = tracing::field::Empty,
+        evaluated_nodes = tracing::field::Empty,
+        generation = tracing::field::Empty,
+    );
+    let sampled = crate::telemetry::trace::is_sampled(&span);
+    crate::telemetry::trace::AttemptTrace {
+        span: if sampled { span } else { tracing::Span::none() },
+        sampled,
+    }
+}
+
 /// The scheduling thread: cycles until the queue closes.
 pub fn run_scheduling_loop(sched: &Arc<Scheduler>) {
     // Like kube-scheduler, schedule only once the initial listing is in the cache and
@@ -160,10 +192,25 @@ impl Scheduler {
         let mut state = CycleState::new();
         state.record_plugin_metrics = st.rng.below(100) < 10;
         state.cycle_id = next_cycle_id();
+        if crate::telemetry::trace::enabled() {
+            state.trace = attempt_trace(&pod, &pinfo, fw.profile_name(), start);
+        }
+        let root = state.trace.span.clone();
+        let _attempt = root.enter();
 
         let result = self.schedule_pod(st, &fw, &mut state, &pod);
+        if state.trace.sampled {
+            root.record("generation", st.snapshot.generation());
+        }
         let host = match result {
-            Ok(r) => r.host,
+            Ok(r) => {
+                if state.trace.sampled {
+                    root.record("feasible_nodes", r.feasible_nodes);
+                    root.record("evaluated_nodes", r.evaluated_nodes);
+                    root.record("node", &*r.host);
+                }
+                r.host
+            }
             Err(e) => {
                 let (status, diag, nominating) = match e {
                     ScheduleError::NoNodes => (
@@ -175,6 +222,7 @@ impl Scheduler {
                     ScheduleError::Fit(mut diag, num_nodes) => {
                         let mut nominating = NominatingInfo::Override(None);
                         if fw.has_post_filter_plugins() {
+                            let _ep = state.trace.extension_point("PostFilter").entered();
                             let nominated = self.queue.nominated_pods();
                             let (r, s) = fw.run_post_filter_plugins(
                                 &mut state,
@@ -193,6 +241,17 @@ impl Scheduler {
                         (Status::unschedulable(msg), Some(*diag), nominating)
                     }
                 };
+                if state.trace.sampled {
+                    root.record(
+                        "result",
+                        if status.code() == Code::Error {
+                            "error"
+                        } else {
+                            "unschedulable"
+                        },
+                    );
+                    root.record("message", status.message().as_str());
+                }
                 fw.end_cycle(&state);
                 self.handle_scheduling_failure(&fw, pinfo, status, diag, nominating, start);
                 return;
@@ -215,7 +274,9 @@ impl Scheduler {
         }
         self.queue.delete_nominated(&pod.uid);
 
+        let reserve = state.trace.extension_point("Reserve").entered();
         let s = fw.run_reserve_plugins_reserve(&mut state, &assumed, &host);
+        drop(reserve);
         if !s.is_success() {
             fw.run_reserve_plugins_unreserve(&mut state, &assumed, &host);
             self.forget(&assumed);
@@ -231,7 +292,9 @@ impl Scheduler {
             );
             return;
         }
+        let permit = state.trace.extension_point("Permit").entered();
         let s = fw.run_permit_plugins(&mut state, &assumed, &host);
+        drop(permit);
         if !s.is_success() && !s.is_wait() {
             fw.run_reserve_plugins_unreserve(&mut state, &assumed, &host);
             self.forget(&assumed);
@@ -251,14 +314,26 @@ impl Scheduler {
             result: AttemptResult::Scheduled,
             duration: start.elapsed(),
         });
+        if state.trace.sampled {
+            root.record("result", "scheduled");
+        }
 
-        // The binding cycle runs concurrently with the next scheduling cycles.
+        // The binding cycle runs concurrently with the next scheduling cycles; its
+        // span is a child of the attempt and ends when the pod is bound or rejected.
+        let binding = if state.trace.sampled {
+            tracing::info_span!(parent: &root, "binding_cycle", node = &*host, result = tracing::field::Empty)
+        } else {
+            tracing::Span::none()
+        };
         let me = self.clone();
         self.op_started();
-        self.runtime.spawn(async move {
-            me.binding_cycle(fw, state, assumed, pinfo, host).await;
-            me.op_finished();
-        });
+        self.runtime.spawn(tracing::Instrument::instrument(
+            async move {
+                me.binding_cycle(fw, state, assumed, pinfo, host).await;
+                me.op_finished();
+            },
+            binding,
+        ));
     }
 
     fn forget(&self, assumed: &Pod) {
@@ -293,9 +368,12 @@ impl Scheduler {
                 feasible_nodes: 1,
             });
         }
+        // PreScore and Score are pipelined (remote plugins get both in one call).
+        let score = state.trace.extension_point("Score").entered();
         let host = self
             .prioritize_and_select(st, fw, state, pod, &feasible)
             .map_err(ScheduleError::Error)?;
+        drop(score);
         Ok(ScheduleResult {
             host,
             evaluated_nodes: feasible.len() + diag.node_to_status.len(),
@@ -313,7 +391,9 @@ impl Scheduler {
         nominated: &NominatedPods,
     ) -> Result<(Vec<Arc<NodeInfo>>, Diagnosis), ScheduleError> {
         let mut diag = Diagnosis::default();
+        let pre_filter = state.trace.extension_point("PreFilter").entered();
         let (pre_res, s, plugins_with_nodes) = fw.run_pre_filter_plugins(state, pod, &st.snapshot);
+        drop(pre_filter);
         diag.unschedulable_plugins = plugins_with_nodes.iter().cloned().collect();
         if !s.is_success() {
             if !s.is_rejected() {
@@ -365,6 +445,7 @@ impl Scheduler {
             &nodes
         };
         // Split borrows: the node list may borrow the snapshot.
+        let filter = state.trace.extension_point("Filter").entered();
         let feasible = {
             let percentage = fw
                 .percentage_of_nodes_to_score()
@@ -381,6 +462,7 @@ impl Scheduler {
                 nominated,
             )
         };
+        drop(filter);
         match feasible {
             Ok(feasible) => {
                 let processed = feasible.len() + diag.node_to_status.len();
@@ -531,12 +613,16 @@ impl Scheduler {
         pinfo: QueuedPodInfo,
         host: Arc<str>,
     ) {
-        self.binding_cycle_steps(&fw, &mut state, assumed, pinfo, host)
+        let bound = self
+            .binding_cycle_steps(&fw, &mut state, assumed, pinfo, host)
             .await;
+        if state.trace.sampled {
+            tracing::Span::current().record("result", if bound { "bound" } else { "failed" });
+        }
         fw.end_cycle(&state);
     }
 
-    /// The binding cycle (upstream `bindingCycle`), on tokio.
+    /// The binding cycle (upstream `bindingCycle`), on tokio; true when bound.
     async fn binding_cycle_steps(
         self: &Arc<Self>,
         fw: &Arc<Framework>,
@@ -544,7 +630,7 @@ impl Scheduler {
         assumed: Arc<Pod>,
         pinfo: QueuedPodInfo,
         host: Arc<str>,
-    ) {
+    ) -> bool {
         let start = Instant::now();
         let s = fw.wait_on_permit(&assumed).await;
         if !s.is_success() {
@@ -554,14 +640,14 @@ impl Scheduler {
                 (s, None)
             };
             self.handle_binding_cycle_error(fw, state, &assumed, pinfo, &host, status, diag, start);
-            return;
+            return false;
         }
         // Failures after Permit are errors, never "unschedulable".
         self.queue.done(&assumed.uid);
         let s = fw.run_pre_bind_plugins(state, &assumed, &host).await;
         if !s.is_success() {
             self.handle_binding_cycle_error(fw, state, &assumed, pinfo, &host, s, None, start);
-            return;
+            return false;
         }
         let s = fw.run_bind_plugins(state, &assumed, &host).await;
         self.cache().finish_binding(&assumed.uid, self.clock.now());
@@ -572,7 +658,7 @@ impl Scheduler {
                 s
             };
             self.handle_binding_cycle_error(fw, state, &assumed, pinfo, &host, s, None, start);
-            return;
+            return false;
         }
         self.stats
             .bound
@@ -588,6 +674,7 @@ impl Scheduler {
             ),
         ));
         fw.run_post_bind_plugins(state, &assumed, &host).await;
+        true
     }
 
     /// Upstream `handleBindingCycleError`: Unreserve, forget the assumed pod, let pods

@@ -1,4 +1,5 @@
-//! Observability: the HTTP endpoints operators and kubelet probe (`/healthz`,
-//! `/livez`, `/readyz`). Tracing and metrics join them here.
+//! Observability: OTLP traces, and the HTTP endpoints operators and kubelet probe
+//! (`/healthz`, `/livez`, `/readyz`, `/metrics`).
 
 pub mod http;
+pub mod trace;

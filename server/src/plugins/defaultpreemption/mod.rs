@@ -129,6 +129,17 @@ impl PostFilterPlugin for DefaultPreemption {
             min_candidate_nodes_percentage: self.percentage,
             min_candidate_nodes_absolute: self.absolute,
         };
+        let span = if ctx.state.trace.sampled {
+            tracing::info_span!(
+                "preemption",
+                candidates = tracing::field::Empty,
+                node = tracing::field::Empty,
+                victims = tracing::field::Empty,
+            )
+        } else {
+            tracing::Span::none()
+        };
+        let _in_span = span.enter();
         match ev.preempt(ctx.state, pod, statuses, offset) {
             Err(s) => (None, Status::error(format!("preemption: {}", s.message()))),
             Ok(Outcome::NoCandidates(msg)) => (
@@ -138,6 +149,11 @@ impl PostFilterPlugin for DefaultPreemption {
                 Status::unschedulable(format!("preemption: {msg}")),
             ),
             Ok(Outcome::Chosen(c)) => {
+                if !span.is_disabled() {
+                    let victims: Vec<String> = c.victims.iter().map(|v| v.key()).collect();
+                    span.record("node", &*c.node);
+                    span.record("victims", victims.join(",").as_str());
+                }
                 let lower_nominated: Vec<Arc<Pod>> = ctx
                     .nominated
                     .get(&c.node)
