@@ -60,9 +60,14 @@ impl Replica {
 
     /// The HTTP status of GET path on the health address (0 if unreachable).
     fn get(&self, path: &str) -> u16 {
+        self.fetch(path).0
+    }
+
+    /// Status and body of GET path on the health address ((0, "") if unreachable).
+    fn fetch(&self, path: &str) -> (u16, String) {
         use std::io::{Read, Write};
         let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.health)) else {
-            return 0;
+            return (0, String::new());
         };
         let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
         let _ = write!(
@@ -71,10 +76,16 @@ impl Replica {
         );
         let mut out = String::new();
         let _ = s.read_to_string(&mut out);
-        out.split_whitespace()
+        let code = out
+            .split_whitespace()
             .nth(1)
             .and_then(|c| c.parse().ok())
-            .unwrap_or(0)
+            .unwrap_or(0);
+        let body = out
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        (code, body)
     }
 
     fn signal(&self, sig: &str) {
@@ -241,5 +252,76 @@ fn a_leader_whose_lease_is_taken_stops() {
     );
     let log = std::fs::read_to_string(dir.join("a.log")).unwrap_or_default();
     assert!(log.contains("leader election lost"), "{log}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The value of the sample `series` (name and labels, exactly as exposed).
+fn metric(page: &str, series: &str) -> Option<f64> {
+    page.lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|r| r.strip_prefix(' ')))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[test]
+fn metrics_count_what_happened() {
+    let (api, dir) = setup("metrics");
+    let a = Replica::start(&dir, "a");
+    wait_for("a leads", Duration::from_secs(20), || holder(&api) == "a");
+    for i in 0..3 {
+        api.apply(pod(&format!("m-{i}")));
+    }
+    let mut huge = pod("huge");
+    huge["spec"]["containers"][0]["resources"]["requests"]["cpu"] = json!("64");
+    api.apply(huge);
+    wait_for("three bound", Duration::from_secs(20), || {
+        (0..3).all(|i| node_of(&api, &format!("m-{i}")).is_some())
+    });
+    let page = |a: &Replica| a.fetch("/metrics");
+    wait_for("huge unschedulable", Duration::from_secs(20), || {
+        metric(
+            &page(&a).1,
+            "scheduler_pending_pods{queue=\"unschedulable\"}",
+        ) == Some(1.0)
+    });
+    let (code, body) = page(&a);
+    assert_eq!(code, 200);
+    let m = |s: &str| -> f64 {
+        match metric(&body, s) {
+            Some(v) => v,
+            None => panic!("no {s} in\n{body}"),
+        }
+    };
+    assert_eq!(
+        m("scheduler_schedule_attempts_total{result=\"scheduled\",profile=\"switchyard\"}"),
+        3.0
+    );
+    assert!(
+        m("scheduler_schedule_attempts_total{result=\"unschedulable\",profile=\"switchyard\"}")
+            >= 1.0
+    );
+    assert_eq!(m("scheduler_pod_scheduling_attempts_count"), 3.0);
+    assert_eq!(
+        m("scheduler_pod_scheduling_attempts_bucket{le=\"1\"}"),
+        3.0,
+        "each bound at its first attempt"
+    );
+    assert!(m("scheduler_scheduling_attempt_duration_seconds_count{result=\"scheduled\",profile=\"switchyard\"}") == 3.0);
+    assert!(m("scheduler_scheduling_algorithm_duration_seconds_count") >= 4.0);
+    assert!(m("scheduler_framework_extension_point_duration_seconds_count{extension_point=\"Filter\",status=\"Success\",profile=\"switchyard\"}") >= 4.0);
+    assert_eq!(m("scheduler_framework_extension_point_duration_seconds_count{extension_point=\"Bind\",status=\"Success\",profile=\"switchyard\"}"), 3.0);
+    assert_eq!(
+        m("scheduler_unschedulable_pods{plugin=\"NodeResourcesFit\",profile=\"switchyard\"}"),
+        1.0
+    );
+    assert_eq!(
+        m("scheduler_queue_incoming_pods_total{queue=\"active\",event=\"UnschedulablePodAdd\"}"),
+        4.0
+    );
+    assert_eq!(
+        m("scheduler_permit_wait_duration_seconds_count{result=\"success\"}"),
+        3.0
+    );
+    assert!(body.contains("# TYPE scheduler_schedule_attempts_total counter"));
+    assert!(body.contains("# TYPE scheduler_pending_pods gauge"));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -82,7 +82,7 @@ struct RunArgs {
     #[arg(long, value_name = "PATH")]
     kubeconfig: Option<PathBuf>,
 
-    /// Where to serve /healthz, /livez and /readyz (plain HTTP).
+    /// Where to serve /healthz, /livez, /readyz and /metrics (plain HTTP).
     #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:10251")]
     health_address: std::net::SocketAddr,
 

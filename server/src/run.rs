@@ -126,7 +126,7 @@ pub fn run(opts: RunOptions, registry: &Registry) -> Result<(), RunError> {
         .filter(|e| e.config().failure_policy == FailurePolicy::Fail)
         .cloned()
         .collect();
-    let _stop_endpoints = crate::remote::StopOnDrop(endpoints);
+    let stop_endpoints = crate::remote::StopOnDrop(endpoints);
 
     let cluster = Arc::new(KubernetesCluster::new(
         client.clone(),
@@ -160,10 +160,18 @@ pub fn run(opts: RunOptions, registry: &Registry) -> Result<(), RunError> {
         }
         Ok(())
     });
+    let s = sched.clone();
+    let eps = stop_endpoints.0.clone();
+    let metrics: crate::telemetry::http::MetricsPage =
+        Arc::new(move || crate::telemetry::metrics::render_all(&s, &eps));
     let bound = runtime
-        .block_on(crate::telemetry::http::serve(opts.health_address, ready))
+        .block_on(crate::telemetry::http::serve(
+            opts.health_address,
+            ready,
+            metrics,
+        ))
         .map_err(|e| RunError::Health(opts.health_address, e))?;
-    tracing::info!(address = %bound, "serving /healthz, /livez, /readyz");
+    tracing::info!(address = %bound, "serving /healthz, /livez, /readyz, /metrics");
 
     let (sink, source) = event_channel();
     cluster.start(sink);

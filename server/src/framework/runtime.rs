@@ -716,7 +716,9 @@ impl Framework {
                 continue;
             };
             let span = state.trace.plugin("PreFilter", &e.name);
+            let t = state.record_plugin_metrics.then(Instant::now);
             let (r, s) = span.in_scope(|| p.pre_filter(state, pod, snapshot));
+            plugin_metric(&e.name, "PreFilter", s.code(), t);
             if s.is_skip() {
                 if let Some(fi) = self.pre_filter_to_filter[i] {
                     skip.insert(fi);
@@ -1191,7 +1193,9 @@ impl Framework {
                 continue;
             };
             let span = state.trace.plugin("Reserve", &e.name);
+            let t = state.record_plugin_metrics.then(Instant::now);
             let s = span.in_scope(|| p.reserve(state, pod, node));
+            plugin_metric(&e.name, "Reserve", s.code(), t);
             if !s.is_success() {
                 if s.is_rejected() {
                     return s.with_plugin(&e.name);
@@ -1229,7 +1233,9 @@ impl Framework {
                 continue;
             };
             let span = state.trace.plugin("Permit", &e.name);
+            let t = state.record_plugin_metrics.then(Instant::now);
             let (s, timeout) = span.in_scope(|| p.permit(state, pod, node));
+            plugin_metric(&e.name, "Permit", s.code(), t);
             if s.is_success() {
                 continue;
             }
@@ -1316,7 +1322,9 @@ impl Framework {
                 continue;
             };
             let span = state.trace.plugin("Bind", &e.name);
+            let t = state.record_plugin_metrics.then(Instant::now);
             let s = tracing::Instrument::instrument(p.bind(state, pod, node), span).await;
+            plugin_metric(&e.name, "Bind", s.code(), t);
             if s.is_skip() {
                 last = s;
                 continue;
@@ -1348,6 +1356,19 @@ impl Framework {
 pub const PARALLEL_THRESHOLD: usize = 64;
 /// Smallest unit of work a pool thread takes.
 pub const PARALLEL_CHUNK: usize = 16;
+
+/// `scheduler_plugin_execution_duration_seconds`, for the sampled attempts (`start`
+/// is `None` in the others, as upstream samples 10%).
+fn plugin_metric(plugin: &str, point: &str, code: Code, start: Option<Instant>) {
+    if let Some(t) = start {
+        crate::telemetry::metrics::SCHEDULER
+            .plugin_execution_duration
+            .observe(
+                &[plugin, point, crate::telemetry::metrics::status_label(code)],
+                t.elapsed().as_secs_f64(),
+            );
+    }
+}
 
 #[cfg(test)]
 mod tests {

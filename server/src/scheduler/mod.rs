@@ -323,6 +323,12 @@ impl SchedulerServices for Scheduler {
     }
 
     fn record_preemption(&self, victims: usize) {
+        crate::telemetry::metrics::SCHEDULER
+            .preemption_attempts
+            .add(&[], 1);
+        crate::telemetry::metrics::SCHEDULER
+            .preemption_victims
+            .observe(&[], victims as f64);
         self.stats
             .preemption_attempts
             .fetch_add(1, Ordering::Relaxed);

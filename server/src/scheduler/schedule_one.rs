@@ -115,6 +115,20 @@ impl SplitMix64 {
     }
 }
 
+/// `scheduler_framework_extension_point_duration_seconds` for one extension point.
+fn extension_point_metric(point: &str, code: Code, fw: &Framework, start: Instant) {
+    crate::telemetry::metrics::SCHEDULER
+        .extension_point_duration
+        .observe(
+            &[
+                point,
+                crate::telemetry::metrics::status_label(code),
+                fw.profile_name(),
+            ],
+            start.elapsed().as_secs_f64(),
+        );
+}
+
 /// The root span of an attempt, and whether it is sampled; an unsampled attempt
 /// keeps no span at all.
 fn attempt_trace(
@@ -199,6 +213,9 @@ impl Scheduler {
         let _attempt = root.enter();
 
         let result = self.schedule_pod(st, &fw, &mut state, &pod);
+        crate::telemetry::metrics::SCHEDULER
+            .algorithm_duration
+            .observe(&[], start.elapsed().as_secs_f64());
         if state.trace.sampled {
             root.record("generation", st.snapshot.generation());
         }
@@ -275,7 +292,9 @@ impl Scheduler {
         self.queue.delete_nominated(&pod.uid);
 
         let reserve = state.trace.extension_point("Reserve").entered();
+        let t = Instant::now();
         let s = fw.run_reserve_plugins_reserve(&mut state, &assumed, &host);
+        extension_point_metric("Reserve", s.code(), &fw, t);
         drop(reserve);
         if !s.is_success() {
             fw.run_reserve_plugins_unreserve(&mut state, &assumed, &host);
@@ -293,7 +312,9 @@ impl Scheduler {
             return;
         }
         let permit = state.trace.extension_point("Permit").entered();
+        let t = Instant::now();
         let s = fw.run_permit_plugins(&mut state, &assumed, &host);
+        extension_point_metric("Permit", s.code(), &fw, t);
         drop(permit);
         if !s.is_success() && !s.is_wait() {
             fw.run_reserve_plugins_unreserve(&mut state, &assumed, &host);
@@ -310,10 +331,21 @@ impl Scheduler {
             );
             return;
         }
+        let elapsed = start.elapsed();
         self.stats.record(AttemptRecord {
             result: AttemptResult::Scheduled,
-            duration: start.elapsed(),
+            duration: elapsed,
         });
+        let profile = fw.profile_name();
+        crate::telemetry::metrics::SCHEDULER
+            .schedule_attempts
+            .add(&["scheduled", profile], 1);
+        crate::telemetry::metrics::SCHEDULER
+            .attempt_duration
+            .observe(&["scheduled", profile], elapsed.as_secs_f64());
+        crate::telemetry::metrics::SCHEDULER
+            .pod_scheduling_attempts
+            .observe(&[], f64::from(pinfo.attempts));
         if state.trace.sampled {
             root.record("result", "scheduled");
         }
@@ -370,9 +402,11 @@ impl Scheduler {
         }
         // PreScore and Score are pipelined (remote plugins get both in one call).
         let score = state.trace.extension_point("Score").entered();
-        let host = self
-            .prioritize_and_select(st, fw, state, pod, &feasible)
-            .map_err(ScheduleError::Error)?;
+        let t = Instant::now();
+        let host = self.prioritize_and_select(st, fw, state, pod, &feasible);
+        let code = host.as_ref().map_or_else(|s| s.code(), |_| Code::Success);
+        extension_point_metric("Score", code, fw, t);
+        let host = host.map_err(ScheduleError::Error)?;
         drop(score);
         Ok(ScheduleResult {
             host,
@@ -392,7 +426,9 @@ impl Scheduler {
     ) -> Result<(Vec<Arc<NodeInfo>>, Diagnosis), ScheduleError> {
         let mut diag = Diagnosis::default();
         let pre_filter = state.trace.extension_point("PreFilter").entered();
+        let t = Instant::now();
         let (pre_res, s, plugins_with_nodes) = fw.run_pre_filter_plugins(state, pod, &st.snapshot);
+        extension_point_metric("PreFilter", s.code(), fw, t);
         drop(pre_filter);
         diag.unschedulable_plugins = plugins_with_nodes.iter().cloned().collect();
         if !s.is_success() {
@@ -446,6 +482,7 @@ impl Scheduler {
         };
         // Split borrows: the node list may borrow the snapshot.
         let filter = state.trace.extension_point("Filter").entered();
+        let t = Instant::now();
         let feasible = {
             let percentage = fw
                 .percentage_of_nodes_to_score()
@@ -462,6 +499,10 @@ impl Scheduler {
                 nominated,
             )
         };
+        let code = feasible
+            .as_ref()
+            .map_or_else(|s| s.code(), |_| Code::Success);
+        extension_point_metric("Filter", code, fw, t);
         drop(filter);
         match feasible {
             Ok(feasible) => {
@@ -526,14 +567,22 @@ impl Scheduler {
         start: Instant,
     ) {
         let rejected = status.is_rejected();
+        let elapsed = start.elapsed();
         self.stats.record(AttemptRecord {
             result: if rejected {
                 AttemptResult::Unschedulable
             } else {
                 AttemptResult::Error
             },
-            duration: start.elapsed(),
+            duration: elapsed,
         });
+        let result = if rejected { "unschedulable" } else { "error" };
+        crate::telemetry::metrics::SCHEDULER
+            .schedule_attempts
+            .add(&[result, fw.profile_name()], 1);
+        crate::telemetry::metrics::SCHEDULER
+            .attempt_duration
+            .observe(&[result, fw.profile_name()], elapsed.as_secs_f64());
         let reason = if rejected {
             "Unschedulable"
         } else {
@@ -633,6 +682,12 @@ impl Scheduler {
     ) -> bool {
         let start = Instant::now();
         let s = fw.wait_on_permit(&assumed).await;
+        crate::telemetry::metrics::SCHEDULER
+            .permit_wait_duration
+            .observe(
+                &[if s.is_success() { "success" } else { "failure" }],
+                start.elapsed().as_secs_f64(),
+            );
         if !s.is_success() {
             let (status, diag) = if s.is_rejected() {
                 single_node_failure(s, &host)
@@ -644,12 +699,16 @@ impl Scheduler {
         }
         // Failures after Permit are errors, never "unschedulable".
         self.queue.done(&assumed.uid);
+        let t = Instant::now();
         let s = fw.run_pre_bind_plugins(state, &assumed, &host).await;
+        extension_point_metric("PreBind", s.code(), fw, t);
         if !s.is_success() {
             self.handle_binding_cycle_error(fw, state, &assumed, pinfo, &host, s, None, start);
             return false;
         }
+        let t = Instant::now();
         let s = fw.run_bind_plugins(state, &assumed, &host).await;
+        extension_point_metric("Bind", s.code(), fw, t);
         self.cache().finish_binding(&assumed.uid, self.clock.now());
         if !s.is_success() {
             let s = if s.is_skip() {

@@ -2,7 +2,7 @@
 //! answer 200 while the process serves; `/readyz` answers 200 once the cache has
 //! synced and every `Fail`-policy sidecar has completed its handshake (a standby
 //! replica is ready too: readiness is about serving, not about leading), 503 with
-//! the reason otherwise.
+//! the reason otherwise; `/metrics` is the Prometheus text format.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -14,10 +14,16 @@ use hyper::{Request, Response, StatusCode};
 
 /// Answers `/readyz`: `Ok` when ready, else why not.
 pub type ReadyCheck = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+/// Renders `/metrics`.
+pub type MetricsPage = Arc<dyn Fn() -> String + Send + Sync>;
 
 /// Binds `addr` and serves until the runtime stops; returns the bound address
 /// (port 0 picks one).
-pub async fn serve(addr: SocketAddr, ready: ReadyCheck) -> std::io::Result<SocketAddr> {
+pub async fn serve(
+    addr: SocketAddr,
+    ready: ReadyCheck,
+    metrics: MetricsPage,
+) -> std::io::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
     tokio::spawn(async move {
@@ -26,10 +32,12 @@ pub async fn serve(addr: SocketAddr, ready: ReadyCheck) -> std::io::Result<Socke
                 continue;
             };
             let ready = ready.clone();
+            let metrics = metrics.clone();
             tokio::spawn(async move {
                 let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
                     let ready = ready.clone();
-                    async move { Ok::<_, Infallible>(answer(req.uri().path(), &ready)) }
+                    let metrics = metrics.clone();
+                    async move { Ok::<_, Infallible>(answer(req.uri().path(), &ready, &metrics)) }
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
@@ -50,8 +58,16 @@ fn text(code: StatusCode, body: String) -> Response<Full<Bytes>> {
     r
 }
 
-fn answer(path: &str, ready: &ReadyCheck) -> Response<Full<Bytes>> {
+fn answer(path: &str, ready: &ReadyCheck, metrics: &MetricsPage) -> Response<Full<Bytes>> {
     match path {
+        "/metrics" => {
+            let mut r = text(StatusCode::OK, metrics());
+            r.headers_mut().insert(
+                hyper::header::CONTENT_TYPE,
+                hyper::header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            );
+            r
+        }
         "/healthz" | "/livez" => text(StatusCode::OK, "ok\n".into()),
         "/readyz" => match ready() {
             Ok(()) => text(StatusCode::OK, "ok\n".into()),
@@ -62,7 +78,7 @@ fn answer(path: &str, ready: &ReadyCheck) -> Response<Full<Bytes>> {
         },
         _ => text(
             StatusCode::NOT_FOUND,
-            "not found; try /healthz, /livez or /readyz\n".into(),
+            "not found; try /healthz, /livez, /readyz or /metrics\n".into(),
         ),
     }
 }
@@ -73,12 +89,14 @@ mod tests {
 
     #[test]
     fn readyz_reports_the_reason() {
+        let m: MetricsPage = Arc::new(|| "x 1\n".into());
         let not: ReadyCheck = Arc::new(|| Err("cache not synced".into()));
-        let r = answer("/readyz", &not);
+        let r = answer("/readyz", &not, &m);
         assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
-        assert_eq!(answer("/livez", &not).status(), StatusCode::OK);
+        assert_eq!(answer("/livez", &not, &m).status(), StatusCode::OK);
         let yes: ReadyCheck = Arc::new(|| Ok(()));
-        assert_eq!(answer("/readyz", &yes).status(), StatusCode::OK);
-        assert_eq!(answer("/metricz", &yes).status(), StatusCode::NOT_FOUND);
+        assert_eq!(answer("/readyz", &yes, &m).status(), StatusCode::OK);
+        assert_eq!(answer("/metrics", &yes, &m).status(), StatusCode::OK);
+        assert_eq!(answer("/metricz", &yes, &m).status(), StatusCode::NOT_FOUND);
     }
 }

@@ -2,4 +2,5 @@
 //! (`/healthz`, `/livez`, `/readyz`, `/metrics`).
 
 pub mod http;
+pub mod metrics;
 pub mod trace;

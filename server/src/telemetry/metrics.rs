@@ -1,0 +1,504 @@
+//! Prometheus metrics, written by hand in the text exposition format (no client
+//! library: a few counters and histograms, keyed by small label sets). Recording is
+//! a lock-free add for unlabelled metrics and one short lock for labelled ones.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// kube-scheduler's buckets for durations (seconds): 1 ms doubling to ~16 s.
+pub const DURATION_BUCKETS: [f64; 15] = [
+    0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048, 4.096,
+    8.192, 16.384,
+];
+/// Plugin and extension-point durations are shorter: 0.1 ms up.
+pub const SHORT_DURATION_BUCKETS: [f64; 15] = [
+    0.0001, 0.0002, 0.0004, 0.0008, 0.0016, 0.0032, 0.0064, 0.0128, 0.0256, 0.0512, 0.1024, 0.2048,
+    0.4096, 0.8192, 1.6384,
+];
+/// Counts (attempts, victims): 1, 2, 4 ... 16384 (upstream's exponential buckets).
+pub const COUNT_BUCKETS: [f64; 15] = [
+    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0,
+    16384.0,
+];
+
+/// One histogram series.
+pub struct Histogram {
+    bounds: &'static [f64],
+    counts: Vec<AtomicU64>,
+    count: AtomicU64,
+    /// Sum in micro-units (µs for seconds, 1e-6 for counts), so it stays an integer.
+    sum_micros: AtomicU64,
+}
+
+impl Histogram {
+    pub fn new(bounds: &'static [f64]) -> Self {
+        Histogram {
+            bounds,
+            counts: bounds.iter().map(|_| AtomicU64::new(0)).collect(),
+            count: AtomicU64::new(0),
+            sum_micros: AtomicU64::new(0),
+        }
+    }
+
+    pub fn observe(&self, v: f64) {
+        if let Some(i) = self.bounds.iter().position(|b| v <= *b) {
+            self.counts[i].fetch_add(1, Ordering::Relaxed);
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_micros
+            .fetch_add((v.max(0.0) * 1e6) as u64, Ordering::Relaxed);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    fn render(&self, out: &mut String, name: &str, labels: &str) {
+        let mut cumulative = 0;
+        let sep = if labels.is_empty() { "" } else { "," };
+        for (b, c) in self.bounds.iter().zip(&self.counts) {
+            cumulative += c.load(Ordering::Relaxed);
+            let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{b}\"}} {cumulative}");
+        }
+        let count = self.count();
+        let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {count}");
+        let sum = self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
+        let braces = |s: &str| {
+            if s.is_empty() {
+                String::new()
+            } else {
+                format!("{{{s}}}")
+            }
+        };
+        let _ = writeln!(out, "{name}_sum{} {sum}", braces(labels));
+        let _ = writeln!(out, "{name}_count{} {count}", braces(labels));
+    }
+}
+
+/// Label values in the order of the family's label names.
+pub type LabelValues = Vec<String>;
+
+/// Histograms by label values.
+pub struct HistogramFamily {
+    pub name: &'static str,
+    pub help: &'static str,
+    labels: &'static [&'static str],
+    bounds: &'static [f64],
+    series: Mutex<BTreeMap<LabelValues, Arc<Histogram>>>,
+}
+
+impl HistogramFamily {
+    pub const fn new(
+        name: &'static str,
+        help: &'static str,
+        labels: &'static [&'static str],
+        bounds: &'static [f64],
+    ) -> Self {
+        HistogramFamily {
+            name,
+            help,
+            labels,
+            bounds,
+            series: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    pub fn observe(&self, values: &[&str], v: f64) {
+        let Ok(mut m) = self.series.lock() else {
+            return;
+        };
+        // Look up without allocating the key in the common case.
+        if let Some(h) = m
+            .iter()
+            .find(|(k, _)| k.iter().map(String::as_str).eq(values.iter().copied()))
+            .map(|(_, h)| h.clone())
+        {
+            drop(m);
+            h.observe(v);
+            return;
+        }
+        let h = Arc::new(Histogram::new(self.bounds));
+        h.observe(v);
+        m.insert(values.iter().map(|s| s.to_string()).collect(), h);
+    }
+
+    pub fn render(&self, out: &mut String) {
+        let _ = writeln!(out, "# HELP {} {}", self.name, self.help);
+        let _ = writeln!(out, "# TYPE {} histogram", self.name);
+        let Ok(m) = self.series.lock() else {
+            return;
+        };
+        for (values, h) in m.iter() {
+            h.render(out, self.name, &labels(self.labels, values));
+        }
+    }
+}
+
+/// Counters by label values.
+pub struct CounterFamily {
+    pub name: &'static str,
+    pub help: &'static str,
+    labels: &'static [&'static str],
+    series: Mutex<BTreeMap<LabelValues, u64>>,
+}
+
+impl CounterFamily {
+    pub const fn new(
+        name: &'static str,
+        help: &'static str,
+        labels: &'static [&'static str],
+    ) -> Self {
+        CounterFamily {
+            name,
+            help,
+            labels,
+            series: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    pub fn add(&self, values: &[&str], n: u64) {
+        let Ok(mut m) = self.series.lock() else {
+            return;
+        };
+        if let Some(c) = m
+            .iter_mut()
+            .find(|(k, _)| k.iter().map(String::as_str).eq(values.iter().copied()))
+            .map(|(_, c)| c)
+        {
+            *c += n;
+            return;
+        }
+        m.insert(values.iter().map(|s| s.to_string()).collect(), n);
+    }
+
+    pub fn get(&self, values: &[&str]) -> u64 {
+        self.series
+            .lock()
+            .ok()
+            .and_then(|m| {
+                m.iter()
+                    .find(|(k, _)| k.iter().map(String::as_str).eq(values.iter().copied()))
+                    .map(|(_, c)| *c)
+            })
+            .unwrap_or(0)
+    }
+
+    pub fn render(&self, out: &mut String) {
+        let _ = writeln!(out, "# HELP {} {}", self.name, self.help);
+        let _ = writeln!(out, "# TYPE {} counter", self.name);
+        let Ok(m) = self.series.lock() else {
+            return;
+        };
+        for (values, c) in m.iter() {
+            let l = labels(self.labels, values);
+            if l.is_empty() {
+                let _ = writeln!(out, "{} {c}", self.name);
+            } else {
+                let _ = writeln!(out, "{}{{{l}}} {c}", self.name);
+            }
+        }
+    }
+}
+
+/// `a="x",b="y"`, values escaped as the text format wants.
+pub fn labels(names: &[&str], values: &[String]) -> String {
+    names
+        .iter()
+        .zip(values)
+        .map(|(n, v)| {
+            let v = v
+                .replace('\\', "\\\\")
+                .replace('"', "\\\"")
+                .replace('\n', "\\n");
+            format!("{n}=\"{v}\"")
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A gauge or counter line computed at scrape time.
+pub fn sample(out: &mut String, name: &str, help: &str, kind: &str, rows: &[(String, f64)]) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+    for (l, v) in rows {
+        if l.is_empty() {
+            let _ = writeln!(out, "{name} {v}");
+        } else {
+            let _ = writeln!(out, "{name}{{{l}}} {v}");
+        }
+    }
+}
+
+/// The scheduler's recorded metrics, with kube-scheduler's names and labels. One
+/// per process, as kube-scheduler's registry is.
+pub struct SchedulerMetrics {
+    pub schedule_attempts: CounterFamily,
+    pub attempt_duration: HistogramFamily,
+    pub algorithm_duration: HistogramFamily,
+    pub extension_point_duration: HistogramFamily,
+    pub plugin_execution_duration: HistogramFamily,
+    pub preemption_attempts: CounterFamily,
+    pub preemption_victims: HistogramFamily,
+    pub pod_scheduling_attempts: HistogramFamily,
+    pub permit_wait_duration: HistogramFamily,
+}
+
+pub static SCHEDULER: SchedulerMetrics = SchedulerMetrics {
+    schedule_attempts: CounterFamily::new(
+        "scheduler_schedule_attempts_total",
+        "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could not be scheduled, while 'error' means an internal scheduler problem.",
+        &["result", "profile"],
+    ),
+    attempt_duration: HistogramFamily::new(
+        "scheduler_scheduling_attempt_duration_seconds",
+        "Scheduling attempt latency in seconds (scheduling algorithm + binding)",
+        &["result", "profile"],
+        &DURATION_BUCKETS,
+    ),
+    algorithm_duration: HistogramFamily::new(
+        "scheduler_scheduling_algorithm_duration_seconds",
+        "Scheduling algorithm latency in seconds",
+        &[],
+        &DURATION_BUCKETS,
+    ),
+    extension_point_duration: HistogramFamily::new(
+        "scheduler_framework_extension_point_duration_seconds",
+        "Latency for running all plugins of a specific extension point.",
+        &["extension_point", "status", "profile"],
+        &SHORT_DURATION_BUCKETS,
+    ),
+    plugin_execution_duration: HistogramFamily::new(
+        "scheduler_plugin_execution_duration_seconds",
+        "Duration for running a plugin at a specific extension point (sampled, as upstream).",
+        &["plugin", "extension_point", "status"],
+        &SHORT_DURATION_BUCKETS,
+    ),
+    preemption_attempts: CounterFamily::new(
+        "scheduler_preemption_attempts_total",
+        "Total preemption attempts in the cluster till now",
+        &[],
+    ),
+    preemption_victims: HistogramFamily::new(
+        "scheduler_preemption_victims",
+        "Number of selected preemption victims",
+        &[],
+        &COUNT_BUCKETS,
+    ),
+    pod_scheduling_attempts: HistogramFamily::new(
+        "scheduler_pod_scheduling_attempts",
+        "Number of attempts to successfully schedule a pod.",
+        &[],
+        &COUNT_BUCKETS,
+    ),
+    permit_wait_duration: HistogramFamily::new(
+        "scheduler_permit_wait_duration_seconds",
+        "Duration of waiting on permit.",
+        &["result"],
+        &DURATION_BUCKETS,
+    ),
+};
+
+impl SchedulerMetrics {
+    pub fn render(&self, out: &mut String) {
+        self.schedule_attempts.render(out);
+        self.attempt_duration.render(out);
+        self.algorithm_duration.render(out);
+        self.extension_point_duration.render(out);
+        self.plugin_execution_duration.render(out);
+        self.preemption_attempts.render(out);
+        self.preemption_victims.render(out);
+        self.pod_scheduling_attempts.render(out);
+        self.permit_wait_duration.render(out);
+    }
+}
+
+/// The `status` label for a framework status code, as upstream spells it.
+pub fn status_label(code: crate::framework::Code) -> &'static str {
+    use crate::framework::Code;
+    match code {
+        Code::Success => "Success",
+        Code::Error => "Error",
+        Code::Unschedulable => "Unschedulable",
+        Code::UnschedulableAndUnresolvable => "UnschedulableAndUnresolvable",
+        Code::Wait => "Wait",
+        Code::Skip => "Skip",
+        Code::Pending => "Pending",
+    }
+}
+
+/// The whole `/metrics` page: what was recorded, plus what is read at scrape time
+/// from the queue and the sidecar connections.
+pub fn render_all(
+    sched: &crate::scheduler::Scheduler,
+    endpoints: &[crate::remote::Endpoint],
+) -> String {
+    use crate::queue::Placement;
+    let mut out = String::with_capacity(16 << 10);
+    SCHEDULER.render(&mut out);
+
+    let p = sched.queue.pending();
+    let q = |name: &str, n: usize| (format!("queue=\"{name}\""), n as f64);
+    sample(
+        &mut out,
+        "scheduler_pending_pods",
+        "Number of pending pods, by the queue type. 'active' means number of pods in activeQ; 'backoff' means number of pods in backoffQ; 'unschedulable' means number of pods in unschedulablePods that the scheduler attempted to schedule and failed; 'gated' is the number of unschedulable pods that the scheduler never attempted to schedule because they are gated.",
+        "gauge",
+        &[
+            q("active", p.active),
+            q("backoff", p.backoff),
+            q("unschedulable", p.unschedulable),
+            q("gated", p.gated),
+        ],
+    );
+
+    let mut incoming: Vec<(String, f64)> = sched
+        .queue
+        .incoming_counts()
+        .0
+        .into_iter()
+        .map(|((placement, event), n)| {
+            let queue = match placement {
+                Placement::Active => "active",
+                Placement::Backoff => "backoff",
+                Placement::Unschedulable => "unschedulable",
+            };
+            (
+                labels(&["queue", "event"], &[queue.to_string(), event]),
+                n as f64,
+            )
+        })
+        .collect();
+    incoming.sort_by(|a, b| a.0.cmp(&b.0));
+    sample(
+        &mut out,
+        "scheduler_queue_incoming_pods_total",
+        "Number of pods added to scheduling queues by event and queue type.",
+        "counter",
+        &incoming,
+    );
+
+    let mut by_plugin: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for p in sched.queue.unschedulable_pods() {
+        for plugin in &p.unschedulable_plugins {
+            *by_plugin
+                .entry((plugin.to_string(), p.pod.spec.scheduler_name.to_string()))
+                .or_default() += 1;
+        }
+    }
+    let rows: Vec<(String, f64)> = by_plugin
+        .into_iter()
+        .map(|((plugin, profile), n)| {
+            (labels(&["plugin", "profile"], &[plugin, profile]), n as f64)
+        })
+        .collect();
+    sample(
+        &mut out,
+        "scheduler_unschedulable_pods",
+        "The number of unschedulable pods broken down by plugin name. A pod will increment the gauge for all plugins that caused it to not schedule and so this metric have meaning only when broken down by plugin.",
+        "gauge",
+        &rows,
+    );
+
+    // Switchyard's own: the sidecar path.
+    let per = |f: &dyn Fn(&crate::remote::client::EndpointStats) -> u64| -> Vec<(String, f64)> {
+        endpoints
+            .iter()
+            .map(|e| {
+                (
+                    labels(&["endpoint"], &[e.config().endpoint.clone()]),
+                    f(e.stats()) as f64,
+                )
+            })
+            .collect()
+    };
+    use std::sync::atomic::Ordering::Relaxed;
+    sample(
+        &mut out,
+        "switchyard_remote_calls_total",
+        "Calls made to plugin sidecars.",
+        "counter",
+        &per(&|s| s.calls.load(Relaxed)),
+    );
+    sample(
+        &mut out,
+        "switchyard_remote_errors_total",
+        "Sidecar calls that failed (unreachable, timed out, or a malformed reply); the failure policy decided what they meant.",
+        "counter",
+        &per(&|s| s.errors.load(Relaxed)),
+    );
+    sample(
+        &mut out,
+        "switchyard_remote_reconnects_total",
+        "Times a sidecar connection was re-established.",
+        "counter",
+        &per(&|s| s.reconnects.load(Relaxed)),
+    );
+    sample(
+        &mut out,
+        "switchyard_remote_sent_bytes_total",
+        "gRPC message bytes sent to sidecars, replication included.",
+        "counter",
+        &per(&|s| s.bytes_sent.load(Relaxed)),
+    );
+    sample(
+        &mut out,
+        "switchyard_remote_received_bytes_total",
+        "gRPC message bytes received from sidecars.",
+        "counter",
+        &per(&|s| s.bytes_received.load(Relaxed)),
+    );
+    sample(
+        &mut out,
+        "switchyard_remote_connected",
+        "1 while the sidecar's connection is up and its handshake done.",
+        "gauge",
+        &endpoints
+            .iter()
+            .map(|e| {
+                (
+                    labels(&["endpoint"], &[e.config().endpoint.clone()]),
+                    if e.streams().is_ok() { 1.0 } else { 0.0 },
+                )
+            })
+            .collect::<Vec<_>>(),
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_renders_cumulative_buckets() {
+        let f = HistogramFamily::new("x_seconds", "help", &["result"], &DURATION_BUCKETS);
+        f.observe(&["ok"], 0.0015);
+        f.observe(&["ok"], 0.003);
+        f.observe(&["ok"], 100.0);
+        let mut out = String::new();
+        f.render(&mut out);
+        assert!(
+            out.contains("x_seconds_bucket{result=\"ok\",le=\"0.001\"} 0\n"),
+            "{out}"
+        );
+        assert!(out.contains("x_seconds_bucket{result=\"ok\",le=\"0.002\"} 1\n"));
+        assert!(out.contains("x_seconds_bucket{result=\"ok\",le=\"0.004\"} 2\n"));
+        assert!(out.contains("x_seconds_bucket{result=\"ok\",le=\"+Inf\"} 3\n"));
+        assert!(out.contains("x_seconds_count{result=\"ok\"} 3\n"));
+        assert!(out.contains("# TYPE x_seconds histogram"));
+    }
+
+    #[test]
+    fn counters_add_per_label_set_and_escape() {
+        let c = CounterFamily::new("y_total", "help", &["profile"]);
+        c.add(&["a\"b"], 2);
+        c.add(&["a\"b"], 3);
+        c.add(&["z"], 1);
+        assert_eq!(c.get(&["a\"b"]), 5);
+        let mut out = String::new();
+        c.render(&mut out);
+        assert!(out.contains("y_total{profile=\"a\\\"b\"} 5\n"), "{out}");
+    }
+}
