@@ -151,6 +151,15 @@ struct BenchArgs {
     /// Give up on a run after this many seconds.
     #[arg(long, default_value_t = 600, value_name = "SECONDS")]
     timeout: u64,
+
+    /// Instead of --runs: measure what tracing costs. Runs the in-process workload
+    /// once per value, each in a fresh process: `off` (no exporter), or a sampling
+    /// ratio (0.01 = 1% of attempts traced, 1 = all) with spans exported over OTLP to
+    /// $OTEL_EXPORTER_OTLP_ENDPOINT (default http://127.0.0.1:4317; with nothing
+    /// listening there the spans are still made, batched and dropped). Example:
+    /// --tracing off,0.01,1
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    tracing: Vec<String>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -375,8 +384,124 @@ fn demo_sidecars() -> anyhow::Result<Vec<String>> {
     ])
 }
 
+/// `bench --tracing`: one child `bench --runs in-process` per sampling setting.
+fn bench_tracing(args: &BenchArgs) -> anyhow::Result<ExitCode> {
+    let exe = std::env::current_exe().context("cannot locate this binary")?;
+    let endpoint = std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .unwrap_or_else(|_| "http://127.0.0.1:4317".into());
+    let mut rows: Vec<(String, serde_json::Value)> = Vec::new();
+    for t in &args.tracing {
+        let t = t.trim();
+        let ratio = match t {
+            "off" => None,
+            r => Some(
+                r.parse::<f64>()
+                    .ok()
+                    .filter(|v| (0.0..=1.0).contains(v))
+                    .with_context(|| {
+                        format!("--tracing: {r:?} is neither `off` nor a ratio between 0 and 1")
+                    })?,
+            ),
+        };
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.args([
+            "bench",
+            "--runs",
+            "in-process",
+            "--output-format",
+            "json",
+            "--workload",
+        ])
+        .arg(&args.workload)
+        .args(["--workload-name", &args.workload_name])
+        .args(["--threads", &args.threads.to_string()])
+        .args(["--seed", &args.seed.to_string()])
+        .args(["--timeout", &args.timeout.to_string()])
+        .env_remove("OTEL_TRACES_EXPORTER")
+        .stderr(std::process::Stdio::inherit());
+        match ratio {
+            None => {
+                cmd.env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+                    .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+            }
+            Some(r) => {
+                cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+                    .env("OTEL_TRACES_SAMPLER", "traceidratio")
+                    .env("OTEL_TRACES_SAMPLER_ARG", r.to_string());
+            }
+        }
+        eprintln!("bench: tracing {t} ...");
+        let out = cmd.output().context("starting the benchmark process")?;
+        if !out.status.success() {
+            anyhow::bail!("the benchmark with tracing {t} failed ({})", out.status);
+        }
+        let v: serde_json::Value =
+            serde_json::from_slice(&out.stdout).context("reading the benchmark's JSON")?;
+        let run = v["runs"][0].clone();
+        rows.push((t.to_string(), run));
+    }
+    // Runs on a shared machine vary: compare with the median of the `off` runs.
+    let mut offs: Vec<f64> = rows
+        .iter()
+        .filter(|(t, _)| t == "off")
+        .filter_map(|(_, r)| r["pods_per_second"].as_f64())
+        .collect();
+    offs.sort_by(|a, b| a.total_cmp(b));
+    let base = offs.get(offs.len() / 2).copied();
+    match args.output_format {
+        OutputFormat::Json => {
+            let runs: Vec<serde_json::Value> = rows
+                .iter()
+                .map(|(t, r)| {
+                    let mut r = r.clone();
+                    r["tracing"] = serde_json::json!(t);
+                    r
+                })
+                .collect();
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&serde_json::json!({
+                    "workload": args.workload_name,
+                    "runs": runs,
+                }))?
+            );
+        }
+        OutputFormat::Table => {
+            println!("Workload: {} (in process)", args.workload_name);
+            println!(
+                "{:<10} {:>10} {:>10} {:>9} {:>9}",
+                "TRACING", "PODS/S", "VS OFF*", "P50 MS", "P99 MS"
+            );
+            for (t, r) in &rows {
+                let pps = r["pods_per_second"].as_f64().unwrap_or(0.0);
+                let vs = match base {
+                    Some(b) if b > 0.0 && t != "off" => format!("{:+.1}%", (pps / b - 1.0) * 100.0),
+                    _ => "-".into(),
+                };
+                println!(
+                    "{:<10} {:>10.0} {:>10} {:>9.3} {:>9.3}",
+                    if t == "off" {
+                        "off".to_string()
+                    } else {
+                        format!("{}%", t.parse::<f64>().unwrap_or(0.0) * 100.0)
+                    },
+                    pps,
+                    vs,
+                    r["attempt_latency_ms"]["p50"].as_f64().unwrap_or(0.0),
+                    r["attempt_latency_ms"]["p99"].as_f64().unwrap_or(0.0),
+                );
+            }
+            println!("* against the median of the `off` runs; repeat values (off,0.01,off,0.01) to see the noise");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     use switchyard::simulate::bench::{self, BenchOptions, Mode};
+    if !args.tracing.is_empty() {
+        return bench_tracing(&args);
+    }
     let mut modes = Vec::new();
     for r in &args.runs {
         let m = Mode::parse(r.trim()).with_context(|| {

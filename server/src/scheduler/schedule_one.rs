@@ -137,16 +137,17 @@ fn attempt_trace(
     profile: &str,
     now: Instant,
 ) -> crate::telemetry::trace::AttemptTrace {
-    let queue_wait_ms = now.saturating_duration_since(pinfo.timestamp).as_secs_f64() * 1000.0;
+    // Fields are filled only once the attempt is known to be sampled: an unsampled
+    // attempt pays for an empty span and the sampling decision, nothing more.
     let span = tracing::info_span!(
         "scheduling_attempt",
-        otel.name = format!("schedule {}/{}", pod.namespace, pod.name),
-        pod.namespace = &*pod.namespace,
-        pod.name = &*pod.name,
-        pod.uid = &*pod.uid,
-        profile,
-        attempt = pinfo.attempts,
-        queue_wait_ms,
+        otel.name = tracing::field::Empty,
+        pod.namespace = tracing::field::Empty,
+        pod.name = tracing::field::Empty,
+        pod.uid = tracing::field::Empty,
+        profile = tracing::field::Empty,
+        attempt = tracing::field::Empty,
+        queue_wait_ms = tracing::field::Empty,
         result = tracing::field::Empty,
         message = tracing::field::Empty,
         node = tracing::field::Empty,
@@ -155,6 +156,19 @@ fn attempt_trace(
         generation = tracing::field::Empty,
     );
     let sampled = crate::telemetry::trace::is_sampled(&span);
+    if sampled {
+        let queue_wait_ms = now.saturating_duration_since(pinfo.timestamp).as_secs_f64() * 1000.0;
+        span.record(
+            "otel.name",
+            format!("schedule {}/{}", pod.namespace, pod.name).as_str(),
+        );
+        span.record("pod.namespace", &*pod.namespace);
+        span.record("pod.name", &*pod.name);
+        span.record("pod.uid", &*pod.uid);
+        span.record("profile", profile);
+        span.record("attempt", pinfo.attempts);
+        span.record("queue_wait_ms", queue_wait_ms);
+    }
     crate::telemetry::trace::AttemptTrace {
         span: if sampled { span } else { tracing::Span::none() },
         sampled,
