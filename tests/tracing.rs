@@ -1,6 +1,7 @@
 //! One trace per scheduling attempt, across processes: `switchyard simulate` with a
-//! Rust sidecar (TenantQuota, preemption over the wire) exports to a real OTLP
-//! receiver on 127.0.0.1, and so does the sidecar. The test rebuilds the span tree:
+//! Rust sidecar (TenantQuota, preemption over the wire) and the Python sidecar
+//! (EnergyAware) exports to a real OTLP receiver on 127.0.0.1, and so do both
+//! sidecars. The test rebuilds the span tree:
 //! attempt -> extension point -> remote call -> the sidecar's span, one trace id,
 //! correct parents; and a preemption span with its victims.
 
@@ -20,12 +21,19 @@ fn attempt_spans_reach_into_the_sidecar() {
     let receiver = Receiver::start();
     let scenario = workspace_root().join("tests/scenarios/remote/quota-preemption.yaml");
     let quota = binary("switchyard-quota").display().to_string();
+    let python = switchyard::remote::sidecar::exec_command(
+        &switchyard_e2e::python(),
+        &[&workspace_root()
+            .join("plugins/python-energy/sidecar.py")
+            .display()
+            .to_string()],
+    );
     let out = run_with_deadline(
         Command::new(binary("switchyard"))
             .current_dir(workspace_root())
             .args(["simulate", "--output-format", "json", "--cluster"])
             .arg(&scenario)
-            .args(["--sidecar", &quota])
+            .args(["--sidecar", &quota, "--sidecar", &python])
             .env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint)
             .env("OTEL_TRACES_SAMPLER", "always_on")
             .env_remove("OTEL_SERVICE_NAME"),
@@ -38,10 +46,9 @@ fn attempt_spans_reach_into_the_sidecar() {
     );
     // Spans are flushed at exit, the sidecar's when it is stopped.
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    while !receiver
-        .spans()
+    while ["switchyard-sidecar-tenantquota", "switchyard-sidecar-energyaware"]
         .iter()
-        .any(|s| s.service.starts_with("switchyard-sidecar"))
+        .any(|svc| !receiver.spans().iter().any(|s| s.service == *svc))
     {
         assert!(
             std::time::Instant::now() < deadline,

@@ -16,6 +16,7 @@ The Python stubs are generated from ../../proto into ./_gen on start (see load_s
 """
 
 import asyncio
+import contextlib
 import ipaddress
 import json
 import os
@@ -353,14 +354,68 @@ def _points(plugin):
     return [p for attr, p in pairs if callable(getattr(plugin, attr, None))]
 
 
+# ---------------------------------------------------------------- tracing
+
+# Set by init_tracing() when the standard OTEL_* variables ask for export.
+TRACER = None
+
+
+def init_tracing():
+    """Exports spans over OTLP/gRPC when OTEL_EXPORTER_OTLP_ENDPOINT (or
+    OTEL_TRACES_EXPORTER=otlp) is set, as the Rust SDK does; returns the provider to
+    flush at exit, or None. The OpenTelemetry SDK reads OTEL_SERVICE_NAME,
+    OTEL_RESOURCE_ATTRIBUTES and the sampler variables itself."""
+    global TRACER
+    env = os.environ
+    if not (
+        env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+        or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+        or env.get("OTEL_TRACES_EXPORTER", "").strip() == "otlp"
+    ):
+        return None
+    try:
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError as e:
+        log(f"tracing requested but OpenTelemetry is not installed ({e}); pip install -r requirements.txt")
+        return None
+    attrs = {} if env.get("OTEL_SERVICE_NAME") else {"service.name": f"switchyard-sidecar-{PLUGIN_NAME.lower()}"}
+    provider = TracerProvider(resource=Resource.create(attrs))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    TRACER = provider.get_tracer("switchyard-sidecar")
+    return provider
+
+
+def call_span(point, req):
+    """The sidecar's span for one call, a child of the scheduler's remote-call span
+    named by the request's traceparent (a no-op when untraced)."""
+    traceparent = getattr(req, "traceparent", "")
+    if TRACER is None or not traceparent:
+        return contextlib.nullcontext()
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    parent = TraceContextTextMapPropagator().extract({"traceparent": traceparent})
+    return TRACER.start_as_current_span(
+        f"{point} {req.plugin}",
+        context=parent,
+        attributes={"extension_point": point, "plugin": req.plugin},
+    )
+
+
 def _stream(method, *args):
     """The handler of one extension-point stream: its requests one at a time, in
-    order, one reply each, answered by `method` (as the SDK's `bidi`)."""
+    order, one reply each, answered by `method` (as the SDK's `bidi`), each in its
+    own span when the scheduler traces the call."""
+    point = args[0] if args else "".join(w.capitalize() for w in method.split("_"))
 
     async def handler(self, request_iterator, context):
         handle = getattr(self, method)
         async for req in request_iterator:
-            yield await handle(req, *args)
+            with call_span(point, req):
+                reply = await handle(req, *args)
+            yield reply
 
     handler.__name__ = method
     return handler
@@ -959,11 +1014,15 @@ def main(argv=None):
             log(f"health check of {grpc_target(listen)}: {why}")
             return 1
         return 0
+    provider = init_tracing()
     try:
         asyncio.run(serve(listen, [EnergyAware()]))
     except OSError as e:
         log(str(e))
         return 1
+    finally:
+        if provider is not None:
+            provider.shutdown()  # exports the spans still queued
     return 0
 
 
