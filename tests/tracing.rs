@@ -31,7 +31,16 @@ fn attempt_spans_reach_into_the_sidecar() {
     let out = run_with_deadline(
         Command::new(binary("switchyard"))
             .current_dir(workspace_root())
-            .args(["simulate", "--output-format", "json", "--cluster"])
+            .args([
+                "--log-format",
+                "json",
+                "--log-level",
+                "switchyard::scheduler=debug",
+                "simulate",
+                "--output-format",
+                "json",
+                "--cluster",
+            ])
             .arg(&scenario)
             .args(["--sidecar", &quota, "--sidecar", &python])
             .env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint)
@@ -46,9 +55,12 @@ fn attempt_spans_reach_into_the_sidecar() {
     );
     // Spans are flushed at exit, the sidecar's when it is stopped.
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    while ["switchyard-sidecar-tenantquota", "switchyard-sidecar-energyaware"]
-        .iter()
-        .any(|svc| !receiver.spans().iter().any(|s| s.service == *svc))
+    while [
+        "switchyard-sidecar-tenantquota",
+        "switchyard-sidecar-energyaware",
+    ]
+    .iter()
+    .any(|svc| !receiver.spans().iter().any(|s| s.service == *svc))
     {
         assert!(
             std::time::Instant::now() < deadline,
@@ -64,7 +76,11 @@ fn attempt_spans_reach_into_the_sidecar() {
     // The preemptor's attempts: roots named after the pod.
     let roots: Vec<&Span> = spans
         .iter()
-        .filter(|s| s.service == "switchyard" && s.name == "schedule default/preemptor")
+        .filter(|s| {
+            s.service == "switchyard"
+                && s.name == "scheduling_attempt"
+                && s.attr("pod.name") == Some("preemptor")
+        })
         .collect();
     assert!(
         !roots.is_empty(),
@@ -106,6 +122,21 @@ fn attempt_spans_reach_into_the_sidecar() {
     assert_eq!(
         sidecar.trace_id, first.trace_id,
         "one trace id across processes"
+    );
+
+    // JSON log lines written inside an attempt carry its trace id.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("unable to schedule pod") && l.contains("default/preemptor"))
+        .unwrap_or_else(|| {
+            panic!("no JSON log line for the preemptor's failed attempt:\n{stderr}")
+        });
+    let v: serde_json::Value = serde_json::from_str(line).expect("a JSON log line");
+    assert_eq!(
+        v["span"]["trace_id"].as_str(),
+        Some(first.trace_id.as_str()),
+        "{line}"
     );
 
     // Preemption: a span under PostFilter with the victims.
@@ -155,4 +186,37 @@ fn names(spans: &[Span]) -> Vec<String> {
         .iter()
         .map(|s| format!("{}: {}", s.service, s.name))
         .collect()
+}
+
+/// A collector that is not there costs nothing but the export attempts: the run
+/// schedules as without tracing and ends promptly.
+#[test]
+fn unreachable_collector_changes_nothing() {
+    let scenario = workspace_root().join("tests/scenarios/queuesort/priority-first.yaml");
+    let run = |traced: bool| {
+        let mut cmd = Command::new(binary("switchyard"));
+        cmd.current_dir(workspace_root())
+            .args(["simulate", "--output-format", "json", "--cluster"])
+            .arg(&scenario);
+        if traced {
+            cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+                .env("OTEL_TRACES_SAMPLER", "always_on");
+        }
+        let start = std::time::Instant::now();
+        let out = run_with_deadline(&mut cmd, Duration::from_secs(60));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("report");
+        (v["pods"].clone(), start.elapsed())
+    };
+    let (plain, _) = run(false);
+    let (traced, took) = run(true);
+    assert_eq!(
+        plain, traced,
+        "same placements and messages with tracing on"
+    );
+    assert!(took < Duration::from_secs(10), "ended promptly: {took:?}");
 }

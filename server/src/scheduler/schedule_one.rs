@@ -139,9 +139,10 @@ fn attempt_trace(
 ) -> crate::telemetry::trace::AttemptTrace {
     // Fields are filled only once the attempt is known to be sampled: an unsampled
     // attempt pays for an empty span and the sampling decision, nothing more.
+    // One operation name for every attempt (Jaeger groups by it); the pod is in the
+    // attributes.
     let span = tracing::info_span!(
         "scheduling_attempt",
-        otel.name = tracing::field::Empty,
         pod.namespace = tracing::field::Empty,
         pod.name = tracing::field::Empty,
         pod.uid = tracing::field::Empty,
@@ -154,14 +155,17 @@ fn attempt_trace(
         feasible_nodes = tracing::field::Empty,
         evaluated_nodes = tracing::field::Empty,
         generation = tracing::field::Empty,
+        trace_id = tracing::field::Empty,
     );
     let sampled = crate::telemetry::trace::is_sampled(&span);
     if sampled {
-        let queue_wait_ms = now.saturating_duration_since(pinfo.timestamp).as_secs_f64() * 1000.0;
+        // Log lines inside the attempt carry the span's fields: this one links them
+        // to the trace in Jaeger.
         span.record(
-            "otel.name",
-            format!("schedule {}/{}", pod.namespace, pod.name).as_str(),
+            "trace_id",
+            crate::telemetry::trace::trace_id(&span).as_str(),
         );
+        let queue_wait_ms = now.saturating_duration_since(pinfo.timestamp).as_secs_f64() * 1000.0;
         span.record("pod.namespace", &*pod.namespace);
         span.record("pod.name", &*pod.name);
         span.record("pod.uid", &*pod.uid);

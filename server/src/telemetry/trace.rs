@@ -43,6 +43,11 @@ pub fn is_sampled(span: &tracing::Span) -> bool {
     enabled() && !span.is_disabled() && span.context().span().span_context().is_sampled()
 }
 
+/// The trace id of `span` in hex, as Jaeger shows it.
+pub fn trace_id(span: &tracing::Span) -> String {
+    span.context().span().span_context().trace_id().to_string()
+}
+
 /// The W3C `traceparent` of `span`, for a remote call ("" when not sampled).
 pub fn traceparent(span: &tracing::Span) -> String {
     if span.is_disabled() {
