@@ -2,8 +2,9 @@
 //! library: a few counters and histograms, keyed by small label sets). Recording is
 //! a lock-free add for unlabelled metrics and one short lock for labelled ones.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
+use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -80,13 +81,36 @@ impl Histogram {
 /// Label values in the order of the family's label names.
 pub type LabelValues = Vec<String>;
 
+/// Series by the hash of their label values, so recording hashes the borrowed values
+/// instead of allocating a key (a collision just means two entries in a bucket).
+type Series<T> = HashMap<u64, Vec<(LabelValues, T)>>;
+
+fn key_hash(values: &[&str]) -> u64 {
+    let mut h = rustc_hash::FxHasher::default();
+    for v in values {
+        v.hash(&mut h);
+    }
+    h.finish()
+}
+
+fn same(a: &LabelValues, b: &[&str]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
+/// The series sorted by label values, for a stable page.
+fn sorted<T>(m: &Series<T>) -> Vec<&(LabelValues, T)> {
+    let mut v: Vec<&(LabelValues, T)> = m.values().flatten().collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v
+}
+
 /// Histograms by label values.
 pub struct HistogramFamily {
     pub name: &'static str,
     pub help: &'static str,
     labels: &'static [&'static str],
     bounds: &'static [f64],
-    series: Mutex<BTreeMap<LabelValues, Arc<Histogram>>>,
+    series: Mutex<Option<Series<Arc<Histogram>>>>,
 }
 
 impl HistogramFamily {
@@ -101,27 +125,27 @@ impl HistogramFamily {
             help,
             labels,
             bounds,
-            series: Mutex::new(BTreeMap::new()),
+            series: Mutex::new(None),
         }
     }
 
     pub fn observe(&self, values: &[&str], v: f64) {
-        let Ok(mut m) = self.series.lock() else {
-            return;
+        let k = key_hash(values);
+        let h = {
+            let Ok(mut m) = self.series.lock() else {
+                return;
+            };
+            let bucket = m.get_or_insert_with(HashMap::new).entry(k).or_default();
+            match bucket.iter().find(|(l, _)| same(l, values)) {
+                Some((_, h)) => h.clone(),
+                None => {
+                    let h = Arc::new(Histogram::new(self.bounds));
+                    bucket.push((values.iter().map(|s| s.to_string()).collect(), h.clone()));
+                    h
+                }
+            }
         };
-        // Look up without allocating the key in the common case.
-        if let Some(h) = m
-            .iter()
-            .find(|(k, _)| k.iter().map(String::as_str).eq(values.iter().copied()))
-            .map(|(_, h)| h.clone())
-        {
-            drop(m);
-            h.observe(v);
-            return;
-        }
-        let h = Arc::new(Histogram::new(self.bounds));
         h.observe(v);
-        m.insert(values.iter().map(|s| s.to_string()).collect(), h);
     }
 
     pub fn render(&self, out: &mut String) {
@@ -130,7 +154,10 @@ impl HistogramFamily {
         let Ok(m) = self.series.lock() else {
             return;
         };
-        for (values, h) in m.iter() {
+        let Some(m) = m.as_ref() else {
+            return;
+        };
+        for (values, h) in sorted(m) {
             h.render(out, self.name, &labels(self.labels, values));
         }
     }
@@ -141,7 +168,7 @@ pub struct CounterFamily {
     pub name: &'static str,
     pub help: &'static str,
     labels: &'static [&'static str],
-    series: Mutex<BTreeMap<LabelValues, u64>>,
+    series: Mutex<Option<Series<u64>>>,
 }
 
 impl CounterFamily {
@@ -154,7 +181,7 @@ impl CounterFamily {
             name,
             help,
             labels,
-            series: Mutex::new(BTreeMap::new()),
+            series: Mutex::new(None),
         }
     }
 
@@ -162,27 +189,24 @@ impl CounterFamily {
         let Ok(mut m) = self.series.lock() else {
             return;
         };
-        if let Some(c) = m
-            .iter_mut()
-            .find(|(k, _)| k.iter().map(String::as_str).eq(values.iter().copied()))
-            .map(|(_, c)| c)
-        {
-            *c += n;
-            return;
+        let bucket = m
+            .get_or_insert_with(HashMap::new)
+            .entry(key_hash(values))
+            .or_default();
+        match bucket.iter_mut().find(|(l, _)| same(l, values)) {
+            Some((_, c)) => *c += n,
+            None => bucket.push((values.iter().map(|s| s.to_string()).collect(), n)),
         }
-        m.insert(values.iter().map(|s| s.to_string()).collect(), n);
     }
 
     pub fn get(&self, values: &[&str]) -> u64 {
-        self.series
-            .lock()
-            .ok()
-            .and_then(|m| {
-                m.iter()
-                    .find(|(k, _)| k.iter().map(String::as_str).eq(values.iter().copied()))
-                    .map(|(_, c)| *c)
-            })
-            .unwrap_or(0)
+        let Ok(m) = self.series.lock() else {
+            return 0;
+        };
+        m.as_ref()
+            .and_then(|m| m.get(&key_hash(values)))
+            .and_then(|b| b.iter().find(|(l, _)| same(l, values)))
+            .map_or(0, |(_, c)| *c)
     }
 
     pub fn render(&self, out: &mut String) {
@@ -191,7 +215,10 @@ impl CounterFamily {
         let Ok(m) = self.series.lock() else {
             return;
         };
-        for (values, c) in m.iter() {
+        let Some(m) = m.as_ref() else {
+            return;
+        };
+        for (values, c) in sorted(m) {
             let l = labels(self.labels, values);
             if l.is_empty() {
                 let _ = writeln!(out, "{} {c}", self.name);
