@@ -147,15 +147,7 @@ pub struct ApiServer {
 
 impl ApiServer {
     pub fn start() -> ApiServer {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .expect("bind 127.0.0.1:0");
-        let addr = listener.local_addr().expect("addr");
+        let (runtime, listener, addr) = crate::local_server();
         let state = Arc::new(Mutex::new(State {
             rv: 1,
             ..Default::default()

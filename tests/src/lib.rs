@@ -127,3 +127,22 @@ pub fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A one-worker runtime and a listener on 127.0.0.1 (port chosen by the system), for
+/// the servers tests run in-process (API-server double, OTLP receiver).
+pub fn local_server() -> (
+    tokio::runtime::Runtime,
+    tokio::net::TcpListener,
+    std::net::SocketAddr,
+) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .expect("bind 127.0.0.1:0");
+    let addr = listener.local_addr().expect("addr");
+    (runtime, listener, addr)
+}

@@ -97,15 +97,7 @@ pub struct Receiver {
 
 impl Receiver {
     pub fn start() -> Receiver {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .expect("bind");
-        let addr = listener.local_addr().expect("addr");
+        let (runtime, listener, addr) = crate::local_server();
         let collector = Collector::default();
         let spans = collector.0.clone();
         runtime.spawn(

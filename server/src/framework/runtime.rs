@@ -1363,10 +1363,7 @@ fn plugin_metric(plugin: &str, point: &str, code: Code, start: Option<Instant>) 
     if let Some(t) = start {
         crate::telemetry::metrics::SCHEDULER
             .plugin_execution_duration
-            .observe(
-                &[plugin, point, crate::telemetry::metrics::status_label(code)],
-                t.elapsed().as_secs_f64(),
-            );
+            .observe(&[plugin, point, code.as_str()], t.elapsed().as_secs_f64());
     }
 }
 

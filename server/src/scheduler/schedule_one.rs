@@ -120,11 +120,7 @@ fn extension_point_metric(point: &str, code: Code, fw: &Framework, start: Instan
     crate::telemetry::metrics::SCHEDULER
         .extension_point_duration
         .observe(
-            &[
-                point,
-                crate::telemetry::metrics::status_label(code),
-                fw.profile_name(),
-            ],
+            &[point, code.as_str(), fw.profile_name()],
             start.elapsed().as_secs_f64(),
         );
 }

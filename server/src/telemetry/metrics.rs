@@ -341,20 +341,6 @@ impl SchedulerMetrics {
     }
 }
 
-/// The `status` label for a framework status code, as upstream spells it.
-pub fn status_label(code: crate::framework::Code) -> &'static str {
-    use crate::framework::Code;
-    match code {
-        Code::Success => "Success",
-        Code::Error => "Error",
-        Code::Unschedulable => "Unschedulable",
-        Code::UnschedulableAndUnresolvable => "UnschedulableAndUnresolvable",
-        Code::Wait => "Wait",
-        Code::Skip => "Skip",
-        Code::Pending => "Pending",
-    }
-}
-
 /// The whole `/metrics` page: what was recorded, plus what is read at scrape time
 /// from the queue and the sidecar connections.
 pub fn render_all(
