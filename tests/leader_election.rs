@@ -265,6 +265,13 @@ fn metric(page: &str, series: &str) -> Option<f64> {
 #[test]
 fn metrics_count_what_happened() {
     let (api, dir) = setup("metrics");
+    // With a sidecar, for the remote-path metrics.
+    let quota = switchyard_e2e::start_sidecar("switchyard-quota", "metrics-quota", &[]);
+    std::fs::write(
+        dir.join("config.yaml"),
+        format!("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nleaderElection:\n  leaderElect: true\n  leaseDuration: {LEASE_SECONDS}s\n  renewDeadline: 1500ms\n  retryPeriod: 200ms\n  resourceName: switchyard\n  resourceNamespace: default\nremotePlugins:\n- endpoint: {}\n  plugins: [TenantQuota]\nprofiles:\n- schedulerName: switchyard\n  plugins:\n    multiPoint:\n      enabled: [{{name: TenantQuota}}]\n", quota.endpoint),
+    )
+    .expect("config");
     let a = Replica::start(&dir, "a");
     wait_for("a leads", Duration::from_secs(20), || holder(&api) == "a");
     for i in 0..3 {
@@ -322,6 +329,37 @@ fn metrics_count_what_happened() {
         3.0
     );
     assert!(body.contains("# TYPE scheduler_schedule_attempts_total counter"));
+    // The sidecar path: every attempt called TenantQuota.
+    let ep = &quota.endpoint;
+    assert!(
+        m(&format!(
+            "switchyard_remote_calls_total{{endpoint=\"{ep}\"}}"
+        )) >= 4.0
+    );
+    assert_eq!(
+        m(&format!("switchyard_remote_connected{{endpoint=\"{ep}\"}}")),
+        1.0
+    );
+    assert!(
+        m(&format!(
+            "switchyard_remote_call_duration_seconds_count{{endpoint=\"{ep}\"}}"
+        )) >= 4.0
+    );
+    assert!(
+        m(&format!(
+            "switchyard_remote_sent_bytes_total{{endpoint=\"{ep}\"}}"
+        )) > 0.0
+    );
+    assert!(metric(
+        &body,
+        &format!("switchyard_remote_replication_lag_generations{{endpoint=\"{ep}\"}}")
+    )
+    .is_some());
+    assert_eq!(
+        a.get("/readyz"),
+        200,
+        "ready: cache synced and the Fail-policy sidecar connected"
+    );
     assert!(body.contains("# TYPE scheduler_pending_pods gauge"));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -28,6 +28,14 @@ struct Cli {
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
 
+    /// Export traces over OTLP/gRPC to this collector (Jaeger accepts OTLP), e.g.
+    /// http://127.0.0.1:4317. Sets OTEL_EXPORTER_OTLP_ENDPOINT, so sidecars started
+    /// with --sidecar export too; the other OTEL_* variables (OTEL_SERVICE_NAME,
+    /// OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG) apply.
+    /// Without it and without the variable, nothing is traced.
+    #[arg(long, global = true, value_name = "URL")]
+    otlp_endpoint: Option<String>,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -558,6 +566,10 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(e) = &cli.otlp_endpoint {
+        // Before any thread starts: children (sidecars) inherit it.
+        std::env::set_var("OTEL_EXPORTER_OTLP_ENDPOINT", e);
+    }
     let mut trace_guard = match init_logging(&cli.log_level, cli.log_format) {
         Ok(g) => g,
         Err(e) => {

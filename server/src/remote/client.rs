@@ -118,7 +118,21 @@ impl Streams {
         }
     }
 
-    pub fn replicate(&self, m: pb::ReplicateRequest) -> bool {
+    pub fn replicate(&self, mut m: pb::ReplicateRequest) -> bool {
+        // About once a second the sidecar is asked to acknowledge, which is how the
+        // replication lag is measured without a reply per message.
+        static EPOCH: OnceLock<Instant> = OnceLock::new();
+        let now_us = EPOCH.get_or_init(Instant::now).elapsed().as_micros() as u64;
+        let last = self.stats.last_ack_request_us.load(Ordering::Relaxed);
+        if now_us.saturating_sub(last) >= 1_000_000 || last == 0 {
+            self.stats
+                .last_ack_request_us
+                .store(now_us.max(1), Ordering::Relaxed);
+            m.ack = true;
+        }
+        self.stats
+            .sent_generation
+            .store(m.generation, Ordering::Relaxed);
         self.stats.sent(prost::Message::encoded_len(&m));
         self.replicate.send(m).is_ok()
     }
@@ -158,6 +172,7 @@ impl Waiter {
 pub struct Pending {
     id: u64,
     slot: Arc<SyncSlot>,
+    sent: Instant,
     deadline: Instant,
     inner: Arc<Inner>,
 }
@@ -191,6 +206,7 @@ impl Pending {
                 std::thread::park_timeout(self.deadline - now);
             }
         }
+        self.inner.observe_call(self.sent);
         let v = self.slot.value.lock().ok().and_then(|mut v| v.take());
         v.unwrap_or_else(|| Err("reply lost".into()))
     }
@@ -228,6 +244,13 @@ pub struct EndpointStats {
     pub reconnects: AtomicU64,
     pub bytes_sent: AtomicU64,
     pub bytes_received: AtomicU64,
+    /// The last Replicate generation sent.
+    pub sent_generation: AtomicU64,
+    /// How many generations the sidecar was behind when it last acknowledged one
+    /// (acknowledgements are asked for about once a second).
+    pub replication_lag: AtomicU64,
+    /// When the last acknowledgement was asked for (µs since the first).
+    last_ack_request_us: AtomicU64,
 }
 
 /// gRPC's per-message prefix: a compression flag and a 4-byte length.
@@ -245,6 +268,12 @@ impl EndpointStats {
 }
 
 impl Inner {
+    /// `switchyard_remote_call_duration_seconds` for a call answered now.
+    fn observe_call(&self, sent: Instant) {
+        crate::telemetry::metrics::REMOTE_CALL_DURATION
+            .observe(&[&self.config.endpoint], sent.elapsed().as_secs_f64());
+    }
+
     fn pending_remove(&self, id: u64) -> Option<Waiter> {
         self.pending.lock().ok()?.remove(&id)
     }
@@ -392,10 +421,12 @@ impl Endpoint {
                 self.inner.config.endpoint
             ));
         }
+        let sent = Instant::now();
         Ok(Pending {
             id,
             slot,
-            deadline: Instant::now() + self.inner.config.timeout,
+            sent,
+            deadline: sent + self.inner.config.timeout,
             inner: self.inner.clone(),
         })
     }
@@ -420,8 +451,12 @@ impl Endpoint {
             self.inner.pending_remove(id);
             return Err("the stream is closed".into());
         }
+        let sent = Instant::now();
         match tokio::time::timeout(self.inner.config.timeout, rx).await {
-            Ok(Ok(r)) => r,
+            Ok(Ok(r)) => {
+                self.inner.observe_call(sent);
+                r
+            }
             Ok(Err(_)) => Err("reply lost".into()),
             Err(_) => {
                 self.inner.pending_remove(id);
@@ -617,7 +652,14 @@ async fn connect_once(inner: &Arc<Inner>) -> String {
                         let mut s = resp.into_inner();
                         loop {
                             match s.message().await {
-                                Ok(Some(ack)) => stats.received(prost::Message::encoded_len(&ack)),
+                                Ok(Some(ack)) => {
+                                    stats.received(prost::Message::encoded_len(&ack));
+                                    let sent = stats.sent_generation.load(Ordering::Relaxed);
+                                    stats.replication_lag.store(
+                                        sent.saturating_sub(ack.applied_generation),
+                                        Ordering::Relaxed,
+                                    );
+                                }
                                 Ok(None) => break "replication stream ended".to_string(),
                                 Err(e) => break format!("replication failed: {}", e.message()),
                             }

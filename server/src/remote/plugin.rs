@@ -19,6 +19,22 @@ use crate::framework::interface::*;
 use crate::framework::{Code, CycleState, NodeInfo, Status};
 use crate::model::Pod;
 
+/// The `kind` label of `switchyard_remote_errors_total`: what went wrong, in the
+/// words an operator alerts on.
+fn error_kind(what: &str, message: &str) -> &'static str {
+    if message.contains("(timeout)") {
+        "timeout"
+    } else if what == "bad reply" {
+        "bad_reply"
+    } else if what.contains("failed") || what == "plugin error" {
+        "plugin_error"
+    } else if what == "replication" {
+        "replication"
+    } else {
+        "unavailable"
+    }
+}
+
 /// Which sidecar cycles this attempt started: (endpoint index, generation, epoch).
 #[derive(Clone, Default)]
 struct RemoteCycles(SmallVec<[(usize, u64, u64); 2]>);
@@ -145,6 +161,9 @@ impl Meta {
 
     fn error(&self, what: &str, e: impl std::fmt::Display) -> Status {
         self.ep.count_error();
+        let e = e.to_string();
+        crate::telemetry::metrics::REMOTE_ERRORS
+            .add(&[&self.ep.config().endpoint, error_kind(what, &e)], 1);
         let s = Status::error(format!(
             "remote plugin {:?} ({}): {what}: {e}",
             self.name,
@@ -1313,5 +1332,29 @@ impl PostBindPlugin for RemotePlugin {
                 .async_status_call(state, node, "PostBind", Outbound::PostBind)
                 .await;
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_kinds_name_what_went_wrong() {
+        assert_eq!(
+            error_kind("Filter", "no reply within 1s (timeout)"),
+            "timeout"
+        );
+        assert_eq!(
+            error_kind("call", "sidecar x is not connected: refused"),
+            "unavailable"
+        );
+        assert_eq!(
+            error_kind("bad reply", "3 scores for a batch of 4 nodes"),
+            "bad_reply"
+        );
+        assert_eq!(error_kind("Score failed", "boom"), "plugin_error");
+        assert_eq!(error_kind("plugin error", "boom"), "plugin_error");
+        assert_eq!(error_kind("replication", "state poisoned"), "replication");
     }
 }

@@ -327,6 +327,19 @@ pub static SCHEDULER: SchedulerMetrics = SchedulerMetrics {
     ),
 };
 
+/// The sidecar path: per endpoint.
+pub static REMOTE_CALL_DURATION: HistogramFamily = HistogramFamily::new(
+    "switchyard_remote_call_duration_seconds",
+    "Time from sending a call to a plugin sidecar to its reply (replied calls only).",
+    &["endpoint"],
+    &SHORT_DURATION_BUCKETS,
+);
+pub static REMOTE_ERRORS: CounterFamily = CounterFamily::new(
+    "switchyard_remote_errors_total",
+    "Sidecar calls that failed, by kind: unavailable (not connected, stream closed), timeout, bad_reply (malformed or misaligned), plugin_error (the plugin answered Error), replication; the failure policy decided what they meant.",
+    &["endpoint", "kind"],
+);
+
 impl SchedulerMetrics {
     pub fn render(&self, out: &mut String) {
         self.schedule_attempts.render(out);
@@ -434,12 +447,14 @@ pub fn render_all(
         "counter",
         &per(&|s| s.calls.load(Relaxed)),
     );
+    REMOTE_ERRORS.render(&mut out);
+    REMOTE_CALL_DURATION.render(&mut out);
     sample(
         &mut out,
-        "switchyard_remote_errors_total",
-        "Sidecar calls that failed (unreachable, timed out, or a malformed reply); the failure policy decided what they meant.",
-        "counter",
-        &per(&|s| s.errors.load(Relaxed)),
+        "switchyard_remote_replication_lag_generations",
+        "How many snapshot generations a sidecar was behind the scheduler when it last acknowledged one (sampled about once a second).",
+        "gauge",
+        &per(&|s| s.replication_lag.load(Relaxed)),
     );
     sample(
         &mut out,
