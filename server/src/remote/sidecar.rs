@@ -117,13 +117,34 @@ impl SidecarProcess {
 
     /// Whether any process of the sidecar's group is still alive: the shell that
     /// started it may be gone while the sidecar itself still flushes its spans.
+    /// Zombies do not count (an orphaned sidecar that exited waits for init to reap
+    /// it, which `kill -0` would still see).
     fn group_alive(&mut self) -> bool {
         let _ = self.exited(); // reap the shell, or it counts as alive
-        Command::new("sh")
-            .arg("-c")
-            .arg(format!("kill -0 -{} 2>/dev/null", self.child.id()))
-            .status()
-            .is_ok_and(|s| s.success())
+        let pgid = self.child.id();
+        match std::fs::read_dir("/proc") {
+            Ok(dir) => dir.flatten().any(|e| {
+                let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                    return false;
+                };
+                std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .ok()
+                    .and_then(|stat| {
+                        // "pid (comm) state ppid pgrp ...": comm may hold anything.
+                        let rest = &stat[stat.rfind(')')? + 1..];
+                        let mut f = rest.split_whitespace();
+                        let state = f.next()?;
+                        let pgrp: u32 = f.nth(1)?.parse().ok()?;
+                        Some(pgrp == pgid && state != "Z" && state != "X")
+                    })
+                    .unwrap_or(false)
+            }),
+            Err(_) => Command::new("sh")
+                .arg("-c")
+                .arg(format!("kill -0 -{pgid} 2>/dev/null"))
+                .status()
+                .is_ok_and(|s| s.success()),
+        }
     }
 }
 
