@@ -34,11 +34,6 @@ fn pod(name: &str, scheduler: &str, cpu: &str, node: Option<&str>) -> Value {
     p
 }
 
-fn node_of(api: &ApiServer, name: &str) -> Option<String> {
-    api.get(PODS, "default", name)
-        .and_then(|p| p["spec"]["nodeName"].as_str().map(str::to_string))
-}
-
 struct Running {
     sched: Option<switchyard::scheduler::Running>,
     cluster: Arc<KubernetesCluster>,
@@ -117,14 +112,14 @@ fn schedules_through_the_api_server_and_follows_its_watches() {
 
     // The initial list: all three bound, none over-committing node-a (0.5 CPU left).
     wait_for("initial pods bound", Duration::from_secs(20), || {
-        (0..3).all(|i| node_of(&api, &format!("p-{i}")).is_some())
+        (0..3).all(|i| api.node_of(&format!("p-{i}")).is_some())
     });
     let on_a = (0..3)
-        .filter(|i| node_of(&api, &format!("p-{i}")).as_deref() == Some("node-a"))
+        .filter(|i| api.node_of(&format!("p-{i}")).as_deref() == Some("node-a"))
         .count();
     assert!(on_a <= 1, "node-a has room for one 500m pod, got {on_a}");
     assert_eq!(
-        node_of(&api, "other"),
+        api.node_of("other"),
         None,
         "another scheduler's pod is not ours"
     );
@@ -135,7 +130,7 @@ fn schedules_through_the_api_server_and_follows_its_watches() {
     wait_for(
         "the conflicted pod bound on retry",
         Duration::from_secs(20),
-        || node_of(&api, "late").is_some(),
+        || api.node_of("late").is_some(),
     );
     let binds = api
         .calls()
@@ -173,7 +168,7 @@ fn schedules_through_the_api_server_and_follows_its_watches() {
     wait_for(
         "the pod created after the relist bound",
         Duration::from_secs(30),
-        || node_of(&api, "after-gone").is_some(),
+        || api.node_of("after-gone").is_some(),
     );
 
     // A second profile in the same process.
@@ -181,7 +176,7 @@ fn schedules_through_the_api_server_and_follows_its_watches() {
     wait_for(
         "the second profile's pod bound",
         Duration::from_secs(20),
-        || node_of(&api, "batch").is_some(),
+        || api.node_of("batch").is_some(),
     );
 
     // Deleted while its binding is on the way: the bind gets 404, the scheduler
@@ -209,7 +204,7 @@ fn schedules_through_the_api_server_and_follows_its_watches() {
             "after-gone",
             "batch",
         ] {
-            if node_of(&api, name).as_deref() == Some(n) {
+            if api.node_of(name).as_deref() == Some(n) {
                 m += match name {
                     "kubelet-pod" => 1.5,
                     "p-0" | "p-1" | "p-2" => 0.5,
@@ -229,7 +224,7 @@ fn schedules_through_the_api_server_and_follows_its_watches() {
     wait_for(
         "a pod using the doomed pod's share bound",
         Duration::from_secs(20),
-        || node_of(&api, "fills").as_deref() == Some(free_node),
+        || api.node_of("fills").as_deref() == Some(free_node),
     );
     let doomed_binds = api
         .calls()
@@ -269,7 +264,7 @@ fn schedules_through_the_api_server_and_follows_its_watches() {
                 .iter()
                 .any(|e| e["reason"] == "Scheduled" && e["regarding"]["name"] == "p-0")
     });
-    assert_eq!(node_of(&api, "other"), None);
+    assert_eq!(api.node_of("other"), None);
     let forbidden = api.forbidden_by_deploy_rbac();
     assert!(
         forbidden.is_empty(),
@@ -307,7 +302,7 @@ fn preemption_nominates_marks_and_deletes_the_victim() {
         api.get(PODS, "default", "low").is_none()
     });
     wait_for("preemptor bound", Duration::from_secs(20), || {
-        node_of(&api, "high").as_deref() == Some("only")
+        api.node_of("high").as_deref() == Some("only")
     });
     let calls = api.calls();
     let marked = calls.iter().position(|c| {

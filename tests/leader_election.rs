@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use switchyard_e2e::apiserver::{ApiServer, EVENTS, LEASES, PODS};
+use switchyard_e2e::apiserver::{ApiServer, EVENTS, LEASES};
 use switchyard_e2e::binary;
 use switchyard_e2e::wait_for;
 
@@ -131,11 +131,6 @@ fn bound_by(api: &ApiServer, pod: &str) -> Option<String> {
         .and_then(|e| e["reportingInstance"].as_str().map(str::to_string))
 }
 
-fn node_of(api: &ApiServer, name: &str) -> Option<String> {
-    api.get(PODS, "default", name)
-        .and_then(|p| p["spec"]["nodeName"].as_str().map(str::to_string))
-}
-
 fn setup(name: &str) -> (ApiServer, PathBuf) {
     let api = ApiServer::start();
     api.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}));
@@ -164,7 +159,7 @@ fn one_leader_schedules_and_a_standby_takes_over() {
     wait_for("a leads", Duration::from_secs(20), || holder(&api) == "a");
     api.apply(pod("p-1"));
     wait_for("p-1 bound", Duration::from_secs(20), || {
-        node_of(&api, "p-1").is_some()
+        api.node_of("p-1").is_some()
     });
     wait_for("p-1's event", Duration::from_secs(10), || {
         bound_by(&api, "p-1").is_some()
@@ -281,7 +276,7 @@ fn metrics_count_what_happened() {
     huge["spec"]["containers"][0]["resources"]["requests"]["cpu"] = json!("64");
     api.apply(huge);
     wait_for("three bound", Duration::from_secs(20), || {
-        (0..3).all(|i| node_of(&api, &format!("m-{i}")).is_some())
+        (0..3).all(|i| api.node_of(&format!("m-{i}")).is_some())
     });
     let page = |a: &Replica| a.fetch("/metrics");
     wait_for("huge unschedulable", Duration::from_secs(20), || {

@@ -111,3 +111,20 @@ pub async fn connect_unix(
         }))
         .await
 }
+
+/// Completes on SIGTERM or Ctrl-C: how the scheduler (`switchyard run`) and SDK
+/// sidecars know to shut down gracefully.
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}

@@ -90,22 +90,6 @@ async fn client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client, RunError> 
     kube::Client::try_from(config).map_err(|e| RunError::Client(e.to_string()))
 }
 
-/// Completes on SIGTERM or Ctrl-C.
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-            return;
-        }
-    }
-    let _ = tokio::signal::ctrl_c().await;
-}
-
 /// Runs until SIGTERM (Ok) or until the lease is lost (Err).
 pub fn run(opts: RunOptions, registry: &Registry) -> Result<(), RunError> {
     let config = opts.config;
@@ -180,7 +164,7 @@ pub fn run(opts: RunOptions, registry: &Registry) -> Result<(), RunError> {
 
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
     runtime.spawn(async move {
-        shutdown_signal().await;
+        switchyard_proto::shutdown_signal().await;
         tracing::info!("shutting down");
         let _ = stop_tx.send(true);
     });

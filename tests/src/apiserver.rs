@@ -221,6 +221,12 @@ impl ApiServer {
             .cloned()
     }
 
+    /// The node a pod in `default` is bound to, if any.
+    pub fn node_of(&self, pod: &str) -> Option<String> {
+        self.get(PODS, "default", pod)
+            .and_then(|p| p["spec"]["nodeName"].as_str().map(str::to_string))
+    }
+
     pub fn list(&self, kind: Kind) -> Vec<Value> {
         let st = self.state.lock().unwrap();
         st.objects
