@@ -36,6 +36,16 @@ pub trait Plugin: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// Declare `true` when Filter, PreScore, Score and NormalizeScore depend only on
+    /// the pod and the nodes they are asked about (each node and its pods), never on
+    /// other nodes, and the plugin has no PreFilter. The scheduler can then send the
+    /// next pod's Filter while the current pod is still in its cycle, which hides the
+    /// round trip. A wrong `true` gives wrong answers; `serve` refuses it together
+    /// with a PreFilter.
+    fn node_local(&self) -> bool {
+        false
+    }
+
     fn as_pre_enqueue(&self) -> Option<&dyn PreEnqueuePlugin> {
         None
     }

@@ -143,6 +143,26 @@ impl ServeOptions {
     }
 }
 
+/// Refuses what the scheduler could not use: two plugins of one name, or a node-local
+/// plugin with a PreFilter (its state may span nodes, which the lookahead assumes it
+/// does not).
+fn check_plugins(plugins: &[Arc<dyn Plugin>]) -> Result<(), Error> {
+    let mut seen = std::collections::HashSet::new();
+    for p in plugins {
+        if !seen.insert(p.name().to_string()) {
+            return Err(Error::Duplicate(p.name().to_string()));
+        }
+        if p.node_local() && p.as_pre_filter().is_some() {
+            return Err(Error::Usage(format!(
+                "plugin {:?} declares node_local but has a PreFilter, whose state may span \
+                 nodes: drop one of the two",
+                p.name()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Serves `plugins` until `shutdown` completes. `on_handle` receives the handle for
 /// Permit decisions before the first call.
 pub async fn serve(
@@ -151,12 +171,7 @@ pub async fn serve(
     on_handle: impl FnOnce(Handle),
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), Error> {
-    let mut seen = std::collections::HashSet::new();
-    for p in &plugins {
-        if !seen.insert(p.name().to_string()) {
-            return Err(Error::Duplicate(p.name().to_string()));
-        }
-    }
+    check_plugins(&plugins)?;
     let svc = PluginService::new(
         plugins,
         options.generation_wait,
@@ -435,6 +450,48 @@ pub fn serve_until_signal(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    struct Local(bool);
+
+    impl Plugin for Local {
+        fn name(&self) -> &str {
+            if self.0 {
+                "WithPreFilter"
+            } else {
+                "Local"
+            }
+        }
+        fn node_local(&self) -> bool {
+            true
+        }
+        fn as_pre_filter(&self) -> Option<&dyn crate::plugin::PreFilterPlugin> {
+            self.0
+                .then_some(self as &dyn crate::plugin::PreFilterPlugin)
+        }
+    }
+
+    impl crate::plugin::PreFilterPlugin for Local {
+        fn pre_filter(
+            &self,
+            _cycle: &crate::Cycle,
+            _state: &mut crate::CycleState,
+        ) -> crate::plugin::PreFilterResult {
+            crate::Status::success().into()
+        }
+    }
+
+    #[test]
+    fn node_local_plugins_may_not_have_a_pre_filter() {
+        assert!(check_plugins(&[Arc::new(Local(false))]).is_ok());
+        let e = check_plugins(&[Arc::new(Local(false)), Arc::new(Local(true))]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("\"WithPreFilter\" declares node_local"),
+            "{e}"
+        );
+        let e = check_plugins(&[Arc::new(Local(false)), Arc::new(Local(false))]).unwrap_err();
+        assert!(matches!(e, Error::Duplicate(_)), "{e}");
+    }
 
     #[test]
     fn listen_addresses() {

@@ -277,8 +277,15 @@ impl Shared {
             .ok_or_else(|| Status::error(format!("this sidecar serves no plugin named {name:?}")))
     }
 
-    /// The cycle a call names, once the replica has reached its generation.
-    async fn cycle(&self, cycle: u64, generation: u64) -> Result<Arc<CycleEntry>, Status> {
+    /// The cycle a call names, once the replica has reached its generation. A call to
+    /// a node-local plugin may name a generation after the cycle's start (`relaxed`):
+    /// its answers depend only on the nodes it names, which the scheduler checks.
+    async fn cycle(
+        &self,
+        cycle: u64,
+        generation: u64,
+        relaxed: bool,
+    ) -> Result<Arc<CycleEntry>, Status> {
         let mut rx = self.applied.subscribe();
         let reached = tokio::time::timeout(self.generation_wait, rx.wait_for(|&g| g >= generation));
         match reached.await {
@@ -293,7 +300,9 @@ impl Shared {
         }
         let entry = lock(&self.cycles).get(&cycle).cloned();
         match entry {
-            Some(e) if e.generation == generation => Ok(e),
+            Some(e) if e.generation == generation || (relaxed && e.generation <= generation) => {
+                Ok(e)
+            }
             Some(e) => Err(Status::error(format!(
                 "cycle {cycle} started at generation {}, not {generation}",
                 e.generation
@@ -305,13 +314,14 @@ impl Shared {
     }
 
     /// The replica for a scheduling-cycle call: it must still be at the cycle's
-    /// generation, never a later one.
+    /// generation, never a later one, unless the plugin is node-local (`relaxed`).
     fn replica_at(
         &self,
         entry: &CycleEntry,
+        relaxed: bool,
     ) -> Result<std::sync::RwLockReadGuard<'_, Snapshot>, Status> {
         let r = read(&self.replica);
-        if r.generation() != entry.snapshot_generation {
+        if !relaxed && r.generation() != entry.snapshot_generation {
             return Err(Status::error(format!(
                 "the replica moved on to generation {} since cycle {} (at {}) started",
                 r.generation(),
@@ -486,13 +496,15 @@ impl Shared {
         &self,
         req: &pb::FilterRequest,
     ) -> Result<(Vec<pb::NodeStatus>, Option<pb::ScoreAhead>), Status> {
-        let entry = self.cycle(req.cycle, req.generation).await?;
         let (idx, plugin) = self.plugin(&req.plugin)?;
+        let entry = self
+            .cycle(req.cycle, req.generation, plugin.node_local())
+            .await?;
         let f = plugin
             .as_filter()
             .ok_or_else(|| Status::error(format!("plugin {:?} has no Filter", req.plugin)))?;
         let pf = plugin.as_pre_filter().filter(|p| p.has_extensions());
-        let replica = self.replica_at(&entry)?;
+        let replica = self.replica_at(&entry, plugin.node_local())?;
         let state = read(&entry.states[idx]);
         let cycle = entry.view(&replica);
         let nodes = nodes_by_id(&replica, &req.nodes)?;
@@ -551,8 +563,10 @@ impl Shared {
     }
 
     async fn score_batch(&self, req: &pb::ScoreRequest) -> Result<(Vec<i64>, bool), Status> {
-        let entry = self.cycle(req.cycle, req.generation).await?;
         let (idx, plugin) = self.plugin(&req.plugin)?;
+        let entry = self
+            .cycle(req.cycle, req.generation, plugin.node_local())
+            .await?;
         let sp = plugin
             .as_score()
             .ok_or_else(|| Status::error(format!("plugin {:?} has no Score", req.plugin)))?;
@@ -562,7 +576,7 @@ impl Shared {
                 return Err(s);
             }
         }
-        let replica = self.replica_at(&entry)?;
+        let replica = self.replica_at(&entry, plugin.node_local())?;
         let state = read(&entry.states[idx]);
         let cycle = entry.view(&replica);
         let nodes = nodes_by_id(&replica, &req.nodes)?;
@@ -598,8 +612,10 @@ impl Shared {
     }
 
     async fn pre_score_inner(&self, req: &pb::PreScoreRequest) -> Result<Status, Status> {
-        let entry = self.cycle(req.cycle, req.generation).await?;
         let (idx, plugin) = self.plugin(&req.plugin)?;
+        let entry = self
+            .cycle(req.cycle, req.generation, plugin.node_local())
+            .await?;
         let record = |s: Status| {
             lock(&entry.pre_scores).insert(idx, s.clone());
             entry.pre_score_done.notify_waiters();
@@ -611,7 +627,7 @@ impl Shared {
                 req.plugin
             ))));
         };
-        let replica = match self.replica_at(&entry) {
+        let replica = match self.replica_at(&entry, plugin.node_local()) {
             Ok(r) => r,
             Err(s) => return Ok(record(s)),
         };
@@ -631,12 +647,14 @@ impl Shared {
             ..Default::default()
         };
         let r = async {
-            let entry = self.cycle(req.cycle, req.generation).await?;
             let (idx, plugin) = self.plugin(&req.plugin)?;
+            let entry = self
+                .cycle(req.cycle, req.generation, plugin.node_local())
+                .await?;
             let p = plugin.as_pre_filter().ok_or_else(|| {
                 Status::error(format!("plugin {:?} has no PreFilter", req.plugin))
             })?;
-            let replica = self.replica_at(&entry)?;
+            let replica = self.replica_at(&entry, plugin.node_local())?;
             let cycle = entry.view(&replica);
             let r = p.pre_filter(&cycle, &mut write(&entry.states[idx]));
             Ok::<_, Status>(r)
@@ -662,8 +680,10 @@ impl Shared {
             ..Default::default()
         };
         let r = async {
-            let entry = self.cycle(req.cycle, req.generation).await?;
             let (idx, plugin) = self.plugin(&req.plugin)?;
+            let entry = self
+                .cycle(req.cycle, req.generation, plugin.node_local())
+                .await?;
             let p = plugin.as_post_filter().ok_or_else(|| {
                 Status::error(format!("plugin {:?} has no PostFilter", req.plugin))
             })?;
@@ -672,7 +692,7 @@ impl Shared {
                 .iter()
                 .map(|(k, v)| (k.clone(), Status::from_pb(v)))
                 .collect();
-            let replica = self.replica_at(&entry)?;
+            let replica = self.replica_at(&entry, plugin.node_local())?;
             let cycle = entry.view(&replica);
             let r = p.post_filter(&cycle, &mut write(&entry.states[idx]), &statuses);
             Ok::<_, Status>(r)
@@ -695,15 +715,17 @@ impl Shared {
             ..Default::default()
         };
         let r = async {
-            let entry = self.cycle(req.cycle, req.generation).await?;
             let (idx, plugin) = self.plugin(&req.plugin)?;
+            let entry = self
+                .cycle(req.cycle, req.generation, plugin.node_local())
+                .await?;
             let p = plugin
                 .as_score()
                 .filter(|p| p.has_normalize())
                 .ok_or_else(|| {
                     Status::error(format!("plugin {:?} has no NormalizeScore", req.plugin))
                 })?;
-            let replica = self.replica_at(&entry)?;
+            let replica = self.replica_at(&entry, plugin.node_local())?;
             let cycle = entry.view(&replica);
             let mut scores = req.scores.clone();
             let s = p.normalize(&cycle, &read(&entry.states[idx]), &mut scores);
@@ -728,8 +750,10 @@ impl Shared {
     /// Reserve, Unreserve, PreBind, Bind, PostBind: a cycle, a node, a status.
     async fn cycle_call(&self, req: pb::CycleRequest, point: Point) -> pb::StatusResponse {
         let r = async {
-            let entry = self.cycle(req.cycle, req.generation).await?;
             let (idx, plugin) = self.plugin(&req.plugin)?;
+            let entry = self
+                .cycle(req.cycle, req.generation, plugin.node_local())
+                .await?;
             let replica = read(&self.replica);
             let cycle = entry.view(&replica);
             let node = req.node_name.as_str();
@@ -785,8 +809,10 @@ impl Shared {
             ..Default::default()
         };
         let r = async {
-            let entry = self.cycle(req.cycle, req.generation).await?;
             let (idx, plugin) = self.plugin(&req.plugin)?;
+            let entry = self
+                .cycle(req.cycle, req.generation, plugin.node_local())
+                .await?;
             let p = plugin
                 .as_permit()
                 .ok_or_else(|| Status::error(format!("plugin {:?} has no Permit", req.plugin)))?;
@@ -964,6 +990,7 @@ impl pb::plugin_server::Plugin for PluginService {
                 pre_filter_extensions: p.as_pre_filter().is_some_and(|f| f.has_extensions()),
                 normalize_score: p.as_score().is_some_and(|s| s.has_normalize()),
                 events: p.events(),
+                node_local: p.node_local(),
             })
             .collect();
         Ok(Response::new(pb::HandshakeResponse {

@@ -56,6 +56,10 @@ impl Plugin for TaintToleration {
             },
         ]
     }
+    /// Taints and tolerations are per node: the scheduler may look ahead.
+    fn node_local(&self) -> bool {
+        true
+    }
     fn as_filter(&self) -> Option<&dyn FilterPlugin> {
         Some(self)
     }

@@ -289,6 +289,19 @@ pub trait CycleHooks: Send + Sync {
     );
     /// When the attempt is over: bound, failed, or rejected.
     fn cycle_end(&self, state: &CycleState);
+    /// Starts the cycle of a pod that is not popped yet (the queue's next one) in
+    /// `state`, for a lookahead Filter, if every plugin behind these hooks is
+    /// node-local; `snapshot` is the current attempt's. `cycle_start` later adopts
+    /// the cycle when the pod's attempt begins with that state.
+    fn lookahead_start(
+        &self,
+        _state: &mut CycleState,
+        _pod: &Arc<Pod>,
+        _snapshot: &Snapshot,
+        _profile: &str,
+    ) -> bool {
+        false
+    }
 }
 
 /// A call in flight to a plugin that evaluates batches (remote plugins).
@@ -301,7 +314,7 @@ pub trait PendingFilter: Send {
 /// plugin of the profile): score the first `first` nodes that pass, after PreScore if
 /// `pre_score`. The plugin keeps the answer and uses it at Score only if the feasible
 /// set turns out to be exactly those nodes, which saves a round trip per pod.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ScoreAhead {
     pub first: usize,
     pub pre_score: bool,
@@ -310,13 +323,31 @@ pub struct ScoreAhead {
 /// Filter over many nodes in one call; the runtime starts it, runs the in-process
 /// plugins meanwhile, then waits.
 pub trait BatchFilter: Send + Sync {
+    /// `from_snapshot`: `nodes` are the attempt's snapshot's own (not what-if copies
+    /// with pods added or removed).
     fn start_filter(
         &self,
         state: &CycleState,
         pod: &Pod,
         nodes: &[&NodeInfo],
         ahead: Option<ScoreAhead>,
+        from_snapshot: bool,
     ) -> Result<Box<dyn PendingFilter>, Status>;
+
+    /// Sends this Filter for a pod whose attempt has not begun (a lookahead) and keeps
+    /// the call in `state`. `start_filter` of that attempt uses it only if it names
+    /// the same nodes, none of them changed since, and the same `ahead`; otherwise it
+    /// calls again. Only plugins whose answers depend on nothing but the named nodes
+    /// may do this. False when nothing was sent.
+    fn lookahead_filter(
+        &self,
+        _state: &mut CycleState,
+        _pod: &Pod,
+        _nodes: &[&NodeInfo],
+        _ahead: Option<ScoreAhead>,
+    ) -> bool {
+        false
+    }
 }
 
 /// A Score call in flight: scores in batch order, and whether they are normalised.

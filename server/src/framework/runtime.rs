@@ -431,6 +431,59 @@ impl Framework {
         }
     }
 
+    /// Lookahead: while the current pod is still in its cycle, sends `pod`'s (the
+    /// queue's next) batched Filter over `nodes`, the first round its attempt will
+    /// evaluate, to the remote plugins that allow it. The returned state is where that
+    /// attempt begins ([`cycle_start`](CycleHooks::cycle_start) adopts it); answers
+    /// are used only if that round names the same unchanged nodes, so placements are
+    /// what they would be without it. None when no plugin took part.
+    pub fn lookahead(
+        &self,
+        cycle_id: u64,
+        pod: &Arc<Pod>,
+        snapshot: &Snapshot,
+        nodes: &[&NodeInfo],
+        score_first: usize,
+    ) -> Option<CycleState> {
+        if !self.has_batch_filters() {
+            return None;
+        }
+        let mut state = CycleState::new();
+        state.cycle_id = cycle_id;
+        let mut started = false;
+        for h in &self.cycle_hooks {
+            started |= h.lookahead_start(&mut state, pod, snapshot, &self.profile_name);
+        }
+        if !started {
+            return None;
+        }
+        let mut sent = false;
+        for (i, e) in self.filter.iter().enumerate() {
+            if !self.batch_filters.contains(i) {
+                continue;
+            }
+            if let Some(b) = e.plugin.as_filter().and_then(|f| f.as_batch()) {
+                sent |= b.lookahead_filter(&mut state, pod, nodes, self.ahead_for(i, score_first));
+            }
+        }
+        if !sent {
+            self.end_cycle(&state);
+            return None;
+        }
+        Some(state)
+    }
+
+    /// The score-ahead request for batch filter `i` (see [`ScoreAhead`]).
+    fn ahead_for(&self, i: usize, score_first: usize) -> Option<ScoreAhead> {
+        match self.filter_scores_ahead[i] {
+            Some(pre_score) if score_first > 0 => Some(ScoreAhead {
+                first: score_first,
+                pre_score,
+            }),
+            _ => None,
+        }
+    }
+
     /// Whether some Filter plugin evaluates batches (remote plugins).
     pub fn has_batch_filters(&self) -> bool {
         !self.batch_filters.is_empty()
@@ -451,7 +504,7 @@ impl Framework {
         score_first: usize,
     ) -> Result<Vec<(usize, Status)>, Status> {
         let refs: Vec<&NodeInfo> = nodes.iter().map(|n| &***n).collect();
-        self.filter_batch(&[state], pod, &refs, parallel, score_first)
+        self.filter_batch(&[state], pod, &refs, parallel, score_first, true)
     }
 
     /// Filter for preemption's dry runs over many node copies at once, each with its
@@ -487,7 +540,14 @@ impl Framework {
         }
         let states: Vec<&CycleState> = batched.iter().map(|&i| items[i].0).collect();
         let refs: Vec<&NodeInfo> = batched.iter().map(|&i| &*items[i].1).collect();
-        match self.filter_batch(&states, pod, &refs, refs.len() >= PARALLEL_THRESHOLD, 0) {
+        match self.filter_batch(
+            &states,
+            pod,
+            &refs,
+            refs.len() >= PARALLEL_THRESHOLD,
+            0,
+            false,
+        ) {
             Ok(failures) => {
                 for (k, s) in failures {
                     out[batched[k]] = s;
@@ -502,7 +562,8 @@ impl Framework {
         out
     }
 
-    /// Batched Filter: `states` holds one state for every node, or one for all.
+    /// Batched Filter: `states` holds one state for every node, or one for all;
+    /// `from_snapshot` as in [`BatchFilter::start_filter`].
     fn filter_batch(
         &self,
         states: &[&CycleState],
@@ -510,6 +571,7 @@ impl Framework {
         refs: &[&NodeInfo],
         parallel: bool,
         score_first: usize,
+        from_snapshot: bool,
     ) -> Result<Vec<(usize, Status)>, Status> {
         let Some(&state) = states.first() else {
             return Ok(Vec::new());
@@ -522,20 +584,16 @@ impl Framework {
                 continue;
             }
             if let Some(b) = e.plugin.as_filter().and_then(|f| f.as_batch()) {
-                let ahead = match self.filter_scores_ahead[i] {
-                    Some(pre_score) if score_first > 0 => Some(ScoreAhead {
-                        first: score_first,
-                        pre_score,
-                    }),
-                    _ => None,
-                };
-                let call = b.start_filter(state, pod, refs, ahead).map_err(|s| {
-                    wrap(format!(
-                        "running {:?} filter plugin: {}",
-                        e.name,
-                        s.message()
-                    ))
-                })?;
+                let ahead = self.ahead_for(i, score_first);
+                let call = b
+                    .start_filter(state, pod, refs, ahead, from_snapshot)
+                    .map_err(|s| {
+                        wrap(format!(
+                            "running {:?} filter plugin: {}",
+                            e.name,
+                            s.message()
+                        ))
+                    })?;
                 pending.push((i, call));
             }
         }

@@ -409,6 +409,20 @@ impl SchedulingQueue {
         placement
     }
 
+    /// The pod `pop` would most likely return next, without taking it (backoff that
+    /// completes meanwhile or new pods may change that): for the lookahead.
+    pub fn peek(&self) -> Option<Arc<Pod>> {
+        let inner = self.lock();
+        if inner.closed {
+            return None;
+        }
+        inner
+            .active
+            .peek()
+            .or_else(|| inner.backoff.peek())
+            .map(|p| p.pod.clone())
+    }
+
     /// Takes the next pod to schedule, blocking while there is none. With activeQ empty
     /// a pod still backing off after a rejection is taken early (upstream
     /// `SchedulerPopFromBackoffQ`). Returns `None` once the queue is closed.

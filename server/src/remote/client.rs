@@ -212,6 +212,15 @@ impl Pending {
     }
 }
 
+/// A call given up on (a lookahead not used): its reply, if it comes, is dropped.
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if !self.slot.done.load(Ordering::Acquire) {
+            self.inner.pending_remove(self.id);
+        }
+    }
+}
+
 struct ConnState {
     streams: Option<Streams>,
     last_error: String,
@@ -249,6 +258,10 @@ pub struct EndpointStats {
     /// How many generations the sidecar was behind when it last acknowledged one
     /// (acknowledgements are asked for about once a second).
     pub replication_lag: AtomicU64,
+    /// Lookahead Filter answers used, and those dropped (the next attempt was another
+    /// pod, or named other or changed nodes) and asked again.
+    pub lookahead_hits: AtomicU64,
+    pub lookahead_misses: AtomicU64,
     /// When the last acknowledgement was asked for (µs since the first).
     last_ack_request_us: AtomicU64,
 }
@@ -370,6 +383,23 @@ impl Endpoint {
 
     pub fn handshake(&self) -> Option<pb::HandshakeResponse> {
         self.inner.handshake.lock().ok()?.clone()
+    }
+
+    /// Whether the latest handshake declares every plugin node-local (and none with a
+    /// PreFilter): the condition for sending a pod's Filter ahead of its attempt.
+    pub fn all_node_local(&self) -> bool {
+        let Ok(h) = self.inner.handshake.lock() else {
+            return false;
+        };
+        h.as_ref().is_some_and(|h| {
+            !h.plugins.is_empty()
+                && h.plugins.iter().all(|p| {
+                    p.node_local
+                        && !p
+                            .extension_points
+                            .contains(&(pb::ExtensionPoint::PreFilter as i32))
+                })
+        })
     }
 
     /// Whether the latest handshake lists extension point `point` for `plugin`;

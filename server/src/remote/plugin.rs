@@ -4,6 +4,7 @@
 //! what it does to the attempt.
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -35,9 +36,52 @@ fn error_kind(what: &str, message: &str) -> &'static str {
     }
 }
 
-/// Which sidecar cycles this attempt started: (endpoint index, generation, epoch).
+/// A sidecar cycle this attempt started (or adopted from a lookahead).
+#[derive(Clone, Copy)]
+struct RemoteCycle {
+    endpoint: usize,
+    /// The generation its calls name.
+    generation: u64,
+    /// The connection it lives on.
+    epoch: u64,
+    /// `Snapshot::update_seq` of the attempt's snapshot, which the sidecar holds.
+    snapshot: u64,
+}
+
+/// The sidecar cycles of an attempt, one per endpoint.
 #[derive(Clone, Default)]
-struct RemoteCycles(SmallVec<[(usize, u64, u64); 2]>);
+struct RemoteCycles(SmallVec<[RemoteCycle; 2]>);
+
+impl RemoteCycles {
+    fn of(state: &CycleState, endpoint: usize) -> Option<RemoteCycle> {
+        state
+            .read::<RemoteCycles>()
+            .and_then(|rc| rc.0.iter().find(|c| c.endpoint == endpoint).copied())
+    }
+
+    fn set(state: &mut CycleState, c: RemoteCycle) {
+        let mut rc = state.read::<RemoteCycles>().cloned().unwrap_or_default();
+        rc.0.retain(|x| x.endpoint != c.endpoint);
+        rc.0.push(c);
+        state.write(rc);
+    }
+}
+
+/// A Filter sent ahead of its pod's attempt (see `Framework::lookahead`), kept in the
+/// state that attempt begins with until its first Filter round.
+struct LookaheadCall {
+    plugin: Arc<str>,
+    epoch: u64,
+    /// The batch: node ids, and each node's generation when it was sent.
+    nodes: Vec<(u32, u64)>,
+    ahead: Option<ScoreAhead>,
+    call: RemoteFilterCall,
+}
+
+/// The lookahead calls of an attempt (shared by clones of its state: whichever Filter
+/// comes first takes them).
+#[derive(Clone, Default)]
+struct LookaheadCalls(Arc<Mutex<SmallVec<[LookaheadCall; 1]>>>);
 
 /// Attempt boundaries for one endpoint: replicate, then start or end the cycle.
 pub struct EndpointHooks {
@@ -66,6 +110,9 @@ impl CycleHooks for EndpointHooks {
         let Ok(streams) = self.ep.streams() else {
             return;
         };
+        let idx = self.ep.config().index;
+        // A cycle started by a lookahead on this connection is the attempt's cycle.
+        let adopted = RemoteCycles::of(state, idx).is_some_and(|c| c.epoch == streams.epoch);
         let g = {
             let Ok(mut rep) = self.ep.inner.replicator.lock() else {
                 return;
@@ -83,6 +130,60 @@ impl CycleHooks for EndpointHooks {
                     return;
                 }
             }
+            if adopted {
+                // The sidecar has the pod since the lookahead; calls name the latest
+                // generation, which node-local plugins accept and wait for.
+                rep.generation
+            } else {
+                let g = rep.next_generation();
+                rep.note_cycle_pod(pod);
+                if !streams.replicate(pb::ReplicateRequest {
+                    generation: g,
+                    kind: Some(pb::replicate_request::Kind::CycleStart(pb::CycleStart {
+                        cycle: state.cycle_id,
+                        pod: Some(convert::pod(pod)),
+                        profile: profile.to_string(),
+                    })),
+                    ack: false,
+                }) {
+                    return;
+                }
+                g
+            }
+        };
+        RemoteCycles::set(
+            state,
+            RemoteCycle {
+                endpoint: idx,
+                generation: g,
+                epoch: streams.epoch,
+                snapshot: snapshot.update_seq(),
+            },
+        );
+    }
+
+    fn lookahead_start(
+        &self,
+        state: &mut CycleState,
+        pod: &Arc<Pod>,
+        snapshot: &Snapshot,
+        profile: &str,
+    ) -> bool {
+        if !self.ep.all_node_local() {
+            return false;
+        }
+        let Ok(streams) = self.ep.streams() else {
+            return false;
+        };
+        let g = {
+            let Ok(mut rep) = self.ep.inner.replicator.lock() else {
+                return false;
+            };
+            // Only a CycleStart goes out: the replica must hold this snapshot already,
+            // so the current attempt's calls see no change.
+            if rep.epoch != streams.epoch || !rep.is_synced(snapshot) {
+                return false;
+            }
             let g = rep.next_generation();
             rep.note_cycle_pod(pod);
             if !streams.replicate(pb::ReplicateRequest {
@@ -94,21 +195,24 @@ impl CycleHooks for EndpointHooks {
                 })),
                 ack: false,
             }) {
-                return;
+                return false;
             }
             g
         };
-        let mut rc = state.read::<RemoteCycles>().cloned().unwrap_or_default();
-        rc.0.retain(|(i, _, _)| *i != self.ep.config().index);
-        rc.0.push((self.ep.config().index, g, streams.epoch));
-        state.write(rc);
+        RemoteCycles::set(
+            state,
+            RemoteCycle {
+                endpoint: self.ep.config().index,
+                generation: g,
+                epoch: streams.epoch,
+                snapshot: snapshot.update_seq(),
+            },
+        );
+        true
     }
 
     fn cycle_end(&self, state: &CycleState) {
-        let idx = self.ep.config().index;
-        let Some(&(_, _, epoch)) = state
-            .read::<RemoteCycles>()
-            .and_then(|rc| rc.0.iter().find(|(i, _, _)| *i == idx))
+        let Some(RemoteCycle { epoch, .. }) = RemoteCycles::of(state, self.ep.config().index)
         else {
             return;
         };
@@ -247,12 +351,13 @@ impl RemotePlugin {
         &self.meta.ep
     }
 
-    /// The attempt's cycle on this endpoint and the streams it runs on.
+    /// The attempt's cycle on this endpoint (id, generation) and the streams it runs on.
     fn cycle(&self, state: &CycleState) -> Result<(u64, u64, Streams), Status> {
-        let idx = self.ep().config().index;
-        let Some(&(_, g, epoch)) = state
-            .read::<RemoteCycles>()
-            .and_then(|rc| rc.0.iter().find(|(i, _, _)| *i == idx))
+        let Some(RemoteCycle {
+            generation: g,
+            epoch,
+            ..
+        }) = RemoteCycles::of(state, self.ep().config().index)
         else {
             let why = self
                 .ep()
@@ -459,11 +564,15 @@ impl RemotePlugin {
         Ok((!d.remove_pods.is_empty() || !d.add_pod_objects.is_empty()).then_some(d))
     }
 
+    /// `from_snapshot`: the nodes are the attempt's snapshot's own, not what-if copies;
+    /// while the sidecar holds that snapshot none of them needs a delta, and checking
+    /// each (a cache miss per node) is skipped.
     fn start_filter_call(
         &self,
         state: &CycleState,
         nodes: &[&NodeInfo],
         ahead: Option<ScoreAhead>,
+        from_snapshot: bool,
     ) -> Result<RemoteFilterCall, Status> {
         let (cycle, g, streams) = self.cycle(state)?;
         let mut deltas = Vec::new();
@@ -474,7 +583,10 @@ impl RemotePlugin {
                 .replicator
                 .lock()
                 .map_err(|_| self.meta.error("replication", "state poisoned"))?;
-            for (i, ni) in nodes.iter().enumerate() {
+            let synced = from_snapshot
+                && RemoteCycles::of(state, self.ep().config().index)
+                    .is_some_and(|c| rep.synced_to(c.snapshot));
+            for (i, ni) in nodes.iter().enumerate().filter(|_| !synced) {
                 if let Some(d) = self.delta(&rep, i, ni)? {
                     deltas.push(d);
                 }
@@ -912,7 +1024,7 @@ impl FilterPlugin for RemotePlugin {
             return Status::success();
         }
         let r = self
-            .start_filter_call(state, &[node], None)
+            .start_filter_call(state, &[node], None, false)
             .and_then(|mut c| c.result());
         match self.policy(r, Vec::new) {
             Ok(v) => v
@@ -928,18 +1040,93 @@ impl FilterPlugin for RemotePlugin {
     }
 }
 
+impl RemotePlugin {
+    /// This attempt's lookahead call, if it was sent for exactly this request: the
+    /// same nodes, none changed since (so a node-local plugin answers as it would
+    /// now), the same score-ahead, on the same connection. Otherwise it is dropped.
+    fn take_lookahead(
+        &self,
+        state: &CycleState,
+        nodes: &[&NodeInfo],
+        ahead: Option<ScoreAhead>,
+    ) -> Option<RemoteFilterCall> {
+        let calls = state.read::<LookaheadCalls>()?;
+        let la = {
+            let mut v = calls.0.lock().ok()?;
+            let i = v.iter().position(|c| c.plugin == self.meta.name)?;
+            v.swap_remove(i)
+        };
+        let epoch = self.cycle(state).ok().map(|(_, _, streams)| streams.epoch);
+        let same = epoch == Some(la.epoch)
+            && la.ahead == ahead
+            && la.nodes.len() == nodes.len()
+            && la
+                .nodes
+                .iter()
+                .zip(nodes)
+                .all(|(&(id, g), n)| id == n.id && g == n.generation);
+        let stats = &self.ep().inner.stats;
+        if same {
+            stats.lookahead_hits.fetch_add(1, Ordering::Relaxed);
+            Some(la.call)
+        } else {
+            stats.lookahead_misses.fetch_add(1, Ordering::Relaxed);
+            None
+        }
+    }
+}
+
 impl BatchFilter for RemotePlugin {
+    fn lookahead_filter(
+        &self,
+        state: &mut CycleState,
+        _pod: &Pod,
+        nodes: &[&NodeInfo],
+        ahead: Option<ScoreAhead>,
+    ) -> bool {
+        if self.absent(pb::ExtensionPoint::Filter) {
+            return false;
+        }
+        let Ok(call) = self.start_filter_call(state, nodes, ahead, true) else {
+            return false;
+        };
+        let Ok((_, _, streams)) = self.cycle(state) else {
+            return false;
+        };
+        let la = LookaheadCall {
+            plugin: self.meta.name.clone(),
+            epoch: streams.epoch,
+            nodes: nodes.iter().map(|n| (n.id, n.generation)).collect(),
+            ahead,
+            call,
+        };
+        if state.read::<LookaheadCalls>().is_none() {
+            state.write(LookaheadCalls::default());
+        }
+        match state.read::<LookaheadCalls>().map(|c| c.0.lock()) {
+            Some(Ok(mut v)) => {
+                v.push(la);
+                true
+            }
+            _ => false,
+        }
+    }
+
     fn start_filter(
         &self,
         state: &CycleState,
         _pod: &Pod,
         nodes: &[&NodeInfo],
         ahead: Option<ScoreAhead>,
+        from_snapshot: bool,
     ) -> Result<Box<dyn PendingFilter>, Status> {
+        if let Some(call) = self.take_lookahead(state, nodes, ahead) {
+            return Ok(Box::new(call));
+        }
         let started = if self.absent(pb::ExtensionPoint::Filter) {
             Err(Status::success())
         } else {
-            self.start_filter_call(state, nodes, ahead)
+            self.start_filter_call(state, nodes, ahead, from_snapshot)
         };
         match started {
             Ok(c) => Ok(Box::new(c)),

@@ -65,6 +65,16 @@ impl Replicator {
         self.sent.get(&id).map(|s| s.generation)
     }
 
+    /// Whether the sidecar holds `snapshot` already (no delta to send).
+    pub fn is_synced(&self, snapshot: &Snapshot) -> bool {
+        self.synced_to(snapshot.update_seq())
+    }
+
+    /// Whether the last snapshot sent is the one with `update_seq` `seq`.
+    pub fn synced_to(&self, seq: u64) -> bool {
+        self.synced_update == Some(seq)
+    }
+
     /// The changes since the last call, or `None` when there are none.
     pub fn delta(&mut self, snapshot: &Snapshot) -> Option<pb::SnapshotDelta> {
         let full = self.synced_update.is_none();

@@ -83,6 +83,31 @@ pub struct LoopState {
     scores: ScoreBuffer,
     filter_failures: Vec<(usize, Status)>,
     rng: SplitMix64,
+    /// The next pod's Filter, sent to node-local sidecars during this pod's cycle.
+    lookahead: Option<Lookahead>,
+    /// Nodes the previous attempt's Filter went through (see `Scheduler::lookahead`).
+    last_processed: usize,
+}
+
+/// A lookahead (see [`Framework::lookahead`]): the pod it was sent for and the state
+/// its attempt begins with.
+struct Lookahead {
+    pod: Arc<Pod>,
+    fw: Arc<Framework>,
+    state: CycleState,
+}
+
+impl Lookahead {
+    /// The state for `pod`'s attempt if the lookahead was for it; otherwise the
+    /// sidecars are told to drop its cycle.
+    fn adopt(self, pod: &Arc<Pod>) -> Option<CycleState> {
+        if Arc::ptr_eq(&self.pod, pod) {
+            Some(self.state)
+        } else {
+            self.fw.end_cycle(&self.state);
+            None
+        }
+    }
 }
 
 impl LoopState {
@@ -93,6 +118,8 @@ impl LoopState {
             scores: ScoreBuffer::default(),
             filter_failures: Vec::new(),
             rng: SplitMix64(seed),
+            lookahead: None,
+            last_processed: 0,
         }
     }
 }
@@ -190,18 +217,28 @@ pub fn run_scheduling_loop(sched: &Arc<Scheduler>) {
     while let Some(p) = sched.queue.pop() {
         sched.schedule_one(&mut st, p);
     }
+    if let Some(la) = st.lookahead.take() {
+        la.fw.end_cycle(&la.state);
+    }
 }
 
 impl Scheduler {
     /// One scheduling cycle for a popped pod (upstream `ScheduleOne`).
     pub fn schedule_one(self: &Arc<Self>, st: &mut LoopState, pinfo: QueuedPodInfo) {
         let pod = pinfo.pod.clone();
+        let ahead = st.lookahead.take().and_then(|la| la.adopt(&pod));
         let Some(fw) = self.profiles.get(&pod.spec.scheduler_name).cloned() else {
             tracing::error!(pod = %pod.key(), scheduler = %pod.spec.scheduler_name, "profile not found for scheduler name");
             self.queue.done(&pod.uid);
             return;
         };
+        let skip = |ahead: Option<CycleState>| {
+            if let Some(state) = ahead {
+                fw.end_cycle(&state);
+            }
+        };
         if pod.deletion_timestamp.is_some() {
+            skip(ahead);
             self.client.record_event(PodEvent::new(
                 &pod,
                 EventType::Warning,
@@ -213,13 +250,17 @@ impl Scheduler {
             return;
         }
         if self.cache().is_assumed(&pod.uid) {
+            skip(ahead);
             self.queue.done(&pod.uid);
             return;
         }
         let start = Instant::now();
-        let mut state = CycleState::new();
+        let mut state = ahead.unwrap_or_else(|| {
+            let mut s = CycleState::new();
+            s.cycle_id = next_cycle_id();
+            s
+        });
         state.record_plugin_metrics = st.rng.below(100) < 10;
-        state.cycle_id = next_cycle_id();
         if crate::telemetry::trace::enabled() {
             state.trace = attempt_trace(&pod, &pinfo, fw.profile_name(), start);
         }
@@ -524,9 +565,62 @@ impl Scheduler {
                 if all > 0 {
                     st.next_start_node_index = (st.next_start_node_index + processed) % all;
                 }
+                if !feasible.is_empty() && nominated.is_empty() {
+                    self.lookahead(st, processed);
+                }
+                st.last_processed = processed;
                 Ok((feasible, diag))
             }
             Err(s) => Err(ScheduleError::Error(s)),
+        }
+    }
+
+    /// Sends the queue's next pod's first Filter round to node-local sidecars now, so
+    /// their answer is ready when its attempt begins (see [`Framework::lookahead`]).
+    /// Only when that round cannot include the nodes this attempt and the previous
+    /// one went through (`processed` nodes back from the start index, then the
+    /// previous attempt's): the pod placed now changes one of those, and the previous
+    /// pod's binding, likely still in flight, another; either voids the answer. So
+    /// small clusters, where rounds wrap around quickly, do not look ahead.
+    fn lookahead(&self, st: &mut LoopState, processed: usize) {
+        let Some(next) = self.queue.peek() else {
+            return;
+        };
+        if next.nominated_node_name.is_some() || next.deletion_timestamp.is_some() {
+            return;
+        }
+        let Some(fw) = self.profiles.get(&next.spec.scheduler_name) else {
+            return;
+        };
+        if !fw.has_batch_filters() {
+            return;
+        }
+        let nodes = st.snapshot.node_infos();
+        let n = nodes.len();
+        let percentage = fw
+            .percentage_of_nodes_to_score()
+            .unwrap_or(self.percentage_of_nodes_to_score);
+        let to_find = if fw.has_score_plugins() {
+            num_feasible_nodes_to_find(percentage, n)
+        } else {
+            1
+        };
+        // The first round of `find_nodes_that_pass_filters` for it.
+        let round = filter_round(to_find, n);
+        if n == 0 || processed + st.last_processed + round > n {
+            return;
+        }
+        let start = st.next_start_node_index;
+        let window: Vec<&NodeInfo> = (0..round).map(|i| &*nodes[(start + i) % n]).collect();
+        let score_first = if to_find > 1 { to_find } else { 0 };
+        if let Some(state) =
+            fw.lookahead(next_cycle_id(), &next, &st.snapshot, &window, score_first)
+        {
+            st.lookahead = Some(Lookahead {
+                pod: next,
+                fw: fw.clone(),
+                state,
+            });
         }
     }
 
@@ -806,6 +900,12 @@ fn single_node_failure(s: Status, host: &Arc<str>) -> (Status, Option<Diagnosis>
     (Status::new(code, msg), Some(d))
 }
 
+/// How many nodes a Filter round checks to find `need` more feasible ones among `left`:
+/// a margin for some failing, so one round usually suffices.
+fn filter_round(need: usize, left: usize) -> usize {
+    (need + need / 4 + 16).min(left)
+}
+
 /// Upstream `findNodesThatPassFilters`: checks nodes from `start` onwards (wrapping) in
 /// parallel and in rounds, stopping once `numFeasibleNodesToFind` fit. Rounds keep the
 /// result deterministic: the feasible nodes are the first ones in list order.
@@ -847,7 +947,7 @@ fn find_nodes_that_pass_filters(
     };
     while offset < n && feasible.len() < to_find {
         let need = to_find - feasible.len();
-        let round = (need + need / 4 + 16).min(n - offset);
+        let round = filter_round(need, n - offset);
         // Only failures are materialised; most nodes usually pass.
         failures.clear();
         if fw.has_batch_filters() {
@@ -896,7 +996,6 @@ fn find_nodes_that_pass_filters(
                 }
             }
         }
-        diag.node_to_status.reserve(failures.len());
         diag.node_to_status.reserve(failures.len());
         let mut next_failure = 0usize;
         for i in 0..round {

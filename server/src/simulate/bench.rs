@@ -67,6 +67,10 @@ pub struct BenchRun {
     pub remote_calls_per_pod: f64,
     /// gRPC message bytes both ways, replication included, per pod bound.
     pub wire_bytes_per_pod: f64,
+    /// Share of Filter answers sent ahead for the next pod that were used (the rest
+    /// were dropped and asked again); absent when none were sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lookahead_used: Option<f64>,
     /// Pods bound over the whole run.
     pub pods: usize,
     /// Share of the in-process run's throughput, when that ran.
@@ -127,6 +131,10 @@ pub fn run(
             .iter()
             .map(|r| r.bytes_sent + r.bytes_received)
             .sum();
+        let hits: u64 = report.remote.iter().map(|r| r.lookahead_hits).sum();
+        let misses: u64 = report.remote.iter().map(|r| r.lookahead_misses).sum();
+        let lookahead_used = (hits + misses > 0)
+            .then(|| (hits as f64 / (hits + misses) as f64 * 1000.0).round() / 1000.0);
         let pods_per_second = report
             .measured
             .as_ref()
@@ -142,6 +150,7 @@ pub fn run(
             attempt_latency_ms: report.summary.attempt_latency_ms.clone(),
             remote_calls_per_pod: round1(calls as f64 / bound),
             wire_bytes_per_pod: round1(bytes as f64 / bound),
+            lookahead_used,
             pods: report.summary.bound,
             relative_throughput: base
                 .filter(|b| *b > 0.0 && mode != Mode::InProcess)
@@ -168,13 +177,20 @@ impl BenchReport {
         let _ = writeln!(s, "Workload: {}", self.workload);
         let _ = writeln!(
             s,
-            "{:<12} {:>10} {:>9} {:>9} {:>9} {:>12} {:>14}  INVARIANTS",
-            "RUN", "PODS/S", "VS IN-PROC", "P50 MS", "P99 MS", "CALLS/POD", "WIRE B/POD",
+            "{:<12} {:>10} {:>9} {:>9} {:>9} {:>12} {:>14} {:>10}  INVARIANTS",
+            "RUN",
+            "PODS/S",
+            "VS IN-PROC",
+            "P50 MS",
+            "P99 MS",
+            "CALLS/POD",
+            "WIRE B/POD",
+            "LOOKAHEAD",
         );
         for r in &self.runs {
             let _ = writeln!(
                 s,
-                "{:<12} {:>10.0} {:>10} {:>9.3} {:>9.3} {:>12.1} {:>14.1}  {}",
+                "{:<12} {:>10.0} {:>10} {:>9.3} {:>9.3} {:>12.1} {:>14.1} {:>10}  {}",
                 r.name,
                 r.pods_per_second,
                 r.relative_throughput
@@ -184,6 +200,9 @@ impl BenchReport {
                 r.attempt_latency_ms.p99,
                 r.remote_calls_per_pod,
                 r.wire_bytes_per_pod,
+                r.lookahead_used
+                    .map(|x| format!("{:.0}%", x * 100.0))
+                    .unwrap_or_else(|| "-".into()),
                 if r.invariants_ok { "ok" } else { "VIOLATED" }
             );
         }

@@ -101,6 +101,9 @@ pub struct RemoteReport {
     /// gRPC message bytes, replication included.
     pub bytes_sent: u64,
     pub bytes_received: u64,
+    /// Filter answers sent ahead for the next pod and used, or dropped and asked again.
+    pub lookahead_hits: u64,
+    pub lookahead_misses: u64,
 }
 
 impl RemoteReport {
@@ -118,6 +121,8 @@ impl RemoteReport {
             reconnects: s.reconnects.load(Relaxed),
             bytes_sent: s.bytes_sent.load(Relaxed),
             bytes_received: s.bytes_received.load(Relaxed),
+            lookahead_hits: s.lookahead_hits.load(Relaxed),
+            lookahead_misses: s.lookahead_misses.load(Relaxed),
         }
     }
 }
@@ -424,14 +429,16 @@ impl Report {
         for r in &self.remote {
             let _ = writeln!(
                 s,
-                "Sidecar {} ({}): {} calls, {} errors, {} reconnects, {} KiB sent, {} KiB received",
+                "Sidecar {} ({}): {} calls, {} errors, {} reconnects, {} KiB sent, {} KiB received, lookahead {} used / {} dropped",
                 r.endpoint,
                 r.plugins.join(", "),
                 r.calls,
                 r.errors,
                 r.reconnects,
                 r.bytes_sent / 1024,
-                r.bytes_received / 1024
+                r.bytes_received / 1024,
+                r.lookahead_hits,
+                r.lookahead_misses
             );
         }
         let inv = &self.invariants;

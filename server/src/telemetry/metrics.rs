@@ -458,6 +458,20 @@ pub fn render_all(
     );
     sample(
         &mut out,
+        "switchyard_remote_lookahead_hits_total",
+        "Filter answers sent ahead for the queue's next pod (node-local plugins) and used.",
+        "counter",
+        &per(&|s| s.lookahead_hits.load(Relaxed)),
+    );
+    sample(
+        &mut out,
+        "switchyard_remote_lookahead_misses_total",
+        "Filter answers sent ahead and dropped: the next attempt was another pod, or its first round named other or changed nodes.",
+        "counter",
+        &per(&|s| s.lookahead_misses.load(Relaxed)),
+    );
+    sample(
+        &mut out,
         "switchyard_remote_reconnects_total",
         "Times a sidecar connection was re-established.",
         "counter",

@@ -1,0 +1,197 @@
+//! The lookahead: while a pod is in its cycle, the scheduler sends the queue's next
+//! pod's first Filter round to node-local sidecars, and uses the answer only if that
+//! round names the same unchanged nodes. Checked here end to end against the real
+//! TaintToleration sidecar, on a cluster where its Filter and Score decide (tainted
+//! nodes, tolerating and intolerant pods): the answers are used, and every placement
+//! is the one the in-process plugin gives.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use switchyard::plugins::in_tree_registry;
+use switchyard::simulate::{self, SimulateOptions};
+use switchyard_plugin_sdk::pb;
+
+fn run(adjust: impl FnOnce(&mut switchyard::config::SchedulerConfig)) -> simulate::Report {
+    let mut config = switchyard::config::SchedulerConfig::default_config();
+    adjust(&mut config);
+    let opts = SimulateOptions {
+        workload: Some(
+            switchyard_e2e::workspace_root().join("tests/fixtures/lookahead/workload.yaml"),
+        ),
+        workload_name: Some("Lookahead/3000Nodes".into()),
+        scheduler_config: Some(config),
+        seed: 7,
+        timeout: Duration::from_secs(120),
+        ..SimulateOptions::default()
+    };
+    simulate::run(&opts, &in_tree_registry()).expect("simulate")
+}
+
+fn placements(r: &simulate::Report) -> BTreeMap<String, Option<String>> {
+    r.pods
+        .iter()
+        .map(|p| (format!("{}/{}", p.namespace, p.name), p.node.clone()))
+        .collect()
+}
+
+#[test]
+fn lookahead_answers_are_used_and_change_no_placement() {
+    let in_process = run(|_| {});
+    let sidecar = switchyard_e2e::start_sidecar("switchyard-tainttoleration", "lookahead", &[]);
+    let remote = run(|c| {
+        c.rename_plugin("TaintToleration", "RemoteTaintToleration");
+        let mut ep =
+            switchyard::remote::EndpointConfig::new(0, &sidecar.endpoint).expect("endpoint");
+        ep.timeout = Duration::from_secs(5);
+        c.remote_plugins.push(ep);
+    });
+    drop(sidecar);
+
+    assert!(in_process.invariants.ok && remote.invariants.ok);
+    assert_eq!(in_process.summary.bound, 400);
+    let [ep] = &remote.remote[..] else {
+        panic!("one sidecar: {:?}", remote.remote);
+    };
+    assert_eq!(ep.errors, 0, "{ep:?}");
+    eprintln!(
+        "lookahead used {}, dropped {}, {} calls",
+        ep.lookahead_hits, ep.lookahead_misses, ep.calls
+    );
+    // With 3000 nodes a pod checks 991 from where the previous one stopped, past the
+    // nodes that one went through: most pods' answers were sent ahead and used.
+    assert!(
+        ep.lookahead_hits >= 200,
+        "lookahead used {} times, dropped {} ({ep:?})",
+        ep.lookahead_hits,
+        ep.lookahead_misses
+    );
+    let (a, b) = (placements(&in_process), placements(&remote));
+    let differ: Vec<_> = a
+        .iter()
+        .filter(|(k, v)| b.get(*k) != Some(v))
+        .take(5)
+        .collect();
+    assert!(differ.is_empty(), "placements differ, e.g. {differ:?}");
+    assert_eq!(a.len(), b.len());
+}
+
+/// The contract side: a node-local plugin's calls may name a generation after their
+/// cycle's start, and are answered from the replica at that generation.
+#[test]
+fn node_local_calls_may_name_a_later_generation() {
+    let sidecar = switchyard_e2e::start_sidecar("switchyard-tainttoleration", "later-gen", &[]);
+    let path = sidecar
+        .endpoint
+        .strip_prefix("unix://")
+        .expect("a unix endpoint")
+        .to_string();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async move {
+        let channel = switchyard_proto::connect_unix(
+            tonic::transport::Endpoint::from_static("http://sidecar"),
+            path.into(),
+        )
+        .await
+        .expect("connect");
+        let mut client = pb::plugin_client::PluginClient::new(channel);
+        let hs = client
+            .handshake(pb::HandshakeRequest {
+                protocol_versions: vec!["v1".into()],
+                scheduler: "lookahead-test".into(),
+            })
+            .await
+            .expect("handshake")
+            .into_inner();
+        assert!(hs.plugins.iter().all(|p| p.node_local), "{:?}", hs.plugins);
+
+        let node = |id: u32, name: &str, taint: bool| pb::Node {
+            id,
+            name: name.into(),
+            taints: if taint {
+                vec![pb::Taint {
+                    key: "dedicated".into(),
+                    value: "gpu".into(),
+                    effect: "NoSchedule".into(),
+                }]
+            } else {
+                Vec::new()
+            },
+            ..Default::default()
+        };
+        let replicate = |generation, kind| pb::ReplicateRequest {
+            generation,
+            kind: Some(kind),
+            ack: generation == 3,
+        };
+        use pb::replicate_request::Kind;
+        // 1: two clean nodes. 2: the cycle. 3: node b tainted after the cycle began.
+        let msgs = vec![
+            replicate(
+                1,
+                Kind::Delta(pb::SnapshotDelta {
+                    full: true,
+                    upsert_nodes: vec![node(1, "a", false), node(2, "b", false)],
+                    ..Default::default()
+                }),
+            ),
+            replicate(
+                2,
+                Kind::CycleStart(pb::CycleStart {
+                    cycle: 5,
+                    pod: Some(pb::Pod {
+                        uid: "p".into(),
+                        name: "p".into(),
+                        namespace: "default".into(),
+                        ..Default::default()
+                    }),
+                    profile: "default-scheduler".into(),
+                }),
+            ),
+            replicate(
+                3,
+                Kind::Delta(pb::SnapshotDelta {
+                    upsert_nodes: vec![node(2, "b", true)],
+                    ..Default::default()
+                }),
+            ),
+        ];
+        let mut acks = client
+            .replicate(tokio_stream::iter(msgs))
+            .await
+            .expect("replicate")
+            .into_inner();
+        let ack = acks.message().await.expect("ack").expect("an ack");
+        assert_eq!(ack.applied_generation, 3);
+
+        let filter = |request_id, generation| pb::FilterRequest {
+            request_id,
+            plugin: "RemoteTaintToleration".into(),
+            cycle: 5,
+            generation,
+            nodes: vec![1, 2],
+            ..Default::default()
+        };
+        let mut replies = client
+            .filter(tokio_stream::iter(vec![filter(1, 3), filter(2, 1)]))
+            .await
+            .expect("filter")
+            .into_inner();
+        // Generation 3, after the cycle's start: answered at 3, where b is tainted.
+        let r = replies.message().await.unwrap().unwrap();
+        assert!(r.error.is_none(), "{:?}", r.error);
+        assert_eq!((r.request_id, r.generation, r.evaluated), (1, 3, 2));
+        let failed: Vec<u32> = r.failures.iter().map(|f| f.index).collect();
+        assert_eq!(failed, [1], "{:?}", r.failures);
+        // Generation 1, before the cycle began: refused.
+        let r = replies.message().await.unwrap().unwrap();
+        let e = r.error.expect("an error for a generation before the cycle");
+        assert!(
+            e.reasons.join(" ").contains("started at generation 2"),
+            "{e:?}"
+        );
+    });
+}
