@@ -138,6 +138,12 @@ struct BenchArgs {
     )]
     runs: Vec<String>,
 
+    /// Make the runs this many times, interleaved (in-process, sidecar-uds, ...,
+    /// in-process, ...), and report each run's median. Throughput on a shared machine
+    /// varies by tens of percent from one run to the next.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    repeat: usize,
+
     /// Command that starts the TaintToleration sidecar; it must listen where
     /// SWITCHYARD_PLUGIN_LISTEN says. Default: switchyard-tainttoleration next to
     /// this binary.
@@ -523,6 +529,9 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
             args.workload.display()
         );
     }
+    if args.repeat == 0 {
+        anyhow::bail!("--repeat 0: make the runs at least once");
+    }
     let sidecar_command = match args.sidecar_command {
         Some(c) => c,
         None => {
@@ -541,6 +550,7 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
         workload: args.workload,
         workload_name: args.workload_name,
         modes,
+        repeat: args.repeat,
         sidecar_command,
         threads: args.threads,
         seed: args.seed,
@@ -548,8 +558,12 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     };
     let report = bench::run(&opts, &in_tree_registry(), &mut |r| {
         eprintln!(
-            "bench: {} done: {:.0} pods/s, p99 {:.3} ms",
-            r.name, r.pods_per_second, r.attempt_latency_ms.p99
+            "bench: {} done: {:.0} pods/s, p99 {:.3} ms, {:.1} calls and {:.0} wire bytes per pod",
+            r.name,
+            r.pods_per_second,
+            r.attempt_latency_ms.p99,
+            r.remote_calls_per_pod,
+            r.wire_bytes_per_pod
         )
     })
     .context("benchmark failed")?;

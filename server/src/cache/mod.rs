@@ -59,6 +59,10 @@ struct PodState {
 pub struct Cache {
     /// Every node info, including ghosts (node deleted, pods not yet).
     nodes: FxHashMap<Arc<str>, Arc<NodeInfo>>,
+    /// The last `NodeInfo::id` given out. Ids are this cache's: small (a protobuf
+    /// varint of two bytes below 16384 nodes on every call to a sidecar) and not used
+    /// up by node infos built for other purposes.
+    last_node_id: u32,
     pod_states: FxHashMap<Uid, PodState>,
     assumed: FxHashSet<Uid>,
     node_tree: NodeTree,
@@ -87,6 +91,7 @@ impl Cache {
     pub fn new(assumed_pod_ttl: Duration) -> Self {
         Cache {
             nodes: FxHashMap::default(),
+            last_node_id: 0,
             pod_states: FxHashMap::default(),
             assumed: FxHashSet::default(),
             node_tree: NodeTree::default(),
@@ -106,7 +111,11 @@ impl Cache {
 
     fn node_info_mut(&mut self, name: &Arc<str>) -> &mut NodeInfo {
         self.dirty.insert(name.clone());
-        Arc::make_mut(self.nodes.entry(name.clone()).or_default())
+        let last = &mut self.last_node_id;
+        Arc::make_mut(self.nodes.entry(name.clone()).or_insert_with(|| {
+            *last = last.wrapping_add(1).max(1);
+            Arc::new(NodeInfo::with_id(*last))
+        }))
     }
 
     fn add_images(&mut self, node: &Node, sign: isize) {

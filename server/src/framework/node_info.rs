@@ -151,17 +151,27 @@ impl Default for NodeInfo {
             non_zero_requested: NonZeroResource::default(),
             allocatable: Resource::default(),
             generation: next_generation(),
-            id: NODE_ID.fetch_add(1, Ordering::Relaxed).wrapping_add(1),
+            id: 0,
             added_view: AddedPodsView::default(),
         }
     }
 }
 
 impl NodeInfo {
+    /// A node info with an id unique in this process (tests and standalone use; the
+    /// cache numbers its own with [`with_id`](Self::with_id)).
     pub fn new(node: Arc<Node>) -> Self {
-        let mut ni = NodeInfo::default();
+        let mut ni = NodeInfo::with_id(NODE_ID.fetch_add(1, Ordering::Relaxed).wrapping_add(1));
         ni.set_node(node);
         ni
+    }
+
+    /// An empty node info numbered `id`.
+    pub fn with_id(id: u32) -> Self {
+        NodeInfo {
+            id,
+            ..NodeInfo::default()
+        }
     }
 
     /// The node. Only ghosts lack one, and ghosts never reach plugins; the empty node

@@ -47,6 +47,8 @@ pub struct BenchOptions {
     pub workload: PathBuf,
     pub workload_name: String,
     pub modes: Vec<Mode>,
+    /// Rounds over `modes`; each mode reports its median round.
+    pub repeat: usize,
     /// Command that starts the TaintToleration sidecar (it reads its listen address
     /// from `SWITCHYARD_PLUGIN_LISTEN`).
     pub sidecar_command: String,
@@ -77,6 +79,10 @@ pub struct BenchRun {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub relative_throughput: Option<f64>,
     pub invariants_ok: bool,
+    /// Pods/s of every round, in order, when there were several (the row is the
+    /// median one).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rounds: Vec<f64>,
 }
 
 #[derive(Serialize, Clone, Debug)]
@@ -85,84 +91,109 @@ pub struct BenchReport {
     pub runs: Vec<BenchRun>,
 }
 
-/// Runs each mode in turn; `progress` hears about each run as it finishes.
+/// Runs each mode in turn, `repeat` times over; `progress` hears about each run as it
+/// finishes. Each mode's row is its median round (by pods/s).
 pub fn run(
     opts: &BenchOptions,
     registry: &Registry,
     progress: &mut dyn FnMut(&BenchRun),
 ) -> Result<BenchReport, SimulateError> {
+    let mut all: Vec<Vec<BenchRun>> = vec![Vec::new(); opts.modes.len()];
+    for _ in 0..opts.repeat.max(1) {
+        for (i, &mode) in opts.modes.iter().enumerate() {
+            let row = run_one(opts, registry, mode)?;
+            progress(&row);
+            all[i].push(row);
+        }
+    }
     let mut runs: Vec<BenchRun> = Vec::new();
-    for &mode in &opts.modes {
-        let mut config = SchedulerConfig::default_config();
-        let _sidecar = match mode {
-            Mode::InProcess => None,
-            Mode::SidecarUds | Mode::SidecarTcp => {
-                let listen = if mode == Mode::SidecarUds {
-                    Listen::Unix(socket_dir().join("bench-taint.sock"))
-                } else {
-                    Listen::free_tcp().map_err(|e| {
-                        SimulateError::Remote(format!("cannot find a free TCP port: {e}"))
-                    })?
-                };
-                let p =
-                    SidecarProcess::start(&opts.sidecar_command, listen, Duration::from_secs(30))
-                        .map_err(SimulateError::Remote)?;
-                let mut ep = EndpointConfig::new(0, &p.endpoint).map_err(SimulateError::Remote)?;
-                ep.plugins = vec![REMOTE.to_string()];
-                config.remote_plugins.push(ep);
-                config.rename_plugin(BUILT_IN, REMOTE);
-                Some(p)
-            }
-        };
-        let sim = SimulateOptions {
-            workload: Some(opts.workload.clone()),
-            workload_name: Some(opts.workload_name.clone()),
-            scheduler_config: Some(config),
-            seed: opts.seed,
-            threads: opts.threads,
-            timeout: opts.timeout,
-            ..SimulateOptions::default()
-        };
-        let report = simulate(&sim, registry)?;
-        let bound = report.summary.bound.max(1) as f64;
-        let calls: u64 = report.remote.iter().map(|r| r.calls).sum();
-        let bytes: u64 = report
-            .remote
-            .iter()
-            .map(|r| r.bytes_sent + r.bytes_received)
-            .sum();
-        let hits: u64 = report.remote.iter().map(|r| r.lookahead_hits).sum();
-        let misses: u64 = report.remote.iter().map(|r| r.lookahead_misses).sum();
-        let lookahead_used = (hits + misses > 0)
-            .then(|| (hits as f64 / (hits + misses) as f64 * 1000.0).round() / 1000.0);
-        let pods_per_second = report
-            .measured
-            .as_ref()
-            .map(|m| m.pods_per_second)
-            .unwrap_or(report.summary.pods_per_second);
+    for (i, mut rounds) in all.into_iter().enumerate() {
+        let per_round: Vec<f64> = rounds.iter().map(|r| r.pods_per_second).collect();
+        rounds.sort_by(|a, b| a.pods_per_second.total_cmp(&b.pods_per_second));
+        let invariants_ok = rounds.iter().all(|r| r.invariants_ok);
+        let mut row = rounds.swap_remove(rounds.len() / 2);
+        row.invariants_ok = invariants_ok;
+        if per_round.len() > 1 {
+            row.rounds = per_round;
+        }
         let base = runs
             .iter()
             .find(|r| r.name == Mode::InProcess.name())
             .map(|r| r.pods_per_second);
-        let row = BenchRun {
-            name: mode.name(),
-            pods_per_second,
-            attempt_latency_ms: report.summary.attempt_latency_ms.clone(),
-            remote_calls_per_pod: round1(calls as f64 / bound),
-            wire_bytes_per_pod: round1(bytes as f64 / bound),
-            lookahead_used,
-            pods: report.summary.bound,
-            relative_throughput: base
-                .filter(|b| *b > 0.0 && mode != Mode::InProcess)
-                .map(|b| (pods_per_second / b * 1000.0).round() / 1000.0),
-            invariants_ok: report.invariants.ok,
-        };
-        progress(&row);
+        row.relative_throughput = base
+            .filter(|b| *b > 0.0 && opts.modes[i] != Mode::InProcess)
+            .map(|b| (row.pods_per_second / b * 1000.0).round() / 1000.0);
         runs.push(row);
     }
     Ok(BenchReport {
         workload: opts.workload_name.clone(),
         runs,
+    })
+}
+
+/// One run of one mode, in a fresh simulated cluster (and a fresh sidecar).
+fn run_one(
+    opts: &BenchOptions,
+    registry: &Registry,
+    mode: Mode,
+) -> Result<BenchRun, SimulateError> {
+    let mut config = SchedulerConfig::default_config();
+    let _sidecar = match mode {
+        Mode::InProcess => None,
+        Mode::SidecarUds | Mode::SidecarTcp => {
+            let listen = if mode == Mode::SidecarUds {
+                Listen::Unix(socket_dir().join("bench-taint.sock"))
+            } else {
+                Listen::free_tcp().map_err(|e| {
+                    SimulateError::Remote(format!("cannot find a free TCP port: {e}"))
+                })?
+            };
+            let p = SidecarProcess::start(&opts.sidecar_command, listen, Duration::from_secs(30))
+                .map_err(SimulateError::Remote)?;
+            let mut ep = EndpointConfig::new(0, &p.endpoint).map_err(SimulateError::Remote)?;
+            ep.plugins = vec![REMOTE.to_string()];
+            config.remote_plugins.push(ep);
+            config.rename_plugin(BUILT_IN, REMOTE);
+            Some(p)
+        }
+    };
+    let sim = SimulateOptions {
+        workload: Some(opts.workload.clone()),
+        workload_name: Some(opts.workload_name.clone()),
+        scheduler_config: Some(config),
+        seed: opts.seed,
+        threads: opts.threads,
+        timeout: opts.timeout,
+        ..SimulateOptions::default()
+    };
+    let report = simulate(&sim, registry)?;
+    let bound = report.summary.bound.max(1) as f64;
+    let calls: u64 = report.remote.iter().map(|r| r.calls).sum();
+    let bytes: u64 = report
+        .remote
+        .iter()
+        .map(|r| r.bytes_sent + r.bytes_received)
+        .sum();
+    let hits: u64 = report.remote.iter().map(|r| r.lookahead_hits).sum();
+    let misses: u64 = report.remote.iter().map(|r| r.lookahead_misses).sum();
+    let lookahead_used = (hits + misses > 0)
+        .then(|| (hits as f64 / (hits + misses) as f64 * 1000.0).round() / 1000.0);
+    let pods_per_second = report
+        .measured
+        .as_ref()
+        .map(|m| m.pods_per_second)
+        .unwrap_or(report.summary.pods_per_second);
+    Ok(BenchRun {
+        name: mode.name(),
+        pods_per_second,
+        attempt_latency_ms: report.summary.attempt_latency_ms.clone(),
+        remote_calls_per_pod: round1(calls as f64 / bound),
+        wire_bytes_per_pod: round1(bytes as f64 / bound),
+        lookahead_used,
+        pods: report.summary.bound,
+        relative_throughput: None,
+        invariants_ok: report.invariants.ok,
+        rounds: Vec::new(),
     })
 }
 
@@ -204,6 +235,16 @@ impl BenchReport {
                     .map(|x| format!("{:.0}%", x * 100.0))
                     .unwrap_or_else(|| "-".into()),
                 if r.invariants_ok { "ok" } else { "VIOLATED" }
+            );
+        }
+        for r in self.runs.iter().filter(|r| !r.rounds.is_empty()) {
+            let rounds: Vec<String> = r.rounds.iter().map(|p| format!("{p:.0}")).collect();
+            let _ = writeln!(
+                s,
+                "{}: median of {} rounds, pods/s {}",
+                r.name,
+                r.rounds.len(),
+                rounds.join(", ")
             );
         }
         s

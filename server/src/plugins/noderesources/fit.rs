@@ -149,7 +149,9 @@ impl Fit {
 
     /// Whether the pod could fit on an empty node like this one (queueing hints).
     fn fits_empty(&self, pod: &Pod, node: &Node) -> bool {
-        let ni = NodeInfo::new(Arc::new(node.clone()));
+        // Throwaway: no id needed.
+        let mut ni = NodeInfo::default();
+        ni.set_node(Arc::new(node.clone()));
         let mut out = InsufficientList::new();
         self.fits(&pod.spec.requests, &ni, &mut out);
         out.is_empty()
