@@ -3,6 +3,10 @@
 //! pod does not tolerate; Score counts intolerable PreferNoSchedule taints and
 //! NormalizeScore reverses them (fewest taints scores 100). The scheduler's built-in
 //! plugin and this one must decide identically; the test suite checks it.
+//!
+//! It declares itself node-local, which lets the scheduler send it the next pod's
+//! Filter ahead of time. `SWITCHYARD_TAINTTOLERATION_LOOKAHEAD=off` withdraws that, to
+//! measure what the lookahead is worth (`switchyard bench --sidecar-command`).
 
 use std::sync::Arc;
 
@@ -15,7 +19,9 @@ const NAME: &str = "RemoteTaintToleration";
 const ERR_REASON_UNTOLERATED: &str = "node(s) had untolerated taint(s)";
 const MAX_SCORE: i64 = 100;
 
-struct TaintToleration;
+struct TaintToleration {
+    node_local: bool,
+}
 
 /// Upstream `ToleratesTaint`.
 fn tolerates(t: &Toleration, taint: &Taint) -> bool {
@@ -58,7 +64,7 @@ impl Plugin for TaintToleration {
     }
     /// Taints and tolerations are per node: the scheduler may look ahead.
     fn node_local(&self) -> bool {
-        true
+        self.node_local
     }
     fn as_filter(&self) -> Option<&dyn FilterPlugin> {
         Some(self)
@@ -131,7 +137,8 @@ impl ScorePlugin for TaintToleration {
 }
 
 fn main() {
-    if let Err(e) = switchyard_plugin_sdk::run(vec![Arc::new(TaintToleration)]) {
+    let node_local = std::env::var("SWITCHYARD_TAINTTOLERATION_LOOKAHEAD").as_deref() != Ok("off");
+    if let Err(e) = switchyard_plugin_sdk::run(vec![Arc::new(TaintToleration { node_local })]) {
         eprintln!("switchyard-tainttoleration: {e}");
         std::process::exit(1);
     }
