@@ -618,11 +618,6 @@ async fn connect_once(inner: &Arc<Inner>) -> String {
             switchyard_proto::PROTOCOL_VERSION
         );
     }
-    if let Ok(mut h) = inner.handshake.lock() {
-        *h = Some(hs);
-    }
-    inner.handshake_cv.notify_all();
-
     let epoch = inner.epoch.fetch_add(1, Ordering::AcqRel) + 1;
     if epoch > 1 {
         inner.stats.reconnects.fetch_add(1, Ordering::Relaxed);
@@ -720,16 +715,18 @@ async fn connect_once(inner: &Arc<Inner>) -> String {
     if let Ok(mut c) = inner.conn.lock() {
         c.streams = Some(streams);
     }
+    // The handshake is announced once the streams are up: a caller that waited for it
+    // (the scheduler's start) can call at once instead of finding no connection.
+    let plugins: Vec<String> = hs.plugins.iter().map(|p| p.name.clone()).collect();
+    if let Ok(mut h) = inner.handshake.lock() {
+        *h = Some(hs);
+    }
+    inner.handshake_cv.notify_all();
     tracing::info!(endpoint = %inner.config.endpoint, epoch, "sidecar connected");
-    let plugins: Vec<String> = match inner.handshake.lock() {
-        Ok(h) => h
-            .as_ref()
-            .map(|h| h.plugins.iter().map(|p| p.name.clone()).collect())
-            .unwrap_or_default(),
-        Err(_) => Vec::new(),
-    };
     if let Some(services) = inner.handle.get().and_then(|h| h.services()) {
-        services.plugins_recovered(&plugins);
+        // Requeueing calls plugins (PreEnqueue, QueueSort keys), some of them on this
+        // very sidecar: never on this thread, which must stay free to read the replies.
+        tokio::task::spawn_blocking(move || services.plugins_recovered(&plugins));
     }
     let stop_poll = async {
         while !inner.stop.load(Ordering::Acquire) {

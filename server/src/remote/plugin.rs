@@ -135,19 +135,10 @@ impl CycleHooks for EndpointHooks {
                 // generation, which node-local plugins accept and wait for.
                 rep.generation
             } else {
-                let g = rep.next_generation();
-                rep.note_cycle_pod(pod);
-                if !streams.replicate(pb::ReplicateRequest {
-                    generation: g,
-                    kind: Some(pb::replicate_request::Kind::CycleStart(pb::CycleStart {
-                        cycle: state.cycle_id,
-                        pod: Some(convert::pod(pod)),
-                        profile: profile.to_string(),
-                    })),
-                    ack: false,
-                }) {
+                let Some(g) = send_cycle_start(&mut rep, &streams, state.cycle_id, pod, profile)
+                else {
                     return;
-                }
+                };
                 g
             }
         };
@@ -184,19 +175,9 @@ impl CycleHooks for EndpointHooks {
             if rep.epoch != streams.epoch || !rep.is_synced(snapshot) {
                 return false;
             }
-            let g = rep.next_generation();
-            rep.note_cycle_pod(pod);
-            if !streams.replicate(pb::ReplicateRequest {
-                generation: g,
-                kind: Some(pb::replicate_request::Kind::CycleStart(pb::CycleStart {
-                    cycle: state.cycle_id,
-                    pod: Some(convert::pod(pod)),
-                    profile: profile.to_string(),
-                })),
-                ack: false,
-            }) {
+            let Some(g) = send_cycle_start(&mut rep, &streams, state.cycle_id, pod, profile) else {
                 return false;
-            }
+            };
             g
         };
         RemoteCycles::set(
@@ -236,6 +217,29 @@ impl CycleHooks for EndpointHooks {
             });
         }
     }
+}
+
+/// Sends a `CycleStart` for `pod`; its generation, or None when the stream is closed.
+fn send_cycle_start(
+    rep: &mut Replicator,
+    streams: &Streams,
+    cycle: u64,
+    pod: &Arc<Pod>,
+    profile: &str,
+) -> Option<u64> {
+    let g = rep.next_generation();
+    rep.note_cycle_pod(pod);
+    streams
+        .replicate(pb::ReplicateRequest {
+            generation: g,
+            kind: Some(pb::replicate_request::Kind::CycleStart(pb::CycleStart {
+                cycle,
+                pod: Some(convert::pod(pod)),
+                profile: profile.to_string(),
+            })),
+            ack: false,
+        })
+        .then_some(g)
 }
 
 /// What a call in flight needs to judge its reply.
