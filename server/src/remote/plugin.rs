@@ -92,6 +92,19 @@ impl EndpointHooks {
     pub fn new(ep: Endpoint) -> Self {
         EndpointHooks { ep }
     }
+
+    /// Records this endpoint's cycle of the attempt: its calls name `generation`.
+    fn record(&self, state: &mut CycleState, generation: u64, epoch: u64, snapshot: &Snapshot) {
+        RemoteCycles::set(
+            state,
+            RemoteCycle {
+                endpoint: self.ep.config().index,
+                generation,
+                epoch,
+                snapshot: snapshot.update_seq(),
+            },
+        );
+    }
 }
 
 impl CycleHooks for EndpointHooks {
@@ -142,15 +155,7 @@ impl CycleHooks for EndpointHooks {
                 g
             }
         };
-        RemoteCycles::set(
-            state,
-            RemoteCycle {
-                endpoint: idx,
-                generation: g,
-                epoch: streams.epoch,
-                snapshot: snapshot.update_seq(),
-            },
-        );
+        self.record(state, g, streams.epoch, snapshot);
     }
 
     fn lookahead_start(
@@ -180,15 +185,7 @@ impl CycleHooks for EndpointHooks {
             };
             g
         };
-        RemoteCycles::set(
-            state,
-            RemoteCycle {
-                endpoint: self.ep.config().index,
-                generation: g,
-                epoch: streams.epoch,
-                snapshot: snapshot.update_seq(),
-            },
-        );
+        self.record(state, g, streams.epoch, snapshot);
         true
     }
 
@@ -590,9 +587,11 @@ impl RemotePlugin {
             let synced = from_snapshot
                 && RemoteCycles::of(state, self.ep().config().index)
                     .is_some_and(|c| rep.synced_to(c.snapshot));
-            for (i, ni) in nodes.iter().enumerate().filter(|_| !synced) {
-                if let Some(d) = self.delta(&rep, i, ni)? {
-                    deltas.push(d);
+            if !synced {
+                for (i, ni) in nodes.iter().enumerate() {
+                    if let Some(d) = self.delta(&rep, i, ni)? {
+                        deltas.push(d);
+                    }
                 }
             }
         }
@@ -1094,26 +1093,22 @@ impl BatchFilter for RemotePlugin {
         let Ok(call) = self.start_filter_call(state, nodes, ahead, true) else {
             return false;
         };
-        let Ok((_, _, streams)) = self.cycle(state) else {
+        // The call went out on the cycle's connection (start_filter_call checked it).
+        let Some(RemoteCycle { epoch, .. }) = RemoteCycles::of(state, self.ep().config().index)
+        else {
             return false;
         };
         let la = LookaheadCall {
             plugin: self.meta.name.clone(),
-            epoch: streams.epoch,
+            epoch,
             nodes: nodes.iter().map(|n| (n.id, n.generation)).collect(),
             ahead,
             call,
         };
-        if state.read::<LookaheadCalls>().is_none() {
-            state.write(LookaheadCalls::default());
-        }
-        match state.read::<LookaheadCalls>().map(|c| c.0.lock()) {
-            Some(Ok(mut v)) => {
-                v.push(la);
-                true
-            }
-            _ => false,
-        }
+        let calls = state.read::<LookaheadCalls>().cloned().unwrap_or_default();
+        let kept = calls.0.lock().map(|mut v| v.push(la)).is_ok();
+        state.write(calls);
+        kept
     }
 
     fn start_filter(
