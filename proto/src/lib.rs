@@ -3,6 +3,7 @@
 
 #![allow(clippy::all, missing_docs)]
 
+pub mod coalesce;
 pub mod otel;
 
 pub mod v1 {
@@ -106,9 +107,27 @@ pub async fn connect_unix(
             let path = path.clone();
             async move {
                 let s = tokio::net::UnixStream::connect(path).await?;
-                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(s))
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(coalesce::Coalesce::new(s)))
             }
         }))
+        .await
+}
+
+/// Dials a plain `http://host:port` endpoint over TCP (no delay), writes gathered
+/// as on Unix sockets ([`coalesce`]).
+pub async fn connect_tcp(
+    endpoint: tonic::transport::Endpoint,
+) -> Result<tonic::transport::Channel, tonic::transport::Error> {
+    endpoint
+        .connect_with_connector(tower::service_fn(
+            |uri: tonic::codegen::http::Uri| async move {
+                let host = uri.host().unwrap_or_default().trim_matches(['[', ']']);
+                let port = uri.port_u16().unwrap_or(80);
+                let s = tokio::net::TcpStream::connect((host, port)).await?;
+                s.set_nodelay(true)?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(coalesce::Coalesce::new(s)))
+            },
+        ))
         .await
 }
 

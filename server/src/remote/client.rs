@@ -73,11 +73,82 @@ pub enum Outbound {
 
 type Tx<T> = mpsc::UnboundedSender<T>;
 
-/// Senders of the open streams of one connection.
+/// What callers hand to the connection thread.
+enum Wire {
+    Replicate(pb::ReplicateRequest),
+    Call(Outbound),
+}
+
+/// A handle on one connection's streams, for callers on any thread.
+///
+/// Everything goes through one channel to a router task on the connection thread:
+/// a pod's messages (snapshot delta, CycleEnd, the next CycleStart, its Filter) then
+/// cost the caller one wake-up of that thread, and since the router hands them to
+/// their streams in one go, HTTP/2 sends them in one write and the sidecar reads
+/// them with one read.
+///
+/// Replicate messages need no answer, so they are held back until the next call,
+/// which needs them anyway (its generation names them), or for at most [`HOLD`]
+/// when no call follows. Order is kept: they are queued under one lock.
 #[derive(Clone)]
 pub struct Streams {
     pub epoch: u64,
     stats: Arc<EndpointStats>,
+    tx: Tx<Wire>,
+    held: Arc<Mutex<Vec<pb::ReplicateRequest>>>,
+}
+
+/// How long a Replicate message may wait for a call to go out with.
+const HOLD: Duration = Duration::from_millis(20);
+
+impl Streams {
+    /// Sends a request; a caller that wants the reply registers a waiter first
+    /// ([`Endpoint::start_call`]), otherwise the reply is dropped on arrival.
+    /// Queued Replicate messages go first.
+    pub fn send(&self, m: Outbound) -> bool {
+        self.stats.sent(m.encoded_len());
+        self.flush() && self.tx.send(Wire::Call(m)).is_ok()
+    }
+
+    /// Sends the held-back Replicate messages.
+    fn flush(&self) -> bool {
+        match self.held.lock() {
+            Ok(mut held) => held
+                .drain(..)
+                .all(|m| self.tx.send(Wire::Replicate(m)).is_ok()),
+            Err(_) => false,
+        }
+    }
+
+    /// Queues a Replicate message: it goes out with the next call.
+    pub fn replicate(&self, mut m: pb::ReplicateRequest) -> bool {
+        // About once a second the sidecar is asked to acknowledge, which is how the
+        // replication lag is measured without a reply per message.
+        static EPOCH: OnceLock<Instant> = OnceLock::new();
+        let now_us = EPOCH.get_or_init(Instant::now).elapsed().as_micros() as u64;
+        let last = self.stats.last_ack_request_us.load(Ordering::Relaxed);
+        if now_us.saturating_sub(last) >= 1_000_000 || last == 0 {
+            self.stats
+                .last_ack_request_us
+                .store(now_us.max(1), Ordering::Relaxed);
+            m.ack = true;
+        }
+        self.stats
+            .sent_generation
+            .store(m.generation, Ordering::Relaxed);
+        self.stats.sent(prost::Message::encoded_len(&m));
+        match self.held.lock() {
+            Ok(mut held) => {
+                held.push(m);
+                !self.tx.is_closed()
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+/// The senders of the open streams, on the connection thread.
+struct Router {
     replicate: Tx<pb::ReplicateRequest>,
     pre_enqueue: Tx<pb::PreEnqueueRequest>,
     queue_sort: Tx<pb::QueueSortRequest>,
@@ -95,11 +166,13 @@ pub struct Streams {
     post_bind: Tx<pb::CycleRequest>,
 }
 
-impl Streams {
-    /// Sends a request; a caller that wants the reply registers a waiter first
-    /// ([`Endpoint::start_call`]), otherwise the reply is dropped on arrival.
-    pub fn send(&self, m: Outbound) -> bool {
-        self.stats.sent(m.encoded_len());
+impl Router {
+    /// Hands a message to its stream; false when that stream is gone.
+    fn route(&self, w: Wire) -> bool {
+        let m = match w {
+            Wire::Replicate(r) => return self.replicate.send(r).is_ok(),
+            Wire::Call(m) => m,
+        };
         match m {
             Outbound::PreEnqueue(r) => self.pre_enqueue.send(r).is_ok(),
             Outbound::QueueSort(r) => self.queue_sort.send(r).is_ok(),
@@ -118,23 +191,20 @@ impl Streams {
         }
     }
 
-    pub fn replicate(&self, mut m: pb::ReplicateRequest) -> bool {
-        // About once a second the sidecar is asked to acknowledge, which is how the
-        // replication lag is measured without a reply per message.
-        static EPOCH: OnceLock<Instant> = OnceLock::new();
-        let now_us = EPOCH.get_or_init(Instant::now).elapsed().as_micros() as u64;
-        let last = self.stats.last_ack_request_us.load(Ordering::Relaxed);
-        if now_us.saturating_sub(last) >= 1_000_000 || last == 0 {
-            self.stats
-                .last_ack_request_us
-                .store(now_us.max(1), Ordering::Relaxed);
-            m.ack = true;
+    /// Routes until the callers' channel closes or a stream is gone (the
+    /// connection is ending then; its callers are failed by the connection loop).
+    async fn run(self, mut rx: mpsc::UnboundedReceiver<Wire>) {
+        while let Some(w) = rx.recv().await {
+            if !self.route(w) {
+                return;
+            }
+            // Everything already queued goes in the same turn, hence one write.
+            while let Ok(w) = rx.try_recv() {
+                if !self.route(w) {
+                    return;
+                }
+            }
         }
-        self.stats
-            .sent_generation
-            .store(m.generation, Ordering::Relaxed);
-        self.stats.sent(prost::Message::encoded_len(&m));
-        self.replicate.send(m).is_ok()
     }
 }
 
@@ -557,18 +627,20 @@ async fn channel(
             .await
             .map_err(|e| format!("cannot connect: {}", switchyard_proto::error_chain(&e)))
     } else {
-        let mut ep = TEndpoint::from_shared(endpoint.to_string())
-            .map_err(|e| format!("bad endpoint: {e}"))?;
-        if let Some(t) = tls {
-            ep = ep
-                .tls_config(client_tls(t)?)
-                .map_err(|e| format!("TLS configuration: {e}"))?;
-        }
-        ep.connect_timeout(Duration::from_secs(1))
-            .tcp_nodelay(true)
-            .connect()
-            .await
-            .map_err(|e| format!("cannot connect: {}", switchyard_proto::error_chain(&e)))
+        let ep = TEndpoint::from_shared(endpoint.to_string())
+            .map_err(|e| format!("bad endpoint: {e}"))?
+            .connect_timeout(Duration::from_secs(1))
+            .tcp_nodelay(true);
+        let connected = match tls {
+            Some(t) => {
+                ep.tls_config(client_tls(t)?)
+                    .map_err(|e| format!("TLS configuration: {e}"))?
+                    .connect()
+                    .await
+            }
+            None => switchyard_proto::connect_tcp(ep).await,
+        };
+        connected.map_err(|e| format!("cannot connect: {}", switchyard_proto::error_chain(&e)))
     }
 }
 
@@ -663,9 +735,7 @@ async fn connect_once(inner: &Arc<Inner>) -> String {
         }};
     }
 
-    let streams = Streams {
-        epoch,
-        stats: inner.stats.clone(),
+    let router = Router {
         replicate: {
             let (tx, rx) = mpsc::unbounded_channel::<pb::ReplicateRequest>();
             let mut c = client.clone();
@@ -711,6 +781,28 @@ async fn connect_once(inner: &Arc<Inner>) -> String {
         bind: open!(bind, pb::CycleRequest, Status),
         post_bind: open!(post_bind, pb::CycleRequest, Status),
     };
+    let (tx, rx) = mpsc::unbounded_channel::<Wire>();
+    let routing = tokio::spawn(router.run(rx));
+    let streams = Streams {
+        epoch,
+        stats: inner.stats.clone(),
+        tx,
+        held: Arc::new(Mutex::new(Vec::new())),
+    };
+    // Held-back Replicate messages go out within HOLD even when no call follows.
+    let holding = {
+        let s = streams.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(HOLD);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                if !s.flush() {
+                    break;
+                }
+            }
+        })
+    };
     drop(closed_tx);
     if let Ok(mut c) = inner.conn.lock() {
         c.streams = Some(streams);
@@ -733,10 +825,14 @@ async fn connect_once(inner: &Arc<Inner>) -> String {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     };
-    tokio::select! {
+    let why = tokio::select! {
         why = closed_rx.recv() => why.unwrap_or_else(|| "connection closed".into()),
         _ = stop_poll => "endpoint stopped".into(),
-    }
+    };
+    // Callers still holding these streams find them closed.
+    routing.abort();
+    holding.abort();
+    why
 }
 
 fn handle_reply(inner: &Arc<Inner>, id: u64, r: Reply) {
