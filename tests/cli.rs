@@ -249,6 +249,64 @@ fn help_describes_every_simulate_flag() {
     }
 }
 
+/// The JSON the issue specifies, from a small workload, with the CPU accounting that
+/// explains a sidecar's cost: the sidecar's own process is measured too.
+#[test]
+fn bench_reports_each_run_as_json() {
+    let out = switchyard(&[
+        "bench",
+        "--workload-name",
+        "SchedulingBasic/500Nodes",
+        "--runs",
+        "in-process,sidecar-uds",
+        "--output-format",
+        "json",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    let runs = v["runs"].as_array().expect("runs");
+    let names: Vec<&str> = runs.iter().filter_map(|r| r["name"].as_str()).collect();
+    assert_eq!(names, ["in-process", "sidecar-uds"]);
+    for r in runs {
+        assert!(r["pods_per_second"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(
+            r["attempt_latency_ms"]["p99"].as_f64().unwrap() > 0.0,
+            "{r}"
+        );
+        assert_eq!(r["invariants_ok"], true, "{r}");
+        assert!(
+            r["cpu_us_per_pod"]["scheduler"].as_f64().unwrap() > 0.0,
+            "{r}"
+        );
+    }
+    let (local, remote) = (&runs[0], &runs[1]);
+    assert_eq!(local["remote_calls_per_pod"], 0.0);
+    assert!(local["cpu_us_per_pod"].get("sidecar").is_none(), "{local}");
+    assert!(
+        remote["remote_calls_per_pod"].as_f64().unwrap() >= 1.0,
+        "{remote}"
+    );
+    assert!(
+        remote["wire_bytes_per_pod"].as_f64().unwrap() > 100.0,
+        "{remote}"
+    );
+    assert!(
+        remote["relative_throughput"].as_f64().unwrap() > 0.0,
+        "{remote}"
+    );
+    let cpu = &remote["cpu_us_per_pod"];
+    assert!(cpu["sidecar"].as_f64().unwrap() > 0.0, "{remote}");
+    assert!(
+        cpu["connection_threads"].as_f64().unwrap() > 0.0,
+        "{remote}"
+    );
+}
+
 #[test]
 fn bench_rejects_an_unknown_run_by_name() {
     let out = switchyard(&["bench", "--runs", "in-process,carrier-pigeon"]);

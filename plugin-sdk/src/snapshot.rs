@@ -109,6 +109,39 @@ impl Slots {
 }
 
 impl Snapshot {
+    /// A replica holding these nodes and pods, as a full snapshot from the scheduler
+    /// would build it: for plugin unit tests (`Cycle::snapshot`). Nodes with id 0
+    /// are numbered after the largest id given; a pod goes on the node its
+    /// `node_name` names (nowhere when none does). Errors name a duplicate node.
+    pub fn from_objects(
+        nodes: impl IntoIterator<Item = Node>,
+        pods: impl IntoIterator<Item = Pod>,
+    ) -> Result<Snapshot, String> {
+        let mut nodes: Vec<Node> = nodes.into_iter().collect();
+        let mut next = nodes.iter().map(|n| n.id).max().unwrap_or(0);
+        let mut names = std::collections::HashSet::new();
+        for n in &mut nodes {
+            if !names.insert(n.name.clone()) {
+                return Err(format!("node {:?} is given twice", n.name));
+            }
+            if n.id == 0 {
+                next += 1;
+                n.id = next;
+            }
+        }
+        let mut s = Snapshot::default();
+        s.apply(
+            1,
+            pb::SnapshotDelta {
+                full: true,
+                upsert_nodes: nodes,
+                upsert_pods: pods.into_iter().collect(),
+                ..Default::default()
+            },
+        )?;
+        Ok(s)
+    }
+
     /// Generation of the last snapshot change applied.
     pub fn generation(&self) -> u64 {
         self.generation
@@ -361,6 +394,31 @@ mod tests {
         s.apply(3, last).unwrap();
         assert_eq!(s.num_nodes(), 2);
         assert_eq!(s.node(3).unwrap().requested("cpu"), 0);
+    }
+
+    #[test]
+    fn from_objects_numbers_nodes_and_places_pods() {
+        let named = |name: &str| pb::Node {
+            name: name.into(),
+            ..Default::default()
+        };
+        let s = Snapshot::from_objects(
+            [named("a"), node(5, "b"), named("c")],
+            [pod("p1", "c", 100), pod("p2", "gone", 50)],
+        )
+        .unwrap();
+        assert_eq!(s.num_nodes(), 3);
+        assert_eq!(s.node(5).unwrap().name(), "b");
+        assert_eq!(s.node(6).unwrap().name(), "a");
+        assert_eq!(s.node(7).unwrap().name(), "c");
+        assert_eq!(s.node_by_name("c").unwrap().requested("cpu"), 100);
+        assert_eq!(
+            s.pods().count(),
+            2,
+            "a pod on an unknown node is still held"
+        );
+        let err = Snapshot::from_objects([named("a"), named("a")], []).unwrap_err();
+        assert!(err.contains("\"a\" is given twice"), "{err}");
     }
 
     #[test]

@@ -311,6 +311,37 @@ mod tests {
     }
 
     #[test]
+    fn pre_filter_through_the_trait_counts_the_snapshot() {
+        // The replica as the scheduler would send it: the SDK's test builder.
+        let limited = node("a", Some("2"), vec![]).node;
+        let free = node("b", None, vec![]).node;
+        let on = |uid: &str, tenant: &str, node: &str| {
+            let mut p = (*pod(uid, Some(tenant))).clone();
+            p.node_name = node.into();
+            p
+        };
+        let snapshot = Snapshot::from_objects(
+            [limited, free],
+            [on("q1", "t", "a"), on("q2", "u", "a"), on("q3", "t", "b")],
+        )
+        .unwrap();
+        let p = pod("p", Some("t"));
+        let mut state = CycleState::default();
+        let r = TenantQuota.pre_filter(&cycle(&p, &snapshot), &mut state);
+        assert!(r.status.is_success(), "{:?}", r.status);
+        let counts = state.read::<QuotaState>().unwrap();
+        assert_eq!(
+            counts.count("a"),
+            1,
+            "only tenant t's pods on the limited node"
+        );
+        let a = snapshot.node_by_name("a").unwrap();
+        assert!(TenantQuota
+            .filter(&cycle(&p, &snapshot), &state, a)
+            .is_success());
+    }
+
+    #[test]
     fn no_limited_node_skips_the_pod() {
         let p = pod("p", Some("t"));
         let (s, state) = pre_filter(&p, &[node("a", None, vec![pod("q", Some("t"))])]);

@@ -110,6 +110,12 @@ impl SidecarProcess {
             .status();
     }
 
+    /// The sidecar's process group (it leads one: the shell started in it and
+    /// whatever that starts).
+    pub fn process_group(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Whether the process has exited.
     pub fn exited(&mut self) -> bool {
         !matches!(self.child.try_wait(), Ok(None))

@@ -83,6 +83,41 @@ pub struct BenchRun {
     /// median one).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rounds: Vec<f64>,
+    /// CPU time per measured pod, in µs: where an out-of-process plugin's cost goes
+    /// when every core is busy (Linux).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_us_per_pod: Option<CpuPerPod>,
+}
+
+/// CPU µs per measured pod: the scheduler process (of which its sidecar connection
+/// threads) and the sidecar process.
+#[derive(Serialize, Clone, Copy, Debug)]
+pub struct CpuPerPod {
+    pub scheduler: f64,
+    pub connection_threads: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sidecar: Option<f64>,
+}
+
+impl CpuPerPod {
+    fn of(m: &super::report::MeasuredReport) -> Option<CpuPerPod> {
+        let c = m.cpu_seconds?;
+        let pods = m.pods.max(1) as f64;
+        let us = |secs: f64| (secs * 1e6 / pods).round();
+        Some(CpuPerPod {
+            scheduler: us(c.scheduler),
+            connection_threads: us(c.connection_threads),
+            sidecar: c.sidecars.map(us),
+        })
+    }
+
+    /// "scheduler+sidecar" (the sidecar part only where there is one).
+    fn cell(&self) -> String {
+        match self.sidecar {
+            Some(sc) => format!("{:.0}+{:.0}", self.scheduler, sc),
+            None => format!("{:.0}", self.scheduler),
+        }
+    }
 }
 
 #[derive(Serialize, Clone, Debug)]
@@ -138,7 +173,7 @@ fn run_one(
     mode: Mode,
 ) -> Result<BenchRun, SimulateError> {
     let mut config = SchedulerConfig::default_config();
-    let _sidecar = match mode {
+    let sidecar = match mode {
         Mode::InProcess => None,
         Mode::SidecarUds | Mode::SidecarTcp => {
             let listen = if mode == Mode::SidecarUds {
@@ -164,6 +199,7 @@ fn run_one(
         seed: opts.seed,
         threads: opts.threads,
         timeout: opts.timeout,
+        cpu_groups: sidecar.iter().map(|p| p.process_group()).collect(),
         ..SimulateOptions::default()
     };
     let report = simulate(&sim, registry)?;
@@ -194,6 +230,7 @@ fn run_one(
         relative_throughput: None,
         invariants_ok: report.invariants.ok,
         rounds: Vec::new(),
+        cpu_us_per_pod: report.measured.as_ref().and_then(CpuPerPod::of),
     })
 }
 
@@ -208,7 +245,7 @@ impl BenchReport {
         let _ = writeln!(s, "Workload: {}", self.workload);
         let _ = writeln!(
             s,
-            "{:<12} {:>10} {:>9} {:>9} {:>9} {:>12} {:>14} {:>10}  INVARIANTS",
+            "{:<12} {:>10} {:>9} {:>9} {:>9} {:>12} {:>14} {:>10} {:>14}  INVARIANTS",
             "RUN",
             "PODS/S",
             "VS IN-PROC",
@@ -217,11 +254,12 @@ impl BenchReport {
             "CALLS/POD",
             "WIRE B/POD",
             "LOOKAHEAD",
+            "CPU µS/POD",
         );
         for r in &self.runs {
             let _ = writeln!(
                 s,
-                "{:<12} {:>10.0} {:>10} {:>9.3} {:>9.3} {:>12.1} {:>14.1} {:>10}  {}",
+                "{:<12} {:>10.0} {:>10} {:>9.3} {:>9.3} {:>12.1} {:>14.1} {:>10} {:>14}  {}",
                 r.name,
                 r.pods_per_second,
                 r.relative_throughput
@@ -234,7 +272,16 @@ impl BenchReport {
                 r.lookahead_used
                     .map(|x| format!("{:.0}%", x * 100.0))
                     .unwrap_or_else(|| "-".into()),
+                r.cpu_us_per_pod
+                    .map(|c| c.cell())
+                    .unwrap_or_else(|| "-".into()),
                 if r.invariants_ok { "ok" } else { "VIOLATED" }
+            );
+        }
+        if self.runs.iter().any(|r| r.cpu_us_per_pod.is_some()) {
+            let _ = writeln!(
+                s,
+                "CPU µs/pod: scheduler process + sidecar process, user and system, over the measured pods"
             );
         }
         for r in self.runs.iter().filter(|r| !r.rounds.is_empty()) {

@@ -3,6 +3,7 @@
 //! unschedulable with a recorded reason), then reported.
 
 pub mod bench;
+pub mod cpu;
 pub mod demo;
 pub mod report;
 pub mod workload;
@@ -52,6 +53,9 @@ pub struct SimulateOptions {
     pub sidecars: Vec<String>,
     /// How long a started sidecar may take to listen.
     pub sidecar_startup: Duration,
+    /// Process groups of sidecars started elsewhere whose CPU time the measured
+    /// stretch reports (those of `sidecars` are counted anyway).
+    pub cpu_groups: Vec<u32>,
 }
 
 impl Default for SimulateOptions {
@@ -71,6 +75,7 @@ impl Default for SimulateOptions {
             plugin_endpoints: Vec::new(),
             sidecars: Vec::new(),
             sidecar_startup: Duration::from_secs(30),
+            cpu_groups: Vec::new(),
         }
     }
 }
@@ -126,6 +131,9 @@ pub fn run(opts: &SimulateOptions, registry: &Registry) -> Result<Report, Simula
     let cluster = Arc::new(EmbeddedCluster::from_manifests(&objects)?);
     let mut config = config;
     let sidecars = start_sidecars(opts, &mut config)?;
+    let cpu_groups: Vec<u32> = (opts.cpu_groups.iter().copied())
+        .chain(sidecars.iter().map(|s| s.process_group()))
+        .collect();
     let mut registry = registry.clone();
     let endpoints = crate::remote::register(&config.remote_plugins, &mut registry)
         .map_err(SimulateError::Remote)?;
@@ -162,11 +170,14 @@ pub fn run(opts: &SimulateOptions, registry: &Registry) -> Result<Report, Simula
     let total_hint = cluster.pods().len();
     progress.total = total_hint;
 
-    let mut measured: Option<Measured> = None;
+    let mut measuring = Measuring {
+        cpu_groups: &cpu_groups,
+        result: None,
+    };
     let result = (|| -> Result<(), SimulateError> {
         wait_settled(&sched, &cluster, opts.timeout, &mut progress)?;
         if let Some(w) = &workload {
-            run_ops(w, &cluster, &sched, opts, &mut progress, &mut measured)?;
+            run_ops(w, &cluster, &sched, opts, &mut progress, &mut measuring)?;
         }
         wait_settled(&sched, &cluster, opts.timeout, &mut progress)
     })();
@@ -179,7 +190,7 @@ pub fn run(opts: &SimulateOptions, registry: &Registry) -> Result<Report, Simula
         &sched,
         &config,
         elapsed,
-        measured,
+        measuring.result,
         workload.as_ref().map(|w| (w.name.clone(), w.threshold)),
         opts.events,
     );
@@ -222,11 +233,19 @@ fn start_sidecars(
 }
 
 /// Closes sidecar connections when the run ends, however it ends.
+/// The measured stretch of a run, once there is one, and whose CPU it counts.
+struct Measuring<'a> {
+    cpu_groups: &'a [u32],
+    result: Option<Measured>,
+}
+
 /// Throughput over a measured stretch (a `collectMetrics` op, or start/stop ops).
 #[derive(Clone, Debug)]
 pub struct Measured {
     pub pods: usize,
     pub seconds: f64,
+    /// CPU time spent over the stretch (Linux).
+    pub cpu: Option<cpu::CpuSeconds>,
 }
 
 /// Pods in `namespaces` (empty: any) created at or after `since` (a
@@ -251,7 +270,7 @@ fn run_ops(
     sched: &Arc<Scheduler>,
     opts: &SimulateOptions,
     progress: &mut Progress,
-    measured: &mut Option<Measured>,
+    measured: &mut Measuring,
 ) -> Result<(), SimulateError> {
     let mut churn = Churn::default();
     let result = run_ops_inner(w, cluster, sched, opts, progress, measured, &mut churn);
@@ -267,10 +286,12 @@ fn run_ops_inner(
     sched: &Arc<Scheduler>,
     opts: &SimulateOptions,
     progress: &mut Progress,
-    measured: &mut Option<Measured>,
+    measured: &mut Measuring,
     churn: &mut Churn,
 ) -> Result<(), SimulateError> {
-    let mut window: Option<(Instant, u64, &[String])> = None;
+    let groups = measured.cpu_groups;
+    let cpu_now = || cpu::CpuSeconds::now(groups);
+    let mut window: Option<(Instant, Option<cpu::CpuSeconds>, u64, &[String])> = None;
     for (i, op) in w.ops.iter().enumerate() {
         let op_err = |m: String| SimulateError::Op(format!("{}: op {i}: {m}", w.name));
         match op {
@@ -357,7 +378,7 @@ fn run_ops_inner(
                 }
                 progress.total += count;
                 let since = cluster.next_order();
-                let t0 = Instant::now();
+                let (t0, cpu0) = (Instant::now(), cpu_now());
                 for p in &pods {
                     cluster.create_pod(p).map_err(|e| op_err(e.to_string()))?;
                 }
@@ -366,9 +387,10 @@ fn run_ops_inner(
                 }
                 if *collect_metrics {
                     let bound = bound_since(cluster, since, std::slice::from_ref(namespace));
-                    *measured = Some(Measured {
+                    measured.result = Some(Measured {
                         pods: bound,
                         seconds: t0.elapsed().as_secs_f64(),
+                        cpu: cpu_now().zip(cpu0).map(|(b, a)| b.since(a)),
                     });
                 }
             }
@@ -407,14 +429,15 @@ fn run_ops_inner(
                 churn.spawn(ticker);
             }
             Op::StartCollectingMetrics { namespaces } => {
-                window = Some((Instant::now(), cluster.next_order(), namespaces));
+                window = Some((Instant::now(), cpu_now(), cluster.next_order(), namespaces));
             }
             Op::StopCollectingMetrics => {
                 wait_settled(sched, cluster, opts.timeout, progress)?;
-                if let Some((t0, since, namespaces)) = window.take() {
-                    *measured = Some(Measured {
+                if let Some((t0, cpu0, since, namespaces)) = window.take() {
+                    measured.result = Some(Measured {
                         pods: bound_since(cluster, since, namespaces),
                         seconds: t0.elapsed().as_secs_f64(),
+                        cpu: cpu_now().zip(cpu0).map(|(b, a)| b.since(a)),
                     });
                 }
             }

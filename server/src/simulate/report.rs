@@ -68,6 +68,10 @@ pub struct MeasuredReport {
     /// Upstream scheduler_perf's floor for this workload (pods/s), when it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub upstream_threshold: Option<f64>,
+    /// CPU time over the measured stretch: the scheduler (of which its sidecar
+    /// connection threads) and the sidecars it started.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_seconds: Option<super::cpu::CpuSeconds>,
 }
 
 /// Properties that must hold after every run.
@@ -272,6 +276,7 @@ pub fn build(
             seconds: round3(m.seconds),
             pods_per_second: round2(m.pods as f64 / m.seconds.max(1e-9)),
             upstream_threshold: threshold,
+            cpu_seconds: m.cpu,
         }),
         _ => None,
     };
@@ -425,6 +430,23 @@ impl Report {
                     .map(|t| format!(" (upstream scheduler_perf floor: {t} pods/s)"))
                     .unwrap_or_default()
             );
+            if let Some(c) = ms.cpu_seconds.filter(|_| ms.pods > 0) {
+                let per_pod = |secs: f64| secs * 1e6 / ms.pods as f64;
+                let mut line = format!(
+                    "         CPU per pod: scheduler {:.0} µs",
+                    per_pod(c.scheduler)
+                );
+                if !self.remote.is_empty() {
+                    line += &format!(
+                        " (sidecar connections {:.0} µs)",
+                        per_pod(c.connection_threads)
+                    );
+                }
+                if let Some(sc) = c.sidecars {
+                    line += &format!(", sidecars {:.0} µs", per_pod(sc));
+                }
+                let _ = writeln!(s, "{line}");
+            }
         }
         for r in &self.remote {
             let _ = writeln!(
