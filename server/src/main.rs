@@ -58,7 +58,8 @@ enum Command {
     /// (SchedulingBasic, 5000 nodes, 10000 pods by default) with every plugin in
     /// process, then with TaintToleration (a Filter+Score plugin) served by the Rust
     /// sidecar `switchyard-tainttoleration` over a Unix socket, then over TCP. Prints
-    /// pods/s, attempt latency, remote calls per pod and gRPC bytes per pod.
+    /// pods/s, attempt latency, remote calls per pod, gRPC bytes per pod, and CPU per
+    /// pod (scheduler process + sidecar process, user and system, Linux).
     ///
     /// Build the sidecar first: `cargo build --release --workspace`.
     Bench(BenchArgs),
