@@ -609,12 +609,15 @@ class PluginService(pb_grpc.PluginServicer):
 
     async def filter(self, req):
         out = pb.FilterResponse(request_id=req.request_id, generation=req.generation)
-        failures, err = await self.outcome("Filter", self.filter_batch, req)
+        res, err = await self.outcome("Filter", self.filter_batch, req)
         if err is None:
+            failures, ahead = res
             # Every item was evaluated (the scheduler checks this against its batch);
             # only those that did not pass are listed.
             out.evaluated = len(req.nodes)
             out.failures.extend(failures)
+            if ahead is not None:
+                out.score.CopyFrom(ahead)
         else:
             out.error.CopyFrom(err)
         return out
@@ -638,7 +641,37 @@ class PluginService(pb_grpc.PluginServicer):
             s = f(cycle, ni) if deltas[i] is None else self.filter_with_delta(f, cycle, ni, deltas[i])
             if s.code != pb.SUCCESS:
                 failures.append(pb.NodeStatus(index=i, status=s))
-        return failures
+        ahead = self.score_ahead(req, plugin, cycle, nodes, deltas, failures) if req.score_first else None
+        return failures, ahead
+
+    @staticmethod
+    def score_ahead(req, plugin, cycle, nodes, deltas, failures):
+        """Score, with this Filter, the first `score_first` items it passed, so the pod
+        needs no Score call (`FilterRequest.score_first`). None when it cannot: the
+        plugin has no Score, an item carries a delta, or a PreScore must run first
+        (this sidecar keeps PreScore state per cycle, not on a fork); the scheduler
+        then calls PreScore and Score as usual. A failing Score is this answer's
+        status, not the Filter's."""
+        sp = getattr(plugin, "score", None)
+        if not callable(sp) or (req.pre_score and callable(getattr(plugin, "pre_score", None))):
+            return None
+        failed = {f.index for f in failures}
+        items = [i for i in range(len(nodes)) if i not in failed][: req.score_first]
+        if any(deltas[i] is not None for i in items):
+            return None
+        try:
+            scores = [sp(cycle, nodes[i]) for i in items]
+            norm = getattr(plugin, "normalize", None)
+            if callable(norm):
+                s = norm(cycle, scores)
+                if s.code != pb.SUCCESS:
+                    return pb.ScoreAhead(status=s)
+        except CallError as e:
+            return pb.ScoreAhead(status=e.status)
+        except Exception as e:  # noqa: BLE001
+            log(f"Score (ahead) failed: {e!r}\n{traceback.format_exc().rstrip()}")
+            return pb.ScoreAhead(status=error(f"Score: internal error in the sidecar: {e!r}"))
+        return pb.ScoreAhead(status=success(), scores=scores, normalized=True)
 
     @staticmethod
     def filter_with_delta(f, cycle, node, d):

@@ -200,6 +200,18 @@ async def run_checks(stub):
         f.failures,
     )
 
+    # ---- Filter scoring ahead: the first 2 items that pass, in batch order
+    f = await s["Filter"].ask(cycle_ids(pb.FilterRequest, 18, 7, 2, nodes=[3, 1, 2, 2], score_first=2))
+    check(f.evaluated == 4 and [x.index for x in f.failures] == [1], "score-ahead filter", f)
+    check(f.HasField("score") and f.score.status.code == pb.SUCCESS, "score ahead answered", f.score)
+    check(list(f.score.scores) == [100, 80] and f.score.normalized, "scores ahead", f.score)
+    f = await s["Filter"].ask(
+        cycle_ids(pb.FilterRequest, 19, 7, 2, nodes=[2, 3], score_first=2, deltas=[pb.NodeDelta(index=1)])
+    )
+    check(not f.HasField("score"), "no score ahead over an item with a delta", f)
+    f = await s["Filter"].ask(cycle_ids(pb.FilterRequest, 20, 7, 2, nodes=[2, 3]))
+    check(not f.HasField("score"), "no score ahead unless asked", f)
+
     # ---- Score: the efficiency label, clamped; 50 without one
     sc = await s["Score"].ask(cycle_ids(pb.ScoreRequest, 12, 7, 2, nodes=[2, 3, 1]))
     check(sc.request_id == 12 and sc.generation == 2, "score ids", sc)
