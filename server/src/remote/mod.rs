@@ -7,6 +7,7 @@
 pub mod client;
 pub mod convert;
 mod plugin;
+pub mod procfs;
 pub mod replicate;
 pub mod sidecar;
 

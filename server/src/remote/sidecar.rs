@@ -128,24 +128,10 @@ impl SidecarProcess {
     fn group_alive(&mut self) -> bool {
         let _ = self.exited(); // reap the shell, or it counts as alive
         let pgid = self.child.id();
-        match std::fs::read_dir("/proc") {
-            Ok(dir) => dir.flatten().any(|e| {
-                let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-                    return false;
-                };
-                std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                    .ok()
-                    .and_then(|stat| {
-                        // "pid (comm) state ppid pgrp ...": comm may hold anything.
-                        let rest = &stat[stat.rfind(')')? + 1..];
-                        let mut f = rest.split_whitespace();
-                        let state = f.next()?;
-                        let pgrp: u32 = f.nth(1)?.parse().ok()?;
-                        Some(pgrp == pgid && state != "Z" && state != "X")
-                    })
-                    .unwrap_or(false)
-            }),
-            Err(_) => Command::new("sh")
+        match super::procfs::processes() {
+            Some(mut stats) => stats
+                .any(|l| super::procfs::parse(&l).is_some_and(|s| s.pgrp == pgid && s.running())),
+            None => Command::new("sh")
                 .arg("-c")
                 .arg(format!("kill -0 -{pgid} 2>/dev/null"))
                 .status()

@@ -101,13 +101,11 @@ pub struct CpuPerPod {
 
 impl CpuPerPod {
     fn of(m: &super::report::MeasuredReport) -> Option<CpuPerPod> {
-        let c = m.cpu_seconds?;
-        let pods = m.pods.max(1) as f64;
-        let us = |secs: f64| (secs * 1e6 / pods).round();
+        let c = m.cpu_seconds?.micros_per(m.pods);
         Some(CpuPerPod {
-            scheduler: us(c.scheduler),
-            connection_threads: us(c.connection_threads),
-            sidecar: c.sidecars.map(us),
+            scheduler: c.scheduler.round(),
+            connection_threads: c.connection_threads.round(),
+            sidecar: c.sidecars.map(f64::round),
         })
     }
 

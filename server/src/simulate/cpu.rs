@@ -5,8 +5,7 @@
 
 use serde::Serialize;
 
-/// `/proc` reports CPU time in clock ticks of 1/100 s on every Linux ABI (USER_HZ).
-const TICK: f64 = 0.01;
+use crate::remote::procfs;
 
 /// CPU seconds (user + system).
 #[derive(Serialize, Clone, Copy, Debug, Default, PartialEq)]
@@ -23,30 +22,25 @@ pub struct CpuSeconds {
 impl CpuSeconds {
     /// Now, with sidecar process groups `groups`; `None` without `/proc`.
     pub fn now(groups: &[u32]) -> Option<CpuSeconds> {
-        let (scheduler, _) = times(&std::fs::read_to_string("/proc/self/stat").ok()?)?;
-        let connection_threads = std::fs::read_dir("/proc/self/task")
-            .ok()?
-            .flatten()
-            .filter_map(|t| std::fs::read_to_string(t.path().join("stat")).ok())
-            .filter(|s| comm(s).is_some_and(|c| c.starts_with("sidecar-")))
-            .filter_map(|s| times(&s).map(|(t, _)| t))
+        let scheduler = procfs::parse(&procfs::own_process()?)?.cpu_seconds;
+        let connection_threads = procfs::own_threads()?
+            .filter_map(|l| {
+                procfs::parse(&l)
+                    .filter(|s| s.comm.starts_with("sidecar-"))
+                    .map(|s| s.cpu_seconds)
+            })
             .sum();
         let sidecars = if groups.is_empty() {
             None
         } else {
-            let procs = std::fs::read_dir("/proc").ok()?;
+            let stats = procfs::processes()?;
             Some(
-                procs
-                    .flatten()
-                    .filter(|e| {
-                        e.file_name()
-                            .to_str()
-                            .is_some_and(|n| n.parse::<u32>().is_ok())
+                stats
+                    .filter_map(|l| {
+                        procfs::parse(&l)
+                            .filter(|s| groups.contains(&s.pgrp))
+                            .map(|s| s.cpu_seconds)
                     })
-                    .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
-                    .filter_map(|s| times(&s))
-                    .filter(|(_, pgrp)| groups.contains(pgrp))
-                    .map(|(t, _)| t)
                     .sum(),
             )
         };
@@ -55,6 +49,16 @@ impl CpuSeconds {
             connection_threads,
             sidecars,
         })
+    }
+
+    /// The same split in µs per pod, over `pods` pods.
+    pub fn micros_per(self, pods: usize) -> CpuSeconds {
+        let us = |secs: f64| secs * 1e6 / pods.max(1) as f64;
+        CpuSeconds {
+            scheduler: us(self.scheduler),
+            connection_threads: us(self.connection_threads),
+            sidecars: self.sidecars.map(us),
+        }
     }
 
     /// The time spent since `earlier`.
@@ -70,38 +74,9 @@ impl CpuSeconds {
     }
 }
 
-/// The command name in a `stat` line: "pid (comm) state …" (comm may hold anything,
-/// spaces and parentheses included).
-fn comm(stat: &str) -> Option<&str> {
-    Some(&stat[stat.find('(')? + 1..stat.rfind(')')?])
-}
-
-/// User + system seconds, and the process group, from a `stat` line.
-fn times(stat: &str) -> Option<(f64, u32)> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_whitespace().take(13).collect();
-    // After the command: state ppid pgrp session tty tpgid flags minflt cminflt
-    // majflt cmajflt utime stime.
-    let pgrp = f.get(2)?.parse().ok()?;
-    let utime: u64 = f.get(11)?.parse().ok()?;
-    let stime: u64 = f.get(12)?.parse().ok()?;
-    Some(((utime + stime) as f64 * TICK, pgrp))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stat_lines_are_read_past_odd_command_names() {
-        let line = "4242 (sidecar-0 (x) y) S 1 77 77 0 -1 4194560 10 0 0 0 150 25 0 0 20 0";
-        assert_eq!(comm(line), Some("sidecar-0 (x) y"));
-        let (t, pgrp) = times(line).unwrap();
-        assert!((t - 1.75).abs() < 1e-9, "{t}");
-        assert_eq!(pgrp, 77);
-        assert!(times("garbage").is_none());
-        assert!(times("1 (x) S 1 2").is_none());
-    }
 
     #[test]
     fn this_process_is_measured() {

@@ -431,19 +431,13 @@ impl Report {
                     .unwrap_or_default()
             );
             if let Some(c) = ms.cpu_seconds.filter(|_| ms.pods > 0) {
-                let per_pod = |secs: f64| secs * 1e6 / ms.pods as f64;
-                let mut line = format!(
-                    "         CPU per pod: scheduler {:.0} µs",
-                    per_pod(c.scheduler)
-                );
+                let c = c.micros_per(ms.pods);
+                let mut line = format!("         CPU per pod: scheduler {:.0} µs", c.scheduler);
                 if !self.remote.is_empty() {
-                    line += &format!(
-                        " (sidecar connections {:.0} µs)",
-                        per_pod(c.connection_threads)
-                    );
+                    line += &format!(" (sidecar connections {:.0} µs)", c.connection_threads);
                 }
                 if let Some(sc) = c.sidecars {
-                    line += &format!(", sidecars {:.0} µs", per_pod(sc));
+                    line += &format!(", sidecars {sc:.0} µs");
                 }
                 let _ = writeln!(s, "{line}");
             }
