@@ -1,9 +1,10 @@
-//! TLS sidecar endpoints, end to end: the TaintToleration sidecar serves on
-//! `https://127.0.0.1:PORT` with mutual TLS (it requires a client certificate from the
-//! test CA), `switchyard simulate` connects through `remotePlugins[].tls` and the
-//! sidecar's filter keeps every pod off the tainted node. The same sidecar refuses a
-//! scheduler without a client certificate, and `--probe` checks its gRPC health
-//! over TLS and over a Unix socket.
+//! TLS sidecar endpoints, end to end: the TaintToleration sidecar (Rust SDK) and the
+//! EnergyAware sidecar (Python) serve on `https://127.0.0.1:PORT` with mutual TLS (they
+//! require a client certificate from the test CA), `switchyard simulate` connects
+//! through `remotePlugins[].tls` and the sidecar's filter keeps every pod off node-1.
+//! The Rust sidecar refuses a scheduler without a client certificate, and `--probe`
+//! checks its gRPC health over TLS and over a Unix socket (the Python sidecar's probe
+//! is checked by its self-test).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -11,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use switchyard::remote::sidecar::{exec_command, Listen, SidecarProcess};
-use switchyard_e2e::{binary, run_with_deadline, start_sidecar, workspace_root};
+use switchyard_e2e::{binary, python, run_with_deadline, start_sidecar, workspace_root};
 
 const PODS: usize = 12;
 
@@ -26,13 +27,17 @@ fn fixture(name: &str) -> String {
 /// The TaintToleration sidecar on https://127.0.0.1:PORT, requiring client
 /// certificates signed by the test CA.
 fn tls_sidecar() -> (SidecarProcess, u16) {
+    tls_sidecar_running(&exec_command(
+        &binary("switchyard-tainttoleration").display().to_string(),
+        &[],
+    ))
+}
+
+/// `exec` (a shell command) serving on https://127.0.0.1:PORT as [`tls_sidecar`].
+fn tls_sidecar_running(exec: &str) -> (SidecarProcess, u16) {
     let Ok(Listen::Tcp(port)) = Listen::free_tcp() else {
         panic!("no free port");
     };
-    let exec = exec_command(
-        &binary("switchyard-tainttoleration").display().to_string(),
-        &[],
-    );
     let cmd = format!(
         "SWITCHYARD_PLUGIN_LISTEN='https://127.0.0.1:{port}' SWITCHYARD_PLUGIN_TLS_CERT='{}' SWITCHYARD_PLUGIN_TLS_KEY='{}' SWITCHYARD_PLUGIN_TLS_CLIENT_CA='{}' {exec}",
         fixture("server.crt"),
@@ -48,23 +53,33 @@ struct Run {
     dir: PathBuf,
 }
 
+/// The profile of the TaintToleration runs: the sidecar's RemoteTaintToleration
+/// instead of the built-in.
+const TAINT_PLUGINS: &str = "  plugins: [RemoteTaintToleration]\n";
+const TAINT_PROFILE: &str =
+    "      disabled: [{name: TaintToleration}]\n      enabled: [{name: RemoteTaintToleration}]\n";
+
 impl Run {
-    /// A cluster of three nodes, node-1 tainted, and PODS pods without tolerations;
-    /// the profile uses the sidecar's RemoteTaintToleration instead of the built-in.
-    fn new(name: &str, port: u16, tls: &str) -> Run {
+    /// A cluster of three nodes, node-1 tainted and labelled as draining, and PODS pods
+    /// without tolerations; `endpoint_plugins` and `profile` are the lines of the
+    /// remote plugin entry and of the profile's multiPoint.
+    fn new(name: &str, port: u16, tls: &str, endpoint_plugins: &str, profile: &str) -> Run {
         let dir =
             std::env::temp_dir().join(format!("switchyard-tls-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("temp dir");
         let mut cluster = String::new();
         for i in 0..3 {
-            let taint = if i == 1 {
-                ", taints: [{key: dedicated, value: gpu, effect: NoSchedule}]"
+            let (taint, labels) = if i == 1 {
+                (
+                    ", taints: [{key: dedicated, value: gpu, effect: NoSchedule}]",
+                    ", labels: {energy.switchyard.dev/draining: \"true\"}",
+                )
             } else {
-                ""
+                ("", "")
             };
             cluster.push_str(&format!(
-                "---\n{{apiVersion: v1, kind: Node, metadata: {{name: node-{i}}}, spec: {{unschedulable: false{taint}}}, status: {{allocatable: {{cpu: \"8\", memory: 32Gi, pods: \"110\"}}}}}}\n"
+                "---\n{{apiVersion: v1, kind: Node, metadata: {{name: node-{i}{labels}}}, spec: {{unschedulable: false{taint}}}, status: {{allocatable: {{cpu: \"8\", memory: 32Gi, pods: \"110\"}}}}}}\n"
             ));
         }
         for i in 0..PODS {
@@ -76,7 +91,7 @@ impl Run {
         std::fs::write(
             dir.join("config.yaml"),
             format!(
-                "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nremotePlugins:\n- endpoint: https://127.0.0.1:{port}\n  timeout: 2s\n  startupTimeout: 5s\n  plugins: [RemoteTaintToleration]\n  tls:\n{tls}\nprofiles:\n- schedulerName: default-scheduler\n  plugins:\n    multiPoint:\n      disabled: [{{name: TaintToleration}}]\n      enabled: [{{name: RemoteTaintToleration}}]\n"
+                "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nremotePlugins:\n- endpoint: https://127.0.0.1:{port}\n  timeout: 2s\n  startupTimeout: 5s\n{endpoint_plugins}  tls:\n{tls}\nprofiles:\n- schedulerName: default-scheduler\n  plugins:\n    multiPoint:\n{profile}"
             ),
         )
         .expect("write config");
@@ -114,13 +129,35 @@ impl Drop for Run {
 #[test]
 fn mutual_tls_endpoint_schedules_through_the_sidecar() {
     let (_sidecar, port) = tls_sidecar();
-    let tls = format!(
+    let run = Run::new("mtls", port, &mutual_tls(), TAINT_PLUGINS, TAINT_PROFILE);
+    assert_schedules_around_node_1(&run);
+}
+
+/// The Python sidecar serves the same contract over mutual TLS.
+#[test]
+fn python_sidecar_serves_mutual_tls() {
+    let script = workspace_root().join("plugins/python-energy/sidecar.py");
+    let (_sidecar, port) =
+        tls_sidecar_running(&exec_command(&python(), &[&script.display().to_string()]));
+    let profile =
+        "      disabled: [{name: TaintToleration}]\n      enabled: [{name: EnergyAware}]\n";
+    let run = Run::new("python-mtls", port, &mutual_tls(), "", profile);
+    assert_schedules_around_node_1(&run);
+}
+
+/// remotePlugins[].tls with the test CA and the scheduler's client certificate.
+fn mutual_tls() -> String {
+    format!(
         "    caFile: {}\n    certFile: {}\n    keyFile: {}\n    serverName: localhost",
         fixture("ca.crt"),
         fixture("client.crt"),
         fixture("client.key")
-    );
-    let run = Run::new("mtls", port, &tls);
+    )
+}
+
+/// Every pod bound, none on node-1 (which only the sidecar's filter rejects), and the
+/// calls went to the sidecar.
+fn assert_schedules_around_node_1(run: &Run) {
     let (report, stderr) = run.simulate("30");
     let report = report.unwrap_or_else(|| panic!("no JSON report; stderr:\n{stderr}"));
     let pods = report["pods"].as_array().expect("pods");
@@ -128,7 +165,7 @@ fn mutual_tls_endpoint_schedules_through_the_sidecar() {
     assert_eq!(placed.len(), PODS, "every pod bound: {report}");
     assert!(
         !placed.contains(&"node-1"),
-        "the sidecar's filter keeps pods off the tainted node: {placed:?}"
+        "the sidecar's filter keeps pods off node-1: {placed:?}"
     );
     let calls: u64 = report["remote"]
         .as_array()
@@ -143,7 +180,7 @@ fn mutual_tls_endpoint_schedules_through_the_sidecar() {
 fn sidecar_refuses_a_scheduler_without_a_client_certificate() {
     let (_sidecar, port) = tls_sidecar();
     let tls = format!("    caFile: {}", fixture("ca.crt"));
-    let run = Run::new("no-client-cert", port, &tls);
+    let run = Run::new("no-client-cert", port, &tls, TAINT_PLUGINS, TAINT_PROFILE);
     let (report, stderr) = run.simulate("3");
     // No handshake: the plugin fails every attempt (policy Fail), nothing binds.
     if let Some(r) = &report {

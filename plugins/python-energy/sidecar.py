@@ -172,6 +172,12 @@ class EnergyAware:
     """
 
     name = PLUGIN_NAME
+    def __init__(self, node_local=True):
+        # Filter and Score read only the node named (its labels): answers stay right at
+        # a later replica generation, so the scheduler may send a pod's Filter ahead of
+        # its attempt (the handshake's `node_local`; a node-local plugin has no
+        # PreFilter). SWITCHYARD_ENERGY_LOOKAHEAD=off withdraws it, to measure.
+        self.node_local = node_local
     # Pods this plugin rejected can only become schedulable when a node appears or a
     # node's labels change (undrained).
     events = [("Node", ["Add", "UpdateNodeLabel"])]
@@ -335,6 +341,11 @@ class Cycle:
 # ---------------------------------------------------------------- the service
 
 
+def node_local(plugin):
+    """Whether `plugin` declares itself node-local (see EnergyAware.node_local)."""
+    return bool(getattr(plugin, "node_local", False))
+
+
 def _points(plugin):
     """Extension points a plugin implements, in the proto's order."""
     pairs = [
@@ -434,6 +445,12 @@ class PluginService(pb_grpc.PluginServicer):
     """
 
     def __init__(self, plugins):
+        for p in plugins:
+            if node_local(p) and callable(getattr(p, "pre_filter", None)):
+                raise ValueError(
+                    f"plugin {quote(p.name)} declares node_local but has a PreFilter, whose "
+                    "state may span nodes; drop one of the two"
+                )
         self.plugins = {p.name: p for p in plugins}
         self.replica = Replica()
         # Generation of the last Replicate message applied (any kind).
@@ -453,9 +470,10 @@ class PluginService(pb_grpc.PluginServicer):
     def missing(plugin_name, point):
         return CallError(error(f"plugin {quote(plugin_name)} has no {point}"))
 
-    async def cycle(self, cycle_id, generation):
+    async def cycle(self, cycle_id, generation, relaxed=False):
         """The cycle a call names, once the replica has reached its generation (waiting
-        at most GENERATION_WAIT_SECS)."""
+        at most GENERATION_WAIT_SECS). A node-local plugin's call (`relaxed`) may name
+        any generation from the cycle's start on; others must name exactly it."""
         if self.applied < generation:
             try:
                 async with self.applied_changed:
@@ -473,15 +491,16 @@ class PluginService(pb_grpc.PluginServicer):
         entry = self.cycles.get(cycle_id)
         if entry is None:
             raise CallError(error(f"cycle {cycle_id} is unknown (never started, or already ended)"))
-        if entry.generation != generation:
+        if entry.generation != generation and not (relaxed and entry.generation <= generation):
             raise CallError(error(f"cycle {cycle_id} started at generation {entry.generation}, not {generation}"))
         return entry
 
-    def replica_at(self, entry):
+    def replica_at(self, entry, relaxed=False):
         """The replica for a scheduling-cycle call: still at the cycle's generation,
-        never a later one (a delta after CycleStart invalidates the cycle's calls)."""
+        never a later one (a delta after CycleStart invalidates the cycle's calls),
+        unless the plugin is node-local (`relaxed`)."""
         r = self.replica
-        if r.generation != entry.snapshot_generation:
+        if not relaxed and r.generation != entry.snapshot_generation:
             raise CallError(
                 error(
                     f"the replica moved on to generation {r.generation} since cycle {entry.id} "
@@ -530,6 +549,7 @@ class PluginService(pb_grpc.PluginServicer):
                     extension_points=_points(p),
                     pre_filter_extensions=bool(getattr(p, "has_pre_filter_extensions", False)),
                     normalize_score=callable(getattr(p, "score", None)) and callable(getattr(p, "normalize", None)),
+                    node_local=node_local(p),
                     events=[pb.ClusterEvent(resource=r, actions=a) for r, a in getattr(p, "events", [])],
                 )
             )
@@ -623,12 +643,13 @@ class PluginService(pb_grpc.PluginServicer):
         return out
 
     async def filter_batch(self, req):
-        entry = await self.cycle(req.cycle, req.generation)
         plugin = self.plugin(req.plugin)
+        relaxed = node_local(plugin)
+        entry = await self.cycle(req.cycle, req.generation, relaxed)
         f = getattr(plugin, "filter", None)
         if not callable(f):
             raise self.missing(req.plugin, "Filter")
-        replica = self.replica_at(entry)
+        replica = self.replica_at(entry, relaxed)
         cycle = Cycle(entry, replica)
         nodes = self.nodes_by_id(replica, req.nodes)
         deltas = [None] * len(nodes)
@@ -708,8 +729,9 @@ class PluginService(pb_grpc.PluginServicer):
         return out
 
     async def score_batch(self, req):
-        entry = await self.cycle(req.cycle, req.generation)
         plugin = self.plugin(req.plugin)
+        relaxed = node_local(plugin)
+        entry = await self.cycle(req.cycle, req.generation, relaxed)
         sp = getattr(plugin, "score", None)
         if not callable(sp):
             raise self.missing(req.plugin, "Score")
@@ -718,7 +740,7 @@ class PluginService(pb_grpc.PluginServicer):
             if s.code != pb.SUCCESS:
                 # Skip included: the scheduler reads a Skip reply as "no scores".
                 raise CallError(s)
-        replica = self.replica_at(entry)
+        replica = self.replica_at(entry, relaxed)
         cycle = Cycle(entry, replica)
         nodes = self.nodes_by_id(replica, req.nodes)
         scores = [sp(cycle, ni) for ni in nodes]
@@ -755,8 +777,9 @@ class PluginService(pb_grpc.PluginServicer):
 
     async def pre_score(self, req):
         async def run():
-            entry = await self.cycle(req.cycle, req.generation)
             plugin = self.plugin(req.plugin)
+            relaxed = node_local(plugin)
+            entry = await self.cycle(req.cycle, req.generation, relaxed)
             # From here on the outcome is recorded for a Score sent with
             # after_pre_score (errors before this point are not, as in the SDK).
             p = getattr(plugin, "pre_score", None)
@@ -764,7 +787,7 @@ class PluginService(pb_grpc.PluginServicer):
                 s = self.missing(req.plugin, "PreScore").status
             else:
                 try:
-                    replica = self.replica_at(entry)
+                    replica = self.replica_at(entry, relaxed)
                     nodes = self.nodes_by_id(replica, req.nodes)
                     s = p(Cycle(entry, replica), nodes)
                 except CallError as e:
@@ -797,8 +820,8 @@ class PluginService(pb_grpc.PluginServicer):
     async def _unimplemented_in_cycle(self, req, point):
         """Calls inside a cycle for a point no plugin here implements: like the SDK,
         wait for the cycle first, then answer that the plugin lacks the point."""
-        await self.cycle(req.cycle, req.generation)
-        self.plugin(req.plugin)
+        plugin = self.plugin(req.plugin)
+        await self.cycle(req.cycle, req.generation, node_local(plugin))
         raise self.missing(req.plugin, point)
 
     async def pre_filter(self, req):
@@ -836,23 +859,27 @@ def _placed(pod, node_name):
 
 class AddressError(ValueError):
     def __init__(self, s):
-        super().__init__(f"listen address {quote(s)}: expected unix:///path/to.sock, tcp://host:port or host:port")
+        super().__init__(
+            f"listen address {quote(s)}: expected unix:///path/to.sock, tcp://host:port, "
+            "https://host:port or host:port"
+        )
 
 
 def parse_listen_address(s):
     """As the SDK's parse_listen_address: `unix:///path.sock`, `unix:path.sock`,
-    `tcp://host:port`, `http://host:port` or `host:port`, where host is an IP literal
-    (`[...]` for IPv6). Returns ("unix", path) or ("tcp", ip, port)."""
+    `tcp://host:port`, `http://host:port`, `https://host:port` (TLS) or `host:port`,
+    where host is an IP literal (`[...]` for IPv6). Returns ("unix", path), or
+    ("tcp" or "tls", ip, port)."""
     for prefix in ("unix://", "unix:"):
         if s.startswith(prefix):
             path = s[len(prefix) :]
             if not path:
                 raise AddressError(s)
             return ("unix", path)
-    hostport = s
-    for prefix in ("tcp://", "http://"):
+    hostport, kind = s, "tcp"
+    for prefix, k in (("tcp://", "tcp"), ("http://", "tcp"), ("https://", "tls")):
         if s.startswith(prefix):
-            hostport = s[len(prefix) :]
+            hostport, kind = s[len(prefix) :], k
             break
     host, sep, port = hostport.rpartition(":")
     if not sep or not port.isascii() or not port.isdigit() or int(port) > 65535:
@@ -864,13 +891,58 @@ def parse_listen_address(s):
             ip = ipaddress.IPv4Address(host)
     except ValueError:
         raise AddressError(s) from None
-    return ("tcp", str(ip), int(port))
+    return (kind, str(ip), int(port))
 
 
-USAGE = f"""usage: sidecar.py [--listen unix:///path.sock | --listen 127.0.0.1:PORT] [--probe]
+TLS_CERT_ENV = "SWITCHYARD_PLUGIN_TLS_CERT"
+TLS_KEY_ENV = "SWITCHYARD_PLUGIN_TLS_KEY"
+TLS_CLIENT_CA_ENV = "SWITCHYARD_PLUGIN_TLS_CLIENT_CA"
+
+
+class ServerTls:
+    """The sidecar's certificate and key (PEM) and, for mutual TLS, the CA client
+    certificates must chain to: the files named by the same variables as in the SDK."""
+
+    def __init__(self, cert, key, client_ca):
+        self.cert, self.key, self.client_ca = cert, key, client_ca
+
+    @classmethod
+    def from_env(cls):
+        def read(var, required):
+            path = os.environ.get(var, "").strip()
+            if not path:
+                if required:
+                    raise UsageError(
+                        f"an https:// listen address needs {var} (a PEM file); set {TLS_CERT_ENV} and {TLS_KEY_ENV}"
+                    )
+                return None
+            try:
+                with open(path, "rb") as f:
+                    return f.read()
+            except OSError as e:
+                raise UsageError(f"{var}={path}: cannot read: {e.strerror or e}") from None
+
+        return cls(read(TLS_CERT_ENV, True), read(TLS_KEY_ENV, True), read(TLS_CLIENT_CA_ENV, False))
+
+    def server_credentials(self):
+        return grpc.ssl_server_credentials(
+            [(self.key, self.cert)],
+            root_certificates=self.client_ca,
+            require_client_auth=self.client_ca is not None,
+        )
+
+
+class UsageError(ValueError):
+    """Bad configuration from the command line or the environment (exit code 1)."""
+
+
+USAGE = f"""usage: sidecar.py [--listen unix:///path.sock | --listen 127.0.0.1:PORT | --listen https://IP:PORT] [--probe]
 
 Serves the Switchyard plugin(s) {PLUGIN_NAME} over gRPC until SIGTERM.
-SWITCHYARD_PLUGIN_LISTEN sets the address when --listen is absent.
+SWITCHYARD_PLUGIN_LISTEN sets the address when --listen is absent. An https://
+address serves TLS with the PEM files in {TLS_CERT_ENV} and {TLS_KEY_ENV};
+with {TLS_CLIENT_CA_ENV} too, clients must present a certificate signed by that CA
+(mutual TLS).
 
   --probe   check the running sidecar at that address (gRPC health) and exit 0 if
             it is serving, 1 if not (an exec probe)"""
@@ -958,10 +1030,31 @@ def grpc_target(listen):
     return f"{host}:{port}"
 
 
+def probe_channel(listen):
+    """A channel to the sidecar at `listen`, as its own --probe dials it. An https://
+    address is dialled on the loopback when it is 0.0.0.0 or ::, and its certificate
+    verified for "localhost" against SWITCHYARD_PLUGIN_TLS_CLIENT_CA, presenting the
+    sidecar's own certificate as the client's (mutual TLS), else against the sidecar's
+    own certificate (self-signed), as the SDK's probe does."""
+    if listen[0] != "tls":
+        return grpc.aio.insecure_channel(grpc_target(listen))
+    tls = ServerTls.from_env()
+    _, ip, port = listen
+    if ipaddress.ip_address(ip).is_unspecified:
+        ip = "127.0.0.1"
+    if tls.client_ca is not None:
+        creds = grpc.ssl_channel_credentials(tls.client_ca, tls.key, tls.cert)
+    else:
+        creds = grpc.ssl_channel_credentials(tls.cert)
+    return grpc.aio.secure_channel(
+        grpc_target(("tls", ip, port)), creds, options=[("grpc.ssl_target_name_override", "localhost")]
+    )
+
+
 async def probe(listen, timeout=5.0):
     """Checks a running sidecar's health at `listen`: None when it is SERVING, else
     why not. For exec probes (kubelet's gRPC probes cannot reach a Unix socket)."""
-    async with grpc.aio.insecure_channel(grpc_target(listen)) as ch:
+    async with probe_channel(listen) as ch:
         check = ch.unary_unary(
             f"/{HEALTH_SERVICE}/Check",
             request_serializer=health_pb.HealthCheckRequest.SerializeToString,
@@ -976,9 +1069,9 @@ async def probe(listen, timeout=5.0):
     return None
 
 
-async def serve(listen, plugins, ready=None):
+async def serve(listen, plugins, ready=None, tls=None):
     """Serves until SIGTERM or SIGINT, then lets replies in flight finish and removes
-    the socket."""
+    the socket. `tls` (a ServerTls) is required for an https:// address."""
     server = grpc.aio.server(
         options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -1007,11 +1100,16 @@ async def serve(listen, plugins, ready=None):
         host = f"[{ip}]" if ":" in ip else ip
         target, shown = f"{host}:{port}", None
     try:
-        port = server.add_insecure_port(target)
+        if listen[0] == "tls":
+            if tls is None:
+                raise UsageError(f"https://{target}: TLS needs {TLS_CERT_ENV} and {TLS_KEY_ENV}")
+            port = server.add_secure_port(target, tls.server_credentials())
+        else:
+            port = server.add_insecure_port(target)
     except RuntimeError as e:
         raise OSError(f"cannot listen on {target}: {e}") from None
     if shown is None:
-        shown = f"tcp://{host}:{port}"
+        shown = f"{'https' if listen[0] == 'tls' else 'tcp'}://{host}:{port}"
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -1035,22 +1133,25 @@ async def serve(listen, plugins, ready=None):
 def main(argv=None):
     try:
         parsed = parse_args(sys.argv[1:] if argv is None else argv)
-    except AddressError as e:
+        if parsed is None:
+            return 0
+        listen, probe_only = parsed
+        tls = ServerTls.from_env() if listen[0] == "tls" else None
+    except (AddressError, UsageError) as e:
         log(str(e))
         return 1
-    if parsed is None:
-        return 0
-    listen, probe_only = parsed
     if probe_only:
         why = asyncio.run(probe(listen))
         if why is not None:
-            log(f"health check of {grpc_target(listen)}: {why}")
+            scheme = {"unix": "unix://", "tls": "https://"}.get(listen[0], "http://")
+            log(f"health check of {scheme}{grpc_target(listen).removeprefix('unix:')}: {why}")
             return 1
         return 0
     provider = init_tracing()
     try:
-        asyncio.run(serve(listen, [EnergyAware()]))
-    except OSError as e:
+        lookahead = os.environ.get("SWITCHYARD_ENERGY_LOOKAHEAD", "on") != "off"
+        asyncio.run(serve(listen, [EnergyAware(node_local=lookahead)], tls=tls))
+    except (OSError, UsageError) as e:
         log(str(e))
         return 1
     finally:

@@ -25,7 +25,7 @@ from sidecar import pb, pb_grpc  # noqa: E402
 
 import grpc  # noqa: E402
 
-TOTAL_SECS = 30
+TOTAL_SECS = 60
 REPLY_SECS = 3.0  # a reply that needs no generation wait comes within this
 START_SECS = 15.0
 PLUGIN = "EnergyAware"
@@ -133,16 +133,18 @@ async def stop_sidecar(proc):
             pass
 
 
-async def scenario(addr):
+async def scenario(addr, node_local=True):
     channel = grpc.aio.insecure_channel(addr)
     try:
         await asyncio.wait_for(channel.channel_ready(), START_SECS)
-        await run_checks(pb_grpc.PluginStub(channel))
+        await run_checks(pb_grpc.PluginStub(channel), node_local)
     finally:
         await channel.close(grace=None)
 
 
-async def run_checks(stub):
+async def run_checks(stub, node_local):
+    """The scheduler's side of a session. `node_local`: whether the sidecar declares
+    EnergyAware node-local (the default), which relaxes the generation checks."""
     # ---- handshake
     hs = await stub.Handshake(pb.HandshakeRequest(protocol_versions=["v2", "v1"], scheduler="test"), timeout=REPLY_SECS)
     check(hs.protocol_version == "v1", "handshake version", hs.protocol_version)
@@ -156,6 +158,7 @@ async def run_checks(stub):
         info.events,
     )
     check(hs.max_batch_nodes == 0, "no batch limit")
+    check(info.node_local == node_local, "node_local in the handshake", info.node_local)
     try:
         await stub.Handshake(pb.HandshakeRequest(protocol_versions=["v9"]), timeout=REPLY_SECS)
         check(False, "handshake offering only v9 must fail")
@@ -315,7 +318,16 @@ async def run_checks(stub):
     r = await rep.ask(pb.ReplicateRequest(generation=4, delta=upd, ack=True))
     check(r.applied_generation == 4, "ack of delta 4", r)
     sc = await s["Score"].ask(cycle_ids(pb.ScoreRequest, 33, 8, 3, nodes=[3]))
-    check(sc.status.code == pb.ERROR and "moved on to generation 4" in reasons(sc.status), "stale cycle", sc.status)
+    if node_local:
+        # A node-local plugin answers from the newer replica (node-super is new in 4)...
+        check(list(sc.scores) == [50] and sc.generation == 3, "node-local: a later replica answers", sc)
+        # ...and takes calls naming a generation after its cycle's start.
+        f = await s["Filter"].ask(cycle_ids(pb.FilterRequest, 38, 8, 4, nodes=[3, 1]))
+        check(f.evaluated == 2 and [x.index for x in f.failures] == [1], "node-local: a later generation", f)
+    else:
+        check(sc.status.code == pb.ERROR and "moved on to generation 4" in reasons(sc.status), "stale cycle", sc.status)
+        f = await s["Filter"].ask(cycle_ids(pb.FilterRequest, 38, 8, 4, nodes=[3]))
+        check(f.HasField("error") and "started at generation 3, not 4" in reasons(f.error), "pinned generation", f)
     start9 = pb.CycleStart(cycle=9, pod=pod("pending-3"), profile="default-scheduler")
     await rep.send(pb.ReplicateRequest(generation=5, cycle_start=start9))
     sc = await s["Score"].ask(cycle_ids(pb.ScoreRequest, 34, 9, 5, nodes=[3, 2]))
@@ -370,6 +382,19 @@ async def run_checks(stub):
         st.call.cancel()
 
 
+def check_node_local_without_pre_filter():
+    class WithPreFilter(sidecar.EnergyAware):
+        def pre_filter(self, cycle, nodes):
+            return sidecar.success()
+
+    try:
+        sidecar.PluginService([WithPreFilter()])
+        check(False, "a node-local plugin with a PreFilter must be refused")
+    except ValueError as e:
+        check("declares node_local but has a PreFilter" in str(e), "node_local + PreFilter refused", e)
+    sidecar.PluginService([WithPreFilter(node_local=False)])
+
+
 def check_addresses():
     p = sidecar.parse_listen_address
     check(p("unix:///tmp/a.sock") == ("unix", "/tmp/a.sock"), "unix:///")
@@ -377,7 +402,8 @@ def check_addresses():
     check(p("127.0.0.1:9000") == ("tcp", "127.0.0.1", 9000), "host:port")
     check(p("tcp://127.0.0.1:9000") == ("tcp", "127.0.0.1", 9000), "tcp://")
     check(p("http://[::1]:9000") == ("tcp", "::1", 9000), "http:// v6")
-    for bad in ("unix://", "nonsense", "localhost:9000", "127.0.0.1:70000", "127.0.0.1"):
+    check(p("https://0.0.0.0:9443") == ("tls", "0.0.0.0", 9443), "https://")
+    for bad in ("unix://", "nonsense", "localhost:9000", "127.0.0.1:70000", "127.0.0.1", "https://localhost:1"):
         try:
             p(bad)
             check(False, f"{bad!r} must be rejected")
@@ -421,8 +447,63 @@ async def check_health(addr, env):
     check(await probe_exit_code(env) == 0, "--probe passes while serving")
 
 
+TLS_DIR = os.path.join(HERE, "..", "..", "tests", "fixtures", "tls")
+
+
+def tls_file(name):
+    with open(os.path.join(TLS_DIR, name), "rb") as f:
+        return f.read()
+
+
+async def check_tls():
+    """https:// with mutual TLS: a client with a certificate from the CA is served, one
+    without is refused, and --probe passes only with the CA that signed the sidecar."""
+    env = dict(
+        os.environ,
+        SWITCHYARD_PLUGIN_LISTEN="https://127.0.0.1:0",
+        SWITCHYARD_PLUGIN_TLS_CERT=os.path.join(TLS_DIR, "server.crt"),
+        SWITCHYARD_PLUGIN_TLS_KEY=os.path.join(TLS_DIR, "server.key"),
+        SWITCHYARD_PLUGIN_TLS_CLIENT_CA=os.path.join(TLS_DIR, "ca.crt"),
+    )
+    proc, shown, _, _ = await start_sidecar([], env=env)
+    try:
+        check(shown.startswith("https://127.0.0.1:"), "TLS listening line", shown)
+        target = shown[len("https://") :]
+        opts = [("grpc.ssl_target_name_override", "localhost")]
+        ca = tls_file("ca.crt")
+        mutual = grpc.ssl_channel_credentials(ca, tls_file("client.key"), tls_file("client.crt"))
+        async with grpc.aio.secure_channel(target, mutual, options=opts) as ch:
+            hs = await pb_grpc.PluginStub(ch).Handshake(pb.HandshakeRequest(protocol_versions=["v1"]), timeout=START_SECS)
+            check(hs.plugins[0].name == PLUGIN, "handshake over mutual TLS")
+        async with grpc.aio.secure_channel(target, grpc.ssl_channel_credentials(ca), options=opts) as ch:
+            try:
+                await pb_grpc.PluginStub(ch).Handshake(pb.HandshakeRequest(protocol_versions=["v1"]), timeout=START_SECS)
+                check(False, "a client without a certificate must be refused")
+            except grpc.aio.AioRpcError as e:
+                check(e.code() == grpc.StatusCode.UNAVAILABLE, "no client certificate: refused", e.code())
+        probe_env = dict(env, SWITCHYARD_PLUGIN_LISTEN=shown)
+        check(await probe_exit_code(probe_env) == 0, "--probe over TLS")
+        other = dict(probe_env, SWITCHYARD_PLUGIN_TLS_CLIENT_CA=os.path.join(TLS_DIR, "other-ca.crt"))
+        check(await probe_exit_code(other) == 1, "--probe with a CA that did not sign the sidecar fails")
+    finally:
+        await stop_sidecar(proc)
+    # Without the key an https:// address is a usage error, named.
+    p = await asyncio.create_subprocess_exec(
+        sys.executable,
+        os.path.join(HERE, "sidecar.py"),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+        env={k: v for k, v in env.items() if k != "SWITCHYARD_PLUGIN_TLS_KEY"},
+    )
+    procs.append(p)
+    _, err = await asyncio.wait_for(p.communicate(), 15)
+    check(p.returncode == 1 and b"needs SWITCHYARD_PLUGIN_TLS_KEY" in err, "https:// without a key", err)
+
+
 async def main():
     check_addresses()
+    check_node_local_without_pre_filter()
     tmp = tempfile.mkdtemp(prefix="sy-energy-")
     sock = os.path.join(tmp, "sub", "energy.sock")  # the sidecar creates sub/
     env = dict(os.environ, SWITCHYARD_PLUGIN_LISTEN=f"unix://{sock}")
@@ -446,6 +527,19 @@ async def main():
         await stop_sidecar(proc)
         if failed:
             print("sidecar stderr:\n  " + "\n  ".join(lines), file=sys.stderr)
+
+    # Without the node-local declaration every call is pinned to its cycle's generation.
+    sock2 = os.path.join(tmp, "strict.sock")
+    env2 = dict(os.environ, SWITCHYARD_PLUGIN_LISTEN=f"unix://{sock2}", SWITCHYARD_ENERGY_LOOKAHEAD="off")
+    proc, _, lines, _ = await start_sidecar([], env=env2)
+    try:
+        await scenario(f"unix:{sock2}", node_local=False)
+    finally:
+        await stop_sidecar(proc)
+        if failed:
+            print("sidecar stderr:\n  " + "\n  ".join(lines), file=sys.stderr)
+
+    await check_tls()
 
     # TCP, port chosen by the system, via --listen.
     proc, shown, lines, drain = await start_sidecar(["--listen", "tcp://127.0.0.1:0"])
