@@ -614,11 +614,7 @@ impl Framework {
             None
         };
         let mut first: Vec<Option<(usize, Status)>> = if parallel {
-            (0..refs.len())
-                .into_par_iter()
-                .with_min_len(PARALLEL_CHUNK)
-                .map(local)
-                .collect()
+            filter_map_adaptive(refs.len(), |k| Some(local(k)))
         } else {
             (0..refs.len()).map(local).collect()
         };
@@ -1104,8 +1100,9 @@ impl Framework {
     }
 
     /// Score, NormalizeScore and weighting over `nodes` (upstream `RunScorePlugins`):
-    /// nodes are split into chunks scored in parallel, each plugin scoring a whole chunk
-    /// at once; totals land in `buf.totals` in input order.
+    /// nodes are split into chunks, each plugin scoring a whole chunk at once, in
+    /// parallel when the first chunk's time says it pays; totals land in `buf.totals`
+    /// in input order.
     pub fn run_score_plugins(
         &self,
         state: &CycleState,
@@ -1175,10 +1172,20 @@ impl Framework {
             Ok(())
         };
         if chunk < n {
-            buf.scores
-                .par_chunks_mut(chunk * np)
-                .zip(nodes.par_chunks(chunk))
-                .try_for_each(score_chunk)?;
+            // The first chunk here, timed; the rest in parallel only if it pays (see
+            // filter_map_adaptive). The layout is the same either way.
+            let (head, tail) = buf.scores.split_at_mut(chunk * np);
+            let t0 = Instant::now();
+            score_chunk((head, &nodes[..chunk]))?;
+            if worth_parallel(t0.elapsed(), chunk, n - chunk, rayon::current_num_threads()) {
+                tail.par_chunks_mut(chunk * np)
+                    .zip(nodes[chunk..].par_chunks(chunk))
+                    .try_for_each(score_chunk)?;
+            } else {
+                tail.chunks_mut(chunk * np)
+                    .zip(nodes[chunk..].chunks(chunk))
+                    .try_for_each(score_chunk)?;
+            }
         } else {
             score_chunk((&mut buf.scores[..], nodes))?;
         }
@@ -1414,6 +1421,50 @@ impl Framework {
 pub const PARALLEL_THRESHOLD: usize = 64;
 /// Smallest unit of work a pool thread takes.
 pub const PARALLEL_CHUNK: usize = 16;
+/// Work projected below this stays on the calling thread even over many nodes: waking
+/// pool threads and letting them spin down costs tens of µs of CPU (more on small
+/// VMs) and takes a core that the binding thread or a plugin sidecar may need. On 2
+/// cores, SchedulingBasic's cheap filters over 641 nodes ran no faster in parallel
+/// but used a quarter more CPU per pod.
+pub const PARALLEL_MIN_WORK: Duration = Duration::from_micros(100);
+/// Nodes evaluated (and timed) on the calling thread before deciding.
+const PROBE_NODES: usize = 32;
+
+/// Whether the `rest` items after `probe` items that took `elapsed` are worth a pool
+/// of `threads`.
+fn worth_parallel(elapsed: Duration, probe: usize, rest: usize, threads: usize) -> bool {
+    if probe == 0 || rest < 2 * PARALLEL_CHUNK || threads < 2 {
+        return false;
+    }
+    // Nanoseconds fit u64 for any realistic run; saturate rather than wrap.
+    let per = elapsed.as_nanos() / probe as u128;
+    per.saturating_mul(rest as u128) >= PARALLEL_MIN_WORK.as_nanos()
+}
+
+/// `(0..n).filter_map(f)` in order, in parallel only when it pays: the first nodes run
+/// on the calling thread, timed, and the rest go to the pool only if their projected
+/// time reaches [`PARALLEL_MIN_WORK`]. Results never depend on the choice.
+pub fn filter_map_adaptive<T, F>(n: usize, f: F) -> Vec<T>
+where
+    T: Send,
+    F: Fn(usize) -> Option<T> + Sync + Send,
+{
+    let probe = PROBE_NODES.min(n);
+    let t0 = Instant::now();
+    let mut out: Vec<T> = (0..probe).filter_map(&f).collect();
+    if worth_parallel(t0.elapsed(), probe, n - probe, rayon::current_num_threads()) {
+        let min_len = ((n - probe) / (rayon::current_num_threads().max(1) * 4)).max(PARALLEL_CHUNK);
+        let rest: Vec<T> = (probe..n)
+            .into_par_iter()
+            .with_min_len(min_len)
+            .filter_map(&f)
+            .collect();
+        out.extend(rest);
+    } else {
+        out.extend((probe..n).filter_map(&f));
+    }
+    out
+}
 
 /// `scheduler_plugin_execution_duration_seconds`, for the sampled attempts (`start`
 /// is `None` in the others, as upstream samples 10%).
@@ -1429,6 +1480,59 @@ fn plugin_metric(plugin: &str, point: &str, code: Code, start: Option<Instant>) 
 mod tests {
     use super::*;
     use crate::testing::{default_framework, node, pod};
+
+    #[test]
+    fn parallel_only_when_the_projected_work_pays() {
+        let us = Duration::from_micros;
+        // 1 µs per node over 200 more nodes: 200 µs, worth it.
+        assert!(worth_parallel(us(32), 32, 200, 2));
+        // 0.1 µs per node: 20 µs, not.
+        assert!(!worth_parallel(Duration::from_nanos(3200), 32, 200, 2));
+        // Never with one thread, too few nodes left, or nothing timed.
+        assert!(!worth_parallel(us(32), 32, 200, 1));
+        assert!(!worth_parallel(us(3200), 32, 2 * PARALLEL_CHUNK - 1, 2));
+        assert!(!worth_parallel(us(32), 0, 200, 2));
+    }
+
+    /// Both ways give `(0..n).filter_map(f)` in order; slow items go to the pool, cheap
+    /// ones stay on the calling thread.
+    #[test]
+    fn filter_map_adaptive_keeps_order_either_way() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .expect("pool");
+        let n = 200;
+        let expect: Vec<usize> = (0..n).filter(|i| i % 3 != 0).collect();
+        let mut cheap_on_one_thread = false;
+        // The cheap case runs three times: a preemption while the first nodes are timed
+        // could make one projection large (the slow case needs no such allowance).
+        for slow in [false, false, false, true] {
+            // Bit k: pool thread k ran an item.
+            let threads = std::sync::atomic::AtomicUsize::new(0);
+            let got = pool.install(|| {
+                filter_map_adaptive(n, |i| {
+                    if slow {
+                        std::thread::sleep(Duration::from_micros(200));
+                    }
+                    let k = rayon::current_thread_index().unwrap_or(63);
+                    threads.fetch_or(1 << k, std::sync::atomic::Ordering::Relaxed);
+                    (i % 3 != 0).then_some(i)
+                })
+            });
+            assert_eq!(got, expect, "slow={slow}");
+            let used = threads.into_inner().count_ones();
+            if slow {
+                assert_eq!(used, 2, "40 ms of work is shared");
+            } else {
+                cheap_on_one_thread |= used == 1;
+            }
+        }
+        assert!(
+            cheap_on_one_thread,
+            "cheap work stays on the calling thread"
+        );
+    }
 
     /// The shared-copy and in-place paths of Filter-with-nominated-pods decide alike,
     /// and the in-place one leaves the node as it found it.

@@ -7,8 +7,6 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use rayon::prelude::*;
-
 use super::stats::{AttemptRecord, AttemptResult};
 use super::Scheduler;
 use crate::cache::Snapshot;
@@ -16,7 +14,7 @@ use crate::cluster::{EventType, PodCondition, PodEvent, PodStatusUpdate};
 pub use crate::framework::diagnosis::{fit_error_message, Diagnosis};
 use crate::framework::events::{EventObject, EVENT_ASSIGNED_POD_DELETE};
 use crate::framework::interface::{NominatingInfo, QueuedPodInfo};
-use crate::framework::runtime::{PARALLEL_CHUNK, PARALLEL_THRESHOLD};
+use crate::framework::runtime::{filter_map_adaptive, PARALLEL_THRESHOLD};
 use crate::framework::{Code, CycleState, Framework, NodeInfo, ScoreBuffer, Status};
 use crate::model::Pod;
 use crate::queue::NominatedPods;
@@ -907,7 +905,8 @@ fn filter_round(need: usize, left: usize) -> usize {
 }
 
 /// Upstream `findNodesThatPassFilters`: checks nodes from `start` onwards (wrapping) in
-/// parallel and in rounds, stopping once `numFeasibleNodesToFind` fit. Rounds keep the
+/// rounds, in parallel when a round's projected work pays for it
+/// ([`filter_map_adaptive`]), stopping once `numFeasibleNodesToFind` fit. Rounds keep the
 /// result deterministic: the feasible nodes are the first ones in list order.
 #[allow(clippy::too_many_arguments)]
 fn find_nodes_that_pass_filters(
@@ -978,16 +977,10 @@ fn find_nodes_that_pass_filters(
             failures.extend(found.into_iter().map(|(k, s)| (plain_at[k], s)));
             failures.sort_by_key(|(i, _)| *i);
         } else if round >= PARALLEL_THRESHOLD {
-            let min_len = (round / (rayon::current_num_threads().max(1) * 4)).max(PARALLEL_CHUNK);
-            let found: Vec<(usize, Status)> = (0..round)
-                .into_par_iter()
-                .with_min_len(min_len)
-                .filter_map(|i| {
-                    let s = check(at(offset + i));
-                    (!s.is_success()).then_some((i, s))
-                })
-                .collect();
-            failures.extend(found);
+            failures.extend(filter_map_adaptive(round, |i| {
+                let s = check(at(offset + i));
+                (!s.is_success()).then_some((i, s))
+            }));
         } else {
             for i in 0..round {
                 let s = check(at(offset + i));
