@@ -91,19 +91,25 @@ def reasons(st):
     return " ".join(st.reasons)
 
 
-async def start_sidecar(args, env=None):
-    """Starts the sidecar and waits for its "listening on" line; returns (process,
-    address shown, stderr lines, drain task)."""
+async def spawn_sidecar(args, env=None, stderr=asyncio.subprocess.PIPE):
+    """`sidecar.py ARGS` as a subprocess, killed on the way out if still running."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         os.path.join(HERE, "sidecar.py"),
         *args,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
+        stderr=stderr,
         env=env,
     )
     procs.append(proc)
+    return proc
+
+
+async def start_sidecar(args, env=None):
+    """Starts the sidecar and waits for its "listening on" line; returns (process,
+    address shown, stderr lines, drain task)."""
+    proc = await spawn_sidecar(args, env)
     lines = []
     started = asyncio.get_running_loop().create_future()
 
@@ -413,16 +419,7 @@ def check_addresses():
 
 async def probe_exit_code(env):
     """`sidecar.py --probe` as an exec probe runs it: its exit code."""
-    p = await asyncio.create_subprocess_exec(
-        sys.executable,
-        os.path.join(HERE, "sidecar.py"),
-        "--probe",
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-        env=env,
-    )
-    procs.append(p)
+    p = await spawn_sidecar(["--probe"], env, stderr=asyncio.subprocess.DEVNULL)
     return await asyncio.wait_for(p.wait(), 15)
 
 
@@ -488,15 +485,7 @@ async def check_tls():
     finally:
         await stop_sidecar(proc)
     # Without the key an https:// address is a usage error, named.
-    p = await asyncio.create_subprocess_exec(
-        sys.executable,
-        os.path.join(HERE, "sidecar.py"),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-        env={k: v for k, v in env.items() if k != "SWITCHYARD_PLUGIN_TLS_KEY"},
-    )
-    procs.append(p)
+    p = await spawn_sidecar([], {k: v for k, v in env.items() if k != "SWITCHYARD_PLUGIN_TLS_KEY"})
     _, err = await asyncio.wait_for(p.communicate(), 15)
     check(p.returncode == 1 and b"needs SWITCHYARD_PLUGIN_TLS_KEY" in err, "https:// without a key", err)
 
