@@ -232,11 +232,37 @@ fn start_sidecars(
     Ok(started)
 }
 
-/// Closes sidecar connections when the run ends, however it ends.
 /// The measured stretch of a run, once there is one, and whose CPU it counts.
 struct Measuring<'a> {
     cpu_groups: &'a [u32],
     result: Option<Measured>,
+}
+
+/// Where a measured stretch began.
+#[derive(Clone, Copy)]
+struct Mark {
+    at: Instant,
+    cpu: Option<cpu::CpuSeconds>,
+}
+
+impl Measuring<'_> {
+    fn mark(&self) -> Mark {
+        Mark {
+            at: Instant::now(),
+            cpu: cpu::CpuSeconds::now(self.cpu_groups),
+        }
+    }
+
+    /// Records the stretch from `m` to now, in which `pods` pods were bound.
+    fn record(&mut self, m: Mark, pods: usize) {
+        self.result = Some(Measured {
+            pods,
+            seconds: m.at.elapsed().as_secs_f64(),
+            cpu: cpu::CpuSeconds::now(self.cpu_groups)
+                .zip(m.cpu)
+                .map(|(b, a)| b.since(a)),
+        });
+    }
 }
 
 /// Throughput over a measured stretch (a `collectMetrics` op, or start/stop ops).
@@ -289,9 +315,7 @@ fn run_ops_inner(
     measured: &mut Measuring,
     churn: &mut Churn,
 ) -> Result<(), SimulateError> {
-    let groups = measured.cpu_groups;
-    let cpu_now = || cpu::CpuSeconds::now(groups);
-    let mut window: Option<(Instant, Option<cpu::CpuSeconds>, u64, &[String])> = None;
+    let mut window: Option<(Mark, u64, &[String])> = None;
     for (i, op) in w.ops.iter().enumerate() {
         let op_err = |m: String| SimulateError::Op(format!("{}: op {i}: {m}", w.name));
         match op {
@@ -378,7 +402,7 @@ fn run_ops_inner(
                 }
                 progress.total += count;
                 let since = cluster.next_order();
-                let (t0, cpu0) = (Instant::now(), cpu_now());
+                let mark = measured.mark();
                 for p in &pods {
                     cluster.create_pod(p).map_err(|e| op_err(e.to_string()))?;
                 }
@@ -387,11 +411,7 @@ fn run_ops_inner(
                 }
                 if *collect_metrics {
                     let bound = bound_since(cluster, since, std::slice::from_ref(namespace));
-                    measured.result = Some(Measured {
-                        pods: bound,
-                        seconds: t0.elapsed().as_secs_f64(),
-                        cpu: cpu_now().zip(cpu0).map(|(b, a)| b.since(a)),
-                    });
+                    measured.record(mark, bound);
                 }
             }
             Op::Barrier => wait_settled(sched, cluster, opts.timeout, progress)?,
@@ -429,16 +449,13 @@ fn run_ops_inner(
                 churn.spawn(ticker);
             }
             Op::StartCollectingMetrics { namespaces } => {
-                window = Some((Instant::now(), cpu_now(), cluster.next_order(), namespaces));
+                window = Some((measured.mark(), cluster.next_order(), namespaces));
             }
             Op::StopCollectingMetrics => {
                 wait_settled(sched, cluster, opts.timeout, progress)?;
-                if let Some((t0, cpu0, since, namespaces)) = window.take() {
-                    measured.result = Some(Measured {
-                        pods: bound_since(cluster, since, namespaces),
-                        seconds: t0.elapsed().as_secs_f64(),
-                        cpu: cpu_now().zip(cpu0).map(|(b, a)| b.since(a)),
-                    });
+                if let Some((mark, since, namespaces)) = window.take() {
+                    let pods = bound_since(cluster, since, namespaces);
+                    measured.record(mark, pods);
                 }
             }
         }
