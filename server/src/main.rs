@@ -91,9 +91,29 @@ struct RunArgs {
     #[arg(long, value_name = "PATH")]
     kubeconfig: Option<PathBuf>,
 
-    /// Where to serve /healthz, /livez, /readyz and /metrics (plain HTTP).
-    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:10251")]
-    health_address: std::net::SocketAddr,
+    /// Where to serve /healthz, /livez, /readyz and /metrics. By default over HTTPS,
+    /// as kube-scheduler's secure port: /metrics needs a bearer token that the API
+    /// server accepts (TokenReview) and whose user may `get` the non-resource path
+    /// /metrics (SubjectAccessReview; deploy/metrics-reader.yaml grants it);
+    /// /healthz, /livez and /readyz are open to all. Default: 0.0.0.0:10259, or
+    /// 127.0.0.1:10251 with --plain-http.
+    #[arg(long, value_name = "ADDR")]
+    health_address: Option<std::net::SocketAddr>,
+
+    /// Serve the health address over plain HTTP with no authentication, for
+    /// development and tests. Allowed only on a loopback address.
+    #[arg(long, conflicts_with_all = ["tls_cert_file", "tls_private_key_file"])]
+    plain_http: bool,
+
+    /// The serving certificate (PEM, the chain with the leaf first). Without it and
+    /// --tls-private-key-file, a self-signed certificate for localhost and
+    /// 127.0.0.1 is made in memory at start.
+    #[arg(long, value_name = "FILE", requires = "tls_private_key_file")]
+    tls_cert_file: Option<PathBuf>,
+
+    /// The key of --tls-cert-file (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "FILE", requires = "tls_cert_file")]
+    tls_private_key_file: Option<PathBuf>,
 
     /// This replica's identity in the leader Lease and in events. Default: $POD_NAME
     /// or the hostname, plus a random suffix.
@@ -312,7 +332,13 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         switchyard::run::RunOptions {
             config,
             kubeconfig: args.kubeconfig,
-            health_address: args.health_address,
+            health_address: args.health_address.unwrap_or(if args.plain_http {
+                std::net::SocketAddr::from(([127, 0, 0, 1], 10251))
+            } else {
+                std::net::SocketAddr::from(([0, 0, 0, 0], 10259))
+            }),
+            plain_http: args.plain_http,
+            tls_cert_and_key: args.tls_cert_file.zip(args.tls_private_key_file),
             identity: args.identity,
             shutdown_grace: Duration::from_secs(args.shutdown_grace_seconds),
         },

@@ -26,8 +26,15 @@ pub struct RunOptions {
     /// None: the default kubeconfig (`$KUBECONFIG`, `~/.kube/config`) if present,
     /// else the in-cluster configuration.
     pub kubeconfig: Option<PathBuf>,
-    /// Where `/healthz`, `/livez` and `/readyz` are served.
+    /// Where `/healthz`, `/livez`, `/readyz` and `/metrics` are served.
     pub health_address: SocketAddr,
+    /// Plain HTTP without authentication (development, tests): only on a loopback
+    /// `health_address`. Otherwise HTTPS with delegated authentication and
+    /// authorization of `/metrics` (TokenReview, SubjectAccessReview).
+    pub plain_http: bool,
+    /// The serving certificate chain and its key (PEM); None: a self-signed one
+    /// made at start.
+    pub tls_cert_and_key: Option<(PathBuf, PathBuf)>,
     /// This replica's name in the Lease and in events (default: hostname + random).
     pub identity: Option<String>,
     /// How long SIGTERM waits for bindings in flight.
@@ -50,6 +57,14 @@ pub enum RunError {
     Build(#[from] crate::scheduler::BuildError),
     #[error("--health-address {0}: {1}")]
     Health(SocketAddr, std::io::Error),
+    #[error("--plain-http serves /metrics without authentication, so only on a loopback address, not {0}: pass --health-address 127.0.0.1:PORT, or drop --plain-http to serve HTTPS with delegated authentication")]
+    PlainNotLoopback(SocketAddr),
+    #[error(
+        "--plain-http serves no TLS: drop --tls-cert-file/--tls-private-key-file or --plain-http"
+    )]
+    PlainWithTls,
+    #[error("TLS: {0}")]
+    Tls(String),
     #[error("leader election lost: {0}")]
     LostLease(String),
 }
@@ -92,6 +107,26 @@ async fn client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client, RunError> 
 
 /// Runs until SIGTERM (Ok) or until the lease is lost (Err).
 pub fn run(opts: RunOptions, registry: &Registry) -> Result<(), RunError> {
+    if opts.plain_http {
+        if !opts.health_address.ip().is_loopback() {
+            return Err(RunError::PlainNotLoopback(opts.health_address));
+        }
+        if opts.tls_cert_and_key.is_some() {
+            return Err(RunError::PlainWithTls);
+        }
+    }
+    let tls = if opts.plain_http {
+        None
+    } else {
+        let files = opts
+            .tls_cert_and_key
+            .as_ref()
+            .map(|(c, k)| (c.as_path(), k.as_path()));
+        Some(
+            crate::telemetry::http::tls_config(files, opts.health_address.ip())
+                .map_err(RunError::Tls)?,
+        )
+    };
     let config = opts.config;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -148,14 +183,25 @@ pub fn run(opts: RunOptions, registry: &Registry) -> Result<(), RunError> {
     let eps = stop_endpoints.0.clone();
     let metrics: crate::telemetry::http::MetricsPage =
         Arc::new(move || crate::telemetry::metrics::render_all(&s, &eps));
+    let serving = match tls {
+        None => crate::telemetry::http::Serving::Plain,
+        Some(tls) => crate::telemetry::http::Serving::Secure {
+            tls,
+            auth: Arc::new(crate::telemetry::http::DelegatedAuth::kubernetes(
+                client.clone(),
+            )),
+        },
+    };
+    let scheme = if opts.plain_http { "http" } else { "https" };
     let bound = runtime
         .block_on(crate::telemetry::http::serve(
             opts.health_address,
+            serving,
             ready,
             metrics,
         ))
         .map_err(|e| RunError::Health(opts.health_address, e))?;
-    tracing::info!(address = %bound, "serving /healthz, /livez, /readyz, /metrics");
+    tracing::info!(address = %bound, scheme, authentication = !opts.plain_http, "serving /healthz, /livez, /readyz, /metrics");
 
     let (sink, source) = event_channel();
     cluster.start(sink);
