@@ -5,12 +5,11 @@
 //! Scheduled events). Every wait is bounded.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use switchyard_e2e::apiserver::{ApiServer, EVENTS, LEASES};
-use switchyard_e2e::binary;
+use switchyard_e2e::process::SwitchyardRun as Replica;
 use switchyard_e2e::wait_for;
 
 const LEASE_SECONDS: u64 = 2;
@@ -22,100 +21,15 @@ fn pod(name: &str) -> Value {
            "status": {"phase": "Pending"}})
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-struct Replica {
-    name: &'static str,
-    child: Child,
-    health: u16,
-}
-
-impl Replica {
-    fn start(dir: &Path, name: &'static str) -> Replica {
-        let health = free_port();
-        let child = Command::new(binary("switchyard"))
-            .args(["run", "--log-level", "info", "--identity", name])
-            .arg("--config")
-            .arg(dir.join("config.yaml"))
-            .arg("--kubeconfig")
-            .arg(dir.join("kubeconfig"))
-            .arg("--health-address")
-            .arg(format!("127.0.0.1:{health}"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join(format!("{name}.log"))).expect("log file"))
-            .spawn()
-            .expect("start switchyard run");
-        Replica {
-            name,
-            child,
-            health,
-        }
-    }
-
-    /// The HTTP status of GET path on the health address (0 if unreachable).
-    fn get(&self, path: &str) -> u16 {
-        self.fetch(path).0
-    }
-
-    /// Status and body of GET path on the health address ((0, "") if unreachable).
-    fn fetch(&self, path: &str) -> (u16, String) {
-        use std::io::{Read, Write};
-        let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.health)) else {
-            return (0, String::new());
-        };
-        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-        let _ = write!(
-            s,
-            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        );
-        let mut out = String::new();
-        let _ = s.read_to_string(&mut out);
-        let code = out
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        let body = out
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default();
-        (code, body)
-    }
-
-    fn signal(&self, sig: &str) {
-        let _ = Command::new("kill")
-            .args([sig, &self.child.id().to_string()])
-            .status();
-    }
-
-    /// Waits for the process to exit; its exit code.
-    fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
-        let start = Instant::now();
-        loop {
-            if let Ok(Some(st)) = self.child.try_wait() {
-                return st.code();
-            }
-            assert!(
-                start.elapsed() < limit,
-                "{} did not exit within {limit:?}",
-                self.name
-            );
-            std::thread::sleep(Duration::from_millis(25));
-        }
-    }
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `switchyard run` with the test's configuration and kubeconfig.
+fn replica(dir: &Path, name: &str) -> Replica {
+    Replica::start(
+        dir,
+        name,
+        &dir.join("config.yaml"),
+        &dir.join("kubeconfig"),
+        &[],
+    )
 }
 
 fn holder(api: &ApiServer) -> String {
@@ -155,7 +69,7 @@ fn setup(name: &str) -> (ApiServer, PathBuf) {
 #[test]
 fn one_leader_schedules_and_a_standby_takes_over() {
     let (api, dir) = setup("takeover");
-    let mut a = Replica::start(&dir, "a");
+    let mut a = replica(&dir, "a");
     wait_for("a leads", Duration::from_secs(20), || holder(&api) == "a");
     api.apply(pod("p-1"));
     wait_for("p-1 bound", Duration::from_secs(20), || {
@@ -167,7 +81,7 @@ fn one_leader_schedules_and_a_standby_takes_over() {
     assert_eq!(bound_by(&api, "p-1").as_deref(), Some("a"));
 
     // The standby: ready (cache synced) but not leading, binds nothing.
-    let mut b = Replica::start(&dir, "b");
+    let mut b = replica(&dir, "b");
     wait_for("b ready", Duration::from_secs(20), || {
         b.get("/readyz") == 200
     });
@@ -207,7 +121,7 @@ fn one_leader_schedules_and_a_standby_takes_over() {
     b.signal("-KILL");
     let _ = b.wait_exit(Duration::from_secs(10));
     let killed = Instant::now();
-    let _c = Replica::start(&dir, "c");
+    let _c = replica(&dir, "c");
     wait_for("c leads", Duration::from_secs(20), || holder(&api) == "c");
     assert!(
         killed.elapsed() >= Duration::from_secs(LEASE_SECONDS) - Duration::from_millis(300),
@@ -233,7 +147,7 @@ fn one_leader_schedules_and_a_standby_takes_over() {
 #[test]
 fn a_leader_whose_lease_is_taken_stops() {
     let (api, dir) = setup("stolen");
-    let mut a = Replica::start(&dir, "a");
+    let mut a = replica(&dir, "a");
     wait_for("a leads", Duration::from_secs(20), || holder(&api) == "a");
     // Another holder writes the lease (as after a partition): a must stop at its next
     // renewal rather than schedule beside it.
@@ -267,7 +181,7 @@ fn metrics_count_what_happened() {
         format!("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nleaderElection:\n  leaderElect: true\n  leaseDuration: {LEASE_SECONDS}s\n  renewDeadline: 1500ms\n  retryPeriod: 200ms\n  resourceName: switchyard\n  resourceNamespace: default\nremotePlugins:\n- endpoint: {}\n  plugins: [TenantQuota]\nprofiles:\n- schedulerName: switchyard\n  plugins:\n    multiPoint:\n      enabled: [{{name: TenantQuota}}]\n", quota.endpoint),
     )
     .expect("config");
-    let a = Replica::start(&dir, "a");
+    let a = replica(&dir, "a");
     wait_for("a leads", Duration::from_secs(20), || holder(&api) == "a");
     for i in 0..3 {
         api.apply(pod(&format!("m-{i}")));

@@ -27,8 +27,10 @@ pub fn init(service: &str) {
     use tracing_subscriber::Layer;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    // Colour only on a terminal (a pod's log is a pipe).
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_filter(filter);
     let mut guard = None;
     let otel = if switchyard_proto::otel::requested() {

@@ -295,7 +295,11 @@ fn init_logging(
     let env = std::env::var("RUST_LOG").unwrap_or_else(|_| filter.to_string());
     let filter = tracing_subscriber::EnvFilter::try_new(&env)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    // Colour only on a terminal: `kubectl logs` and log collectors read a pipe or a
+    // file, where escape sequences are noise.
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     let fmt = match format {
         LogFormat::Text => fmt.boxed(),
         LogFormat::Json => fmt.json().boxed(),

@@ -2,7 +2,9 @@
 //! binaries, running them with a deadline, and running scenario files.
 
 pub mod apiserver;
+pub mod controlplane;
 pub mod otlp;
+pub mod process;
 pub mod scenario;
 
 use std::path::{Path, PathBuf};
@@ -21,12 +23,14 @@ pub fn workspace_root() -> PathBuf {
 /// The test command builds every binary first (`cargo build --workspace --bins`).
 pub fn binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap_or_default();
-    // target/<profile>/deps/<test> -> target/<profile>/<name>
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
+    // A test: target/<profile>/deps/<test> -> target/<profile>/<name>; a binary of
+    // this crate: target/<profile>/<bin> -> its sibling.
+    let here = exe.parent().map(Path::to_path_buf).unwrap_or_default();
+    let dir = if here.ends_with("deps") {
+        here.parent().map(Path::to_path_buf).unwrap_or_default()
+    } else {
+        here
+    };
     let path = dir.join(name);
     assert!(
         path.exists(),

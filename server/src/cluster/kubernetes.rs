@@ -196,7 +196,21 @@ async fn watch_kind<K, M>(
         let ok = match ev {
             Err(e) => {
                 // The watcher retries with backoff (relisting after 410 Gone).
-                tracing::warn!(kind, error = %e, "watch failed; retrying");
+                let (verb, err) = match &e {
+                    watcher::Error::InitialListFailed(err) => ("list", Some(err)),
+                    watcher::Error::WatchStartFailed(err) => ("watch", Some(err)),
+                    watcher::Error::WatchFailed(err) => ("watch", Some(err)),
+                    _ => ("watch", None),
+                };
+                match err {
+                    Some(err) => report_api_error(
+                        verb,
+                        resource_of(kind),
+                        &format!("{kind} watch; retrying"),
+                        err,
+                    ),
+                    None => tracing::warn!(kind, error = %e, "watch failed; retrying"),
+                }
                 true
             }
             Ok(Event::Init) => {
@@ -413,6 +427,93 @@ impl ClusterBackend for KubernetesCluster {
     }
 }
 
+/// The API resource a watched kind is listed as (for errors and metrics).
+fn resource_of(kind: &str) -> &'static str {
+    match kind {
+        "Pod" => "pods",
+        "Node" => "nodes",
+        "Namespace" => "namespaces",
+        "PodDisruptionBudget" => "poddisruptionbudgets",
+        "Service" => "services",
+        "ReplicationController" => "replicationcontrollers",
+        "ReplicaSet" => "replicasets",
+        "StatefulSet" => "statefulsets",
+        _ => "unknown",
+    }
+}
+
+fn pod_key(pod: &Pod) -> String {
+    format!("pod {}/{}", pod.namespace, pod.name)
+}
+
+fn is_code(e: &kube::Error, code: u16) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == code)
+}
+
+/// The event name client-go's recorder gives: `<object>.<hex unix nanoseconds>`.
+fn event_name(object: &str, at: k8s_openapi::jiff::Timestamp) -> String {
+    format!("{object}.{:x}", at.as_nanosecond())
+}
+
+/// The status code of a failed request, or `transport` when none came back.
+fn error_code(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => s.code.to_string(),
+        _ => "transport".into(),
+    }
+}
+
+/// How often one kind of failure (verb, resource, code) is logged: a storm of refused
+/// writes (every bind during an API server outage) is one line per interval, with
+/// the count of the ones not shown.
+const API_ERROR_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+type ErrorLogState = HashMap<(String, String, String), (Instant, u64)>;
+static API_ERROR_LOG: std::sync::LazyLock<Mutex<ErrorLogState>> =
+    std::sync::LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// Counts a failed API request in `switchyard_api_errors_total{verb,resource,code}`
+/// and logs it at warn with the API server's own message, at most once per
+/// [`API_ERROR_LOG_INTERVAL`] for each verb, resource and code. Never silent: a
+/// refused write is something the operator must see (RBAC, admission, validation).
+pub fn report_api_error(verb: &str, resource: &str, what: &str, e: &kube::Error) {
+    let code = error_code(e);
+    crate::telemetry::metrics::API_ERRORS.add(&[verb, resource, &code], 1);
+    let now = Instant::now();
+    let suppressed = {
+        let Ok(mut log) = API_ERROR_LOG.lock() else {
+            return;
+        };
+        let key = (verb.to_string(), resource.to_string(), code.clone());
+        match log.get_mut(&key) {
+            Some((last, skipped)) if now.duration_since(*last) < API_ERROR_LOG_INTERVAL => {
+                *skipped += 1;
+                return;
+            }
+            Some((last, skipped)) => {
+                *last = now;
+                std::mem::take(skipped)
+            }
+            None => {
+                log.insert(key, (now, 0));
+                0
+            }
+        }
+    };
+    let message = match e {
+        kube::Error::Api(s) => s.message.clone(),
+        other => other.to_string(),
+    };
+    tracing::warn!(
+        verb,
+        resource,
+        code = %code,
+        object = what,
+        suppressed_since_last = suppressed,
+        "API server refused {verb} {resource}: {message}"
+    );
+}
+
 fn client_error(what: &str, e: kube::Error) -> ClientError {
     match &e {
         kube::Error::Api(s) if s.code == 404 => ClientError::NotFound(what.to_string()),
@@ -448,7 +549,10 @@ impl ClusterClient for KubernetesCluster {
                 )
                 .await
                 .map(|_| ())
-                .map_err(|e| client_error(&format!("pods \"{}\"", pod.name), e))
+                .map_err(|e| {
+                    report_api_error("create", "pods/binding", &pod_key(pod), &e);
+                    client_error(&format!("pods \"{}\"", pod.name), e)
+                })
         })
     }
 
@@ -491,7 +595,10 @@ impl ClusterClient for KubernetesCluster {
                 )
                 .await
                 .map(|_| ())
-                .map_err(|e| client_error(&format!("pods \"{}\"", pod.name), e))
+                .map_err(|e| {
+                    report_api_error("patch", "pods/status", &pod_key(pod), &e);
+                    client_error(&format!("pods \"{}\"", pod.name), e)
+                })
         })
     }
 
@@ -517,10 +624,11 @@ impl ClusterClient for KubernetesCluster {
                 .await
             {
                 Ok(_) => {}
-                Err(e) => match client_error(&what, e) {
-                    ClientError::NotFound(_) => return Ok(()),
-                    other => return Err(other),
-                },
+                Err(e) if is_code(&e, 404) => return Ok(()),
+                Err(e) => {
+                    report_api_error("patch", "pods/status", &pod_key(pod), &e);
+                    return Err(client_error(&what, e));
+                }
             }
             self.limiter.acquire().await;
             let dp = DeleteParams {
@@ -533,10 +641,11 @@ impl ClusterClient for KubernetesCluster {
             match api.delete(&pod.name, &dp).await {
                 Ok(_) => Ok(()),
                 // Gone already, or a new pod of that name (the UID precondition).
-                Err(e) => match client_error(&what, e) {
-                    ClientError::NotFound(_) | ClientError::Conflict(_) => Ok(()),
-                    other => Err(other),
-                },
+                Err(e) if is_code(&e, 404) || is_code(&e, 409) => Ok(()),
+                Err(e) => {
+                    report_api_error("delete", "pods", &pod_key(pod), &e);
+                    Err(client_error(&what, e))
+                }
             }
         })
     }
@@ -558,9 +667,12 @@ impl ClusterClient for KubernetesCluster {
                 note.truncate(cut);
                 note.push_str("...");
             }
+            let now = k8s_openapi::jiff::Timestamp::now();
             let ev: k8s_openapi::api::events::v1::Event = match serde_json::from_value(json!({
-                "metadata": {"generateName": format!("{}.", event.name), "namespace": &*event.namespace},
-                "eventTime": k8s_openapi::jiff::Timestamp::now().to_string(),
+                // As client-go's recorder names them: `<object>.<hex unix nanoseconds>`
+                // (a generateName ending in "." is not a valid name prefix).
+                "metadata": {"name": event_name(&event.name, now), "namespace": &*event.namespace},
+                "eventTime": now.to_string(),
                 "reportingController": FIELD_MANAGER,
                 "reportingInstance": instance,
                 "action": event.action,
@@ -576,7 +688,12 @@ impl ClusterClient for KubernetesCluster {
                 }
             };
             if let Err(e) = api.create(&PostParams::default(), &ev).await {
-                tracing::debug!(pod = %event.name, reason = event.reason, error = %e, "event not recorded");
+                report_api_error(
+                    "create",
+                    "events",
+                    &format!("{} event for pod {}/{}", event.reason, event.namespace, event.name),
+                    &e,
+                );
             }
         });
     }
@@ -631,6 +748,20 @@ impl RateLimiter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn event_names_are_valid_dns_subdomains_as_client_go_makes_them() {
+        let at = k8s_openapi::jiff::Timestamp::from_nanosecond(1_700_000_000_123_456_789)
+            .expect("timestamp");
+        let name = event_name("pod-101", at);
+        assert_eq!(name, "pod-101.17979cfe3d85cd15");
+        // The API server's rule for metadata.name: lowercase alphanumerics, '-' and
+        // '.', starting and ending with an alphanumeric.
+        assert!(name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.'));
+        assert!(name.ends_with(|c: char| c.is_ascii_alphanumeric()));
+    }
 
     #[test]
     fn rate_limiter_allows_a_burst_then_qps() {

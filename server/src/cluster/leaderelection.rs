@@ -76,7 +76,7 @@ impl LeaderElector {
             .api
             .get_opt(&self.name)
             .await
-            .map_err(|e| format!("reading lease: {e}"))?;
+            .map_err(|e| self.failed("get", "reading", e))?;
         let Some(current) = current else {
             let lease = Lease {
                 metadata: ObjectMeta {
@@ -99,7 +99,7 @@ impl LeaderElector {
                     Ok(true)
                 }
                 Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
-                Err(e) => Err(format!("creating lease: {e}")),
+                Err(e) => Err(self.failed("create", "creating", e)),
             };
         };
         let changed = self
@@ -154,7 +154,7 @@ impl LeaderElector {
             }
             // Someone else wrote first.
             Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
-            Err(e) => Err(format!("updating lease: {e}")),
+            Err(e) => Err(self.failed("update", "updating", e)),
         }
     }
 
@@ -178,7 +178,8 @@ impl LeaderElector {
                     tracing::info!(lease = %self.lease_key(), %holder, "another replica leads; standing by");
                 }
                 Ok(false) => {}
-                Err(e) => tracing::warn!(lease = %self.lease_key(), error = %e, "leader election"),
+                // Logged (rate-limited) and counted where it failed.
+                Err(e) => tracing::debug!(lease = %self.lease_key(), error = %e, "leader election"),
             }
             if wait_or_stop(stop, self.jittered_retry()).await {
                 return false;
@@ -209,7 +210,7 @@ impl LeaderElector {
                     return LeadingEnded::Lost("another replica holds the lease".into())
                 }
                 Ok(Err(e)) => {
-                    tracing::warn!(lease = %self.lease_key(), error = %e, "renewing the lease")
+                    tracing::debug!(lease = %self.lease_key(), error = %e, "renewing the lease")
                 }
                 Err(_) => {}
             }
@@ -242,8 +243,18 @@ impl LeaderElector {
             .await
         {
             Ok(_) => tracing::info!(lease = %self.lease_key(), "released the lease"),
-            Err(e) => tracing::warn!(lease = %self.lease_key(), error = %e, "releasing the lease"),
+            Err(e) => {
+                let _ = self.failed("update", "releasing", e);
+            }
         }
+    }
+
+    /// Reports a failed Lease request (warn, rate-limited, and the
+    /// `switchyard_api_errors_total` counter) and says what failed.
+    fn failed(&self, verb: &str, doing: &str, e: kube::Error) -> String {
+        let what = format!("lease {}", self.lease_key());
+        crate::cluster::kubernetes::report_api_error(verb, "leases", &what, &e);
+        format!("{doing} {what}: {e}")
     }
 
     fn lease_key(&self) -> String {

@@ -340,6 +340,16 @@ pub static REMOTE_ERRORS: CounterFamily = CounterFamily::new(
     &["endpoint", "kind"],
 );
 
+/// Requests the API server refused or that did not reach it (the Kubernetes
+/// backend): verb (`create`, `patch`, `delete`, `update`, `get`, `list`, `watch`),
+/// resource (`pods/binding`, `pods/status`, `events`, `leases`, ...), code (the HTTP
+/// status, or `transport` when no answer came).
+pub static API_ERRORS: CounterFamily = CounterFamily::new(
+    "switchyard_api_errors_total",
+    "Kubernetes API requests that failed, by verb, resource and HTTP status code ('transport': no answer).",
+    &["verb", "resource", "code"],
+);
+
 impl SchedulerMetrics {
     pub fn render(&self, out: &mut String) {
         self.schedule_attempts.render(out);
@@ -448,6 +458,7 @@ pub fn render_all(
         &per(&|s| s.calls.load(Relaxed)),
     );
     REMOTE_ERRORS.render(&mut out);
+    API_ERRORS.render(&mut out);
     REMOTE_CALL_DURATION.render(&mut out);
     sample(
         &mut out,

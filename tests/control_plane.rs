@@ -1,0 +1,745 @@
+//! `switchyard run` against a real Kubernetes v1.26 control plane (etcd,
+//! kube-apiserver and, where a test needs them, kube-controller-manager and
+//! kube-scheduler) from `$K8S_CONTROL_PLANE_DIR` (default `../shared/k8s`): binding,
+//! events, status, preemption, least privilege with the ServiceAccount's own token,
+//! leader election on a real Lease, and API server and etcd faults. Each test starts
+//! its own control plane on its own ports and stops it at the end; each skips, saying
+//! so, when the control plane (or kubectl, where it is used) is absent.
+//!
+//! There is no kubelet: bound pods stay Pending, and a deleted pod that has a node
+//! stays Terminating until its kubelet would confirm it. Where a test needs that, it
+//! plays the kubelet's part ([`ControlPlane::finish_terminating`]) and says so.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use switchyard_e2e::controlplane::{kubectl_path, Components, ControlPlane, WAIT};
+use switchyard_e2e::process::SwitchyardRun;
+use switchyard_e2e::wait_for;
+
+fn node(name: &str, cpu: &str) -> Value {
+    let res = json!({"cpu": cpu, "memory": "16Gi", "pods": "110"});
+    json!({"apiVersion": "v1", "kind": "Node",
+           "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+           "status": {"capacity": res, "allocatable": res,
+                      "conditions": [{"type": "Ready", "status": "True"}]}})
+}
+
+fn pod(name: &str, scheduler: &str, cpu: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": name, "namespace": "default"},
+           "spec": {"schedulerName": scheduler, "terminationGracePeriodSeconds": 30,
+                    "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                                    "resources": {"requests": {"cpu": cpu}}}]}})
+}
+
+fn with_priority(mut p: Value, priority: i32) -> Value {
+    p["spec"]["priority"] = json!(priority);
+    p
+}
+
+/// A working folder for a test's configuration, kubeconfigs and logs, inside the
+/// control plane's state dir (kept with it when the test fails).
+fn work_dir(cp: &ControlPlane) -> PathBuf {
+    let d = cp.state_dir().join("switchyard");
+    std::fs::create_dir_all(&d).expect("work dir");
+    d
+}
+
+/// A configuration with the `switchyard` profile, client limits as the control
+/// plane's kube-scheduler has them, and leader election as given (`None`: off).
+fn write_config(dir: &Path, leader_election: Option<&str>) -> PathBuf {
+    let le = match leader_election {
+        None => "leaderElection:\n  leaderElect: false\n".to_string(),
+        Some(ns) => format!(
+            "leaderElection:\n  leaderElect: true\n  leaseDuration: 4s\n  renewDeadline: 3s\n  retryPeriod: 500ms\n  resourceName: switchyard\n  resourceNamespace: {ns}\n"
+        ),
+    };
+    let path = dir.join("config.yaml");
+    std::fs::write(
+        &path,
+        format!("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nclientConnection:\n  qps: 5000\n  burst: 5000\n{le}profiles:\n- schedulerName: switchyard\n"),
+    )
+    .expect("config");
+    path
+}
+
+fn node_of(p: &Value) -> Option<String> {
+    p["spec"]["nodeName"].as_str().map(str::to_string)
+}
+
+fn condition<'a>(p: &'a Value, ty: &str) -> Option<&'a Value> {
+    p["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == ty)
+}
+
+/// Events (`kubectl get events -o json`, the core/v1 view of them) for a pod.
+fn kubectl_events(cp: &ControlPlane, pod: &str) -> Vec<Value> {
+    let out = cp.kubectl_ok(&[
+        "get",
+        "events",
+        "-n",
+        "default",
+        "-o",
+        "json",
+        "--field-selector",
+        &format!("involvedObject.name={pod}"),
+    ]);
+    serde_json::from_str::<Value>(&out)
+        .ok()
+        .and_then(|v| v["items"].as_array().cloned())
+        .unwrap_or_default()
+}
+
+fn has_event(events: &[Value], reason: &str) -> bool {
+    events.iter().any(|e| e["reason"] == reason)
+}
+
+/// kube-scheduler v1.26's FailedScheduling message as the newest upstream words it
+/// (Switchyard follows the newest): v1.26 ends a message whose preemption part
+/// already ends in a period with a second one ("...for incoming pod.."); v1.36
+/// prints one.
+fn as_newest_upstream(v126: &str) -> String {
+    match v126.strip_suffix("..") {
+        Some(m) => format!("{m}."),
+        None => v126.to_string(),
+    }
+}
+
+/// The message of a pod's PodScheduled=False condition once it has one.
+fn wait_unschedulable(cp: &ControlPlane, name: &str) -> Value {
+    let mut cond = Value::Null;
+    wait_for(&format!("{name} PodScheduled=False"), WAIT, || {
+        cond = cp
+            .pod("default", name)
+            .and_then(|p| condition(&p, "PodScheduled").cloned())
+            .unwrap_or(Value::Null);
+        cond["status"] == "False"
+    });
+    cond
+}
+
+#[test]
+fn binds_records_events_and_reports_unschedulable_pods_as_kube_scheduler() {
+    if kubectl_path().is_none() {
+        eprintln!("SKIPPED: kubectl is not installed (Debian package `kubectl`)");
+        return;
+    }
+    // kube-scheduler runs beside Switchyard: the oracle for the unschedulable
+    // message, and the owner of the default-scheduler pods Switchyard must not touch.
+    let Some(cp) = ControlPlane::start(
+        "binding",
+        Components {
+            scheduler: true,
+            ..Components::default()
+        },
+    ) else {
+        return;
+    };
+    let dir = work_dir(&cp);
+    cp.apply(&node("node-a", "2"));
+    cp.apply(&node("node-b", "2"));
+    // Placed already (as by a kubelet): 1.5 of each node's 2 CPUs are taken.
+    for n in ["node-a", "node-b"] {
+        let mut filler = pod(&format!("filler-{n}"), "nobody", "1500m");
+        filler["spec"]["nodeName"] = json!(n);
+        cp.apply(&filler);
+    }
+    for i in 0..4 {
+        cp.apply(&pod(&format!("p-{i}"), "switchyard", "100m"));
+    }
+    // Nobody's: no scheduler has this name.
+    cp.apply(&pod("orphan", "nobody", "100m"));
+    // Fits a node's allocatable but no node's free CPU, once for each scheduler,
+    // with no lower-priority pod to preempt.
+    cp.apply(&pod("huge", "switchyard", "1"));
+    cp.apply(&pod("huge-upstream", "default-scheduler", "1"));
+
+    let config = write_config(&dir, None);
+    let sy = SwitchyardRun::start(&dir, "sy", &config, &cp.kubeconfig, &[]);
+
+    wait_for("p-0..3 bound", WAIT, || {
+        (0..4).all(|i| {
+            cp.pod("default", &format!("p-{i}"))
+                .and_then(|p| node_of(&p))
+                .is_some()
+        })
+    });
+    // 0.5 CPU free per node: at most five 100m pods on one.
+    let mut per_node: HashMap<String, u32> = HashMap::new();
+    for i in 0..4 {
+        let p = cp.pod("default", &format!("p-{i}")).expect("pod");
+        *per_node.entry(node_of(&p).expect("node")).or_default() += 1;
+        // Bound pods carry no PodScheduled=False.
+        assert_ne!(
+            condition(&p, "PodScheduled").map(|c| c["status"].clone()),
+            Some(json!("False")),
+            "{p}"
+        );
+    }
+    assert!(per_node.values().all(|n| *n <= 5), "{per_node:?}");
+
+    // Scheduled events, visible through kubectl, named as client-go names them.
+    wait_for("Scheduled events", WAIT, || {
+        (0..4).all(|i| has_event(&kubectl_events(&cp, &format!("p-{i}")), "Scheduled"))
+    });
+    for i in 0..4 {
+        let name = format!("p-{i}");
+        let events = kubectl_events(&cp, &name);
+        let e = events
+            .iter()
+            .find(|e| e["reason"] == "Scheduled")
+            .expect("Scheduled");
+        let node = node_of(&cp.pod("default", &name).expect("pod")).expect("node");
+        assert_eq!(
+            e["message"],
+            json!(format!("Successfully assigned default/{name} to {node}")),
+            "{e}"
+        );
+        assert_eq!(e["type"], "Normal");
+        assert_eq!(e["reportingComponent"], "switchyard", "{e}");
+        let ev_name = e["metadata"]["name"].as_str().unwrap_or_default();
+        let suffix = ev_name.strip_prefix(&format!("{name}.")).unwrap_or("");
+        assert!(
+            !suffix.is_empty() && suffix.chars().all(|c| c.is_ascii_hexdigit()),
+            "event name {ev_name}: expected <pod>.<hex nanoseconds>"
+        );
+    }
+
+    // The unschedulable pod: PodScheduled=False with kube-scheduler's reason and
+    // message (kube-scheduler decided the same pod beside it), a FailedScheduling
+    // event with that message, and no nomination (nothing to preempt).
+    let ours = wait_unschedulable(&cp, "huge");
+    let theirs = wait_unschedulable(&cp, "huge-upstream");
+    assert_eq!(ours["reason"], "Unschedulable", "{ours}");
+    assert_eq!(ours["reason"], theirs["reason"]);
+    assert_eq!(
+        ours["message"],
+        json!(as_newest_upstream(
+            theirs["message"].as_str().unwrap_or_default()
+        )),
+        "Switchyard's message differs from kube-scheduler's"
+    );
+    assert_eq!(
+        ours["message"],
+        "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
+    );
+    wait_for("huge's FailedScheduling event", WAIT, || {
+        has_event(&kubectl_events(&cp, "huge"), "FailedScheduling")
+    });
+    let failed = kubectl_events(&cp, "huge")
+        .into_iter()
+        .find(|e| e["reason"] == "FailedScheduling")
+        .expect("FailedScheduling");
+    assert_eq!(failed["type"], "Warning");
+    assert_eq!(failed["message"], ours["message"], "{failed}");
+    let huge = cp.pod("default", "huge").expect("huge");
+    assert!(huge["status"]["nominatedNodeName"].is_null(), "{huge}");
+    assert!(node_of(&huge).is_none());
+
+    // Other schedulers' pods: untouched (no node, no status, no event from us).
+    let orphan = cp.pod("default", "orphan").expect("orphan");
+    assert!(node_of(&orphan).is_none(), "{orphan}");
+    assert!(condition(&orphan, "PodScheduled").is_none(), "{orphan}");
+    assert!(kubectl_events(&cp, "orphan").is_empty());
+    let upstream_events = kubectl_events(&cp, "huge-upstream");
+    assert!(
+        upstream_events
+            .iter()
+            .all(|e| e["reportingComponent"] != "switchyard"),
+        "{upstream_events:#?}"
+    );
+    // No API request of ours was refused.
+    let (_, metrics) = sy.fetch("/metrics");
+    assert!(
+        !metrics.contains("switchyard_api_errors_total{"),
+        "refused requests:\n{}",
+        metrics
+            .lines()
+            .filter(|l| l.starts_with("switchyard_api_errors_total"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+#[test]
+fn preempts_marks_and_deletes_victims_then_binds_the_preemptor() {
+    let Some(cp) = ControlPlane::start("preemption", Components::default()) else {
+        return;
+    };
+    let dir = work_dir(&cp);
+    cp.apply(&node("node-a", "2"));
+    let config = write_config(&dir, None);
+    let _sy = SwitchyardRun::start(&dir, "sy", &config, &cp.kubeconfig, &[]);
+    for i in 0..2 {
+        cp.apply(&with_priority(pod(&format!("v-{i}"), "switchyard", "1"), 0));
+    }
+    wait_for("victims bound", WAIT, || {
+        (0..2).all(|i| {
+            cp.pod("default", &format!("v-{i}"))
+                .and_then(|p| node_of(&p))
+                .is_some()
+        })
+    });
+    let victim_uids: Vec<String> = (0..2)
+        .map(|i| {
+            cp.pod("default", &format!("v-{i}")).expect("victim")["metadata"]["uid"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    cp.apply(&with_priority(pod("vip", "switchyard", "2"), 1000));
+
+    // The victims: DisruptionTarget, then deleted (Terminating: no kubelet here).
+    wait_for("victims marked and terminating", WAIT, || {
+        (0..2).all(|i| {
+            cp.pod("default", &format!("v-{i}")).is_some_and(|p| {
+                p["metadata"]["deletionTimestamp"].is_string()
+                    && condition(&p, "DisruptionTarget").is_some_and(|c| {
+                        c["status"] == "True" && c["reason"] == "PreemptionByScheduler"
+                    })
+            })
+        })
+    });
+    // The preemptor: nominated to the node, not bound while the victims are there.
+    let vip = cp.pod("default", "vip").expect("vip");
+    assert_eq!(vip["status"]["nominatedNodeName"], "node-a", "{vip}");
+    assert!(
+        node_of(&vip).is_none(),
+        "bound before its victims left: {vip}"
+    );
+    let cond = wait_unschedulable(&cp, "vip");
+    assert_eq!(cond["reason"], "Unschedulable", "{cond}");
+    // Preempted events on the victims.
+    wait_for("Preempted events", WAIT, || {
+        let events = cp.events("default");
+        (0..2).all(|i| {
+            events
+                .iter()
+                .any(|e| e["reason"] == "Preempted" && e["regarding"]["name"] == format!("v-{i}"))
+        })
+    });
+
+    // Playing the kubelet: the victims' containers have stopped.
+    eprintln!("playing the kubelet: finishing the victims' deletion");
+    assert_eq!(cp.finish_terminating("default"), 2);
+    wait_for("vip bound once its victims are gone", WAIT, || {
+        cp.pod("default", "vip")
+            .and_then(|p| node_of(&p))
+            .as_deref()
+            == Some("node-a")
+    });
+    for (i, uid) in victim_uids.iter().enumerate() {
+        let gone = cp.pod("default", &format!("v-{i}"));
+        assert!(gone.is_none(), "victim v-{i} ({uid}) still there: {gone:?}");
+    }
+    wait_for("vip's Scheduled event", WAIT, || {
+        cp.events("default")
+            .iter()
+            .any(|e| e["reason"] == "Scheduled" && e["regarding"]["name"] == "vip")
+    });
+}
+
+/// deploy/rbac.yaml's documents as JSON (kubectl converts).
+fn deploy_rbac(cp: &ControlPlane) -> Vec<Value> {
+    let path = switchyard_e2e::workspace_root().join("deploy/rbac.yaml");
+    let out = cp.kubectl_ok(&[
+        "create",
+        "--dry-run=client",
+        "-o",
+        "json",
+        "-f",
+        &path.display().to_string(),
+    ]);
+    // One JSON object per document, one after the other.
+    serde_json::Deserializer::from_str(&out)
+        .into_iter::<Value>()
+        .map(|v| v.expect("kubectl json"))
+        .collect()
+}
+
+/// Starts `switchyard run` as the `switchyard` ServiceAccount of deploy/rbac.yaml
+/// (a TokenRequest token, not the admin certificate).
+fn run_as_service_account(cp: &ControlPlane, dir: &Path, name: &str) -> SwitchyardRun {
+    let token = cp.service_account_token("switchyard-system", "switchyard", 3600);
+    let kubeconfig = dir.join(format!("{name}.kubeconfig"));
+    cp.write_token_kubeconfig(&kubeconfig, &token);
+    let config = write_config(dir, Some("switchyard-system"));
+    SwitchyardRun::start(dir, name, &config, &kubeconfig, &[])
+}
+
+#[test]
+fn runs_with_least_privilege_from_deploy_rbac() {
+    if kubectl_path().is_none() {
+        eprintln!("SKIPPED: kubectl is not installed (Debian package `kubectl`)");
+        return;
+    }
+    let Some(cp) = ControlPlane::start("rbac", Components::default()) else {
+        return;
+    };
+    let dir = work_dir(&cp);
+    cp.apply(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "switchyard-system"}}));
+    let rbac = deploy_rbac(&cp);
+    for doc in &rbac {
+        cp.apply(doc);
+    }
+    cp.apply(&node("node-a", "2"));
+    for i in 0..2 {
+        cp.apply(&with_priority(
+            pod(&format!("low-{i}"), "switchyard", "1"),
+            0,
+        ));
+    }
+    cp.apply(&pod("huge", "switchyard", "64"));
+
+    // Every call it makes is allowed: it leads (Lease get/create/update), binds
+    // (pods/binding), records events, patches status (huge), and preempts (patch
+    // DisruptionTarget, delete).
+    let mut sy = run_as_service_account(&cp, &dir, "sy");
+    wait_for("low-* bound", WAIT, || {
+        (0..2).all(|i| {
+            cp.pod("default", &format!("low-{i}"))
+                .and_then(|p| node_of(&p))
+                .is_some()
+        })
+    });
+    wait_unschedulable(&cp, "huge");
+    cp.apply(&with_priority(pod("vip", "switchyard", "1"), 1000));
+    wait_for("a victim terminating", WAIT, || {
+        cp.pods("default")
+            .iter()
+            .any(|p| p["metadata"]["deletionTimestamp"].is_string())
+    });
+    eprintln!("playing the kubelet: finishing the victim's deletion");
+    cp.finish_terminating("default");
+    wait_for("vip bound", WAIT, || {
+        cp.pod("default", "vip").and_then(|p| node_of(&p)).is_some()
+    });
+    wait_for("events recorded", WAIT, || {
+        let ev = cp.events("default");
+        ["Scheduled", "FailedScheduling", "Preempted"]
+            .iter()
+            .all(|r| ev.iter().any(|e| e["reason"] == *r))
+    });
+    let lease = cp
+        .get("/apis/coordination.k8s.io/v1/namespaces/switchyard-system/leases/switchyard")
+        .expect("lease");
+    assert_eq!(lease["spec"]["holderIdentity"], "sy", "{lease}");
+    let (_, metrics) = sy.fetch("/metrics");
+    let refused: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("switchyard_api_errors_total{"))
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "refused with deploy/rbac.yaml: {refused:?}"
+    );
+    let log = sy.log_text();
+    assert!(!log.contains("forbidden"), "{log}");
+    sy.signal("-TERM");
+    assert_eq!(sy.wait_exit(WAIT), Some(0), "{}", sy.log_text());
+
+    // One rule less (pods/binding create): a clear error naming verb and resource.
+    let mut role = rbac
+        .iter()
+        .find(|d| d["kind"] == "ClusterRole")
+        .cloned()
+        .expect("ClusterRole in deploy/rbac.yaml");
+    let rules: Vec<Value> = role["rules"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|r| r["resources"] != json!(["pods/binding"]))
+        .collect();
+    role["rules"] = json!(rules);
+    cp.block_on(async {
+        let req = http::Request::put(
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles/switchyard-scheduler",
+        )
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&role).expect("json"))
+        .expect("request");
+        cp.client()
+            .request::<Value>(req)
+            .await
+            .expect("replace ClusterRole");
+    });
+    let sy2 = run_as_service_account(&cp, &dir, "sy2");
+    // node-a is full (low-*, vip): room for the next pod.
+    cp.apply(&node("node-b", "2"));
+    cp.apply(&pod("after", "switchyard", "100m"));
+    wait_for("the refused binding logged", WAIT, || {
+        sy2.log_text().contains("pods/binding")
+    });
+    let log = sy2.log_text();
+    let line = log
+        .lines()
+        .find(|l| l.contains("refused create pods/binding"))
+        .unwrap_or_else(|| panic!("no warning naming the verb and resource:\n{log}"));
+    assert!(line.contains("WARN"), "{line}");
+    assert!(
+        line.contains("cannot create resource \"pods/binding\"")
+            || line.contains("cannot create resource \"pods\""),
+        "the API server's reason: {line}"
+    );
+    assert!(
+        !line.contains('\u{1b}'),
+        "no colour codes in a log file: {line}"
+    );
+    wait_for("the error counted", WAIT, || {
+        sy2.fetch("/metrics").1.contains(
+            "switchyard_api_errors_total{verb=\"create\",resource=\"pods/binding\",code=\"403\"}",
+        )
+    });
+    let after = cp.pod("default", "after").expect("after");
+    assert!(node_of(&after).is_none(), "{after}");
+}
+
+fn lease_holder(cp: &ControlPlane, namespace: &str) -> String {
+    cp.get(&format!(
+        "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/switchyard"
+    ))
+    .and_then(|l| l["spec"]["holderIdentity"].as_str().map(str::to_string))
+    .unwrap_or_default()
+}
+
+/// How many pods of `default` are bound.
+fn bound_count(cp: &ControlPlane) -> usize {
+    cp.pods("default")
+        .iter()
+        .filter(|p| node_of(p).is_some())
+        .count()
+}
+
+/// Scheduled events per pod and per reporting instance; panics if a pod has two
+/// (bound twice).
+fn scheduled_events(cp: &ControlPlane) -> HashMap<String, String> {
+    let mut by_pod = HashMap::new();
+    for e in cp.events("default") {
+        if e["reason"] != "Scheduled" {
+            continue;
+        }
+        let pod = e["regarding"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let by = e["reportingInstance"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if let Some(first) = by_pod.insert(pod.clone(), by.clone()) {
+            panic!("{pod} has two Scheduled events (by {first} and {by}): bound twice");
+        }
+    }
+    by_pod
+}
+
+fn many_pods(prefix: &str, n: usize) -> Vec<Value> {
+    (0..n)
+        .map(|i| pod(&format!("{prefix}-{i}"), "switchyard", "10m"))
+        .collect()
+}
+
+#[test]
+fn a_standby_takes_over_a_killed_leader_on_a_real_lease() {
+    let Some(cp) = ControlPlane::start("leader", Components::default()) else {
+        return;
+    };
+    let dir = work_dir(&cp);
+    for n in ["node-a", "node-b", "node-c"] {
+        cp.apply(&node(n, "64"));
+    }
+    let config = write_config(&dir, Some("default"));
+    let mut a = SwitchyardRun::start(&dir, "a", &config, &cp.kubeconfig, &[]);
+    wait_for("a leads", WAIT, || lease_holder(&cp, "default") == "a");
+    let b = SwitchyardRun::start(&dir, "b", &config, &cp.kubeconfig, &[]);
+    wait_for("b ready (standing by)", WAIT, || b.get("/readyz") == 200);
+    assert_eq!(lease_holder(&cp, "default"), "a");
+
+    // Pods arrive while a leads; a is killed in the middle of binding them.
+    // 3 nodes × 110 pods hold 330.
+    let total = 300;
+    let creator = {
+        let pods = many_pods("p", total);
+        let kubeconfig = cp.kubeconfig.clone();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async {
+                let kc = kube::config::Kubeconfig::read_from(&kubeconfig).expect("kubeconfig");
+                let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+                    .await
+                    .expect("config");
+                let client = kube::Client::try_from(cfg).expect("client");
+                let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
+                    kube::Api::namespaced(client, "default");
+                for p in pods {
+                    let p = serde_json::from_value(p).expect("pod");
+                    api.create(&Default::default(), &p)
+                        .await
+                        .expect("create pod");
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            });
+        })
+    };
+    wait_for("a binding", WAIT, || bound_count(&cp) >= 50);
+    a.signal("-KILL");
+    let killed = Instant::now();
+    let _ = a.wait_exit(WAIT);
+    let at_kill = bound_count(&cp);
+    wait_for("b leads", WAIT, || lease_holder(&cp, "default") == "b");
+    let took_over = killed.elapsed();
+    assert!(
+        took_over >= Duration::from_secs(3),
+        "b took over {took_over:?} after the kill, before the 4 s lease could expire"
+    );
+    creator.join().expect("pods created");
+    wait_for("every pod bound", Duration::from_secs(120), || {
+        bound_count(&cp) == total
+    });
+    eprintln!("{at_kill} bound by a before the kill; b took over after {took_over:?}");
+    assert!(at_kill < total, "a bound everything before it was killed");
+    // None bound twice (the API server refuses a second binding: none was refused),
+    // and b bound the rest.
+    let by = scheduled_events(&cp);
+    let by_b = by.values().filter(|r| *r == "b").count();
+    assert!(
+        by_b >= total - at_kill,
+        "b bound {by_b}, {at_kill} were bound at the kill"
+    );
+    let (_, metrics) = b.fetch("/metrics");
+    assert!(
+        !metrics.contains("switchyard_api_errors_total{verb=\"create\",resource=\"pods/binding\""),
+        "b had a binding refused:\n{metrics}"
+    );
+    let lease = cp
+        .get("/apis/coordination.k8s.io/v1/namespaces/default/leases/switchyard")
+        .expect("lease");
+    assert_eq!(lease["spec"]["leaseTransitions"], json!(1), "{lease}");
+}
+
+/// Breaks `component` (`apiserver` or `etcd`) for `seconds_down` while pods are being
+/// scheduled, then checks that watches resumed and the cache converged: pods and a
+/// node created after the fault are used, every pod ends bound or with
+/// PodScheduled=False, none is bound twice, and Switchyard never exited.
+fn survives(component: &str, seconds_down: u32) {
+    let Some(cp) = ControlPlane::start(&format!("fault-{component}"), Components::default()) else {
+        return;
+    };
+    let dir = work_dir(&cp);
+    for n in ["node-a", "node-b"] {
+        cp.apply(&node(n, "64"));
+    }
+    // No leader election: an outage longer than the renew deadline would end
+    // leading, and the process with it, as kube-scheduler exits (tested above).
+    let config = write_config(&dir, None);
+    let mut sy = SwitchyardRun::start(&dir, "sy", &config, &cp.kubeconfig, &[]);
+    wait_for("sy ready", WAIT, || sy.get("/readyz") == 200);
+    cp.create_many(many_pods("before", 300), 8);
+    cp.apply(&pod("huge", "switchyard", "640"));
+    eprintln!("{component} down for {seconds_down}s (crash: SIGKILL)");
+    cp.restart(component, seconds_down);
+    // After the fault: new pods, and a node only they fit on (watches resumed).
+    let mut zoned = node("node-new", "4");
+    zoned["metadata"]["labels"]["zone"] = json!("new");
+    cp.apply(&zoned);
+    let mut after = many_pods("after", 20);
+    for p in &mut after {
+        p["spec"]["nodeSelector"] = json!({"zone": "new"});
+    }
+    cp.create_many(after, 4);
+    wait_for("every pod bound but huge", Duration::from_secs(120), || {
+        bound_count(&cp) == 320
+    });
+    for p in cp.pods("default") {
+        let name = p["metadata"]["name"].as_str().unwrap_or_default();
+        if name.starts_with("after-") {
+            assert_eq!(node_of(&p).as_deref(), Some("node-new"), "{name}");
+        }
+    }
+    let cond = wait_unschedulable(&cp, "huge");
+    assert!(
+        cond["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Insufficient cpu")),
+        "{cond}"
+    );
+    let by = scheduled_events(&cp);
+    assert!(by.len() <= 320);
+    assert!(sy.running(), "switchyard exited:\n{}", sy.log_text());
+    if component == "apiserver" {
+        // Its watches broke (etcd's short outage is hidden by the API server).
+        let log = sy.log_text();
+        assert!(
+            log.lines()
+                .any(|l| l.contains("WARN") && (l.contains("watch") || l.contains("refused"))),
+            "the fault left no warning:\n{log}"
+        );
+    }
+}
+
+#[test]
+fn survives_an_api_server_restart() {
+    survives("apiserver", 2);
+}
+
+#[test]
+fn survives_etcd_down_and_back() {
+    survives("etcd", 5);
+}
+
+#[test]
+fn deploy_manifests_pass_a_server_side_dry_run() {
+    if kubectl_path().is_none() {
+        eprintln!("SKIPPED: kubectl is not installed (Debian package `kubectl`)");
+        return;
+    }
+    let Some(cp) = ControlPlane::start("deploy", Components::default()) else {
+        return;
+    };
+    let deploy = switchyard_e2e::workspace_root().join("deploy");
+    // A dry run creates nothing, so the namespaces the manifests go into must exist.
+    for ns in ["switchyard-system", "switchyard-demo"] {
+        cp.apply(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}));
+    }
+    let out = cp.kubectl_ok(&[
+        "apply",
+        "--dry-run=server",
+        "-k",
+        &deploy.display().to_string(),
+    ]);
+    eprintln!("{out}");
+    let objects: HashSet<&str> = out.lines().collect();
+    assert!(objects.len() >= 8, "{out}");
+    assert!(out.contains("deployment.apps/switchyard"), "{out}");
+    let out = cp.kubectl_ok(&[
+        "apply",
+        "--dry-run=server",
+        "-f",
+        &deploy.join("examples").display().to_string(),
+    ]);
+    assert!(out.contains("pod/"), "{out}");
+    // And the server refuses what it should: the check can fail.
+    let bad = cp.state_dir().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: Bad_Name\n  namespace: switchyard-system\n",
+    )
+    .expect("write");
+    let out = cp.kubectl(&[
+        "apply",
+        "--dry-run=server",
+        "-f",
+        &bad.display().to_string(),
+    ]);
+    assert!(!out.status.success());
+}
