@@ -160,6 +160,15 @@ impl ControlPlane {
         self.runtime.block_on(f)
     }
 
+    /// Runs `f` in the background on this control plane's client runtime.
+    pub fn spawn<F>(&self, f: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.runtime.spawn(f)
+    }
+
     /// The PEM of the cluster CA.
     pub fn ca_file(&self) -> PathBuf {
         self.state_dir.join("pki/ca.crt")

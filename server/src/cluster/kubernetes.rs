@@ -42,6 +42,17 @@ use crate::model::Pod;
 /// The field manager and the events' reporting controller.
 pub const FIELD_MANAGER: &str = "switchyard";
 
+/// How many writes may wait on the API server at once. kube's client speaks
+/// HTTP/1.1, one request per connection at a time, and opens a new TLS connection for
+/// every request that finds none idle: without a bound, the backlog a scheduler
+/// drains at start (thousands of bindings in a second) became thousands of TLS
+/// handshakes the API server had to serve before the first binding, and almost
+/// nothing was bound for the first seconds. A few dozen kept-alive connections carry
+/// more writes per second than the API server can take on two cores.
+pub const MAX_WRITES_IN_FLIGHT: usize = 32;
+/// The same for events (client-go's recorder writes them from one worker).
+pub const MAX_EVENTS_IN_FLIGHT: usize = 8;
+
 /// Client-side limits and identity.
 #[derive(Clone, Debug)]
 pub struct KubernetesOptions {
@@ -69,6 +80,10 @@ pub struct KubernetesCluster {
     client: kube::Client,
     runtime: tokio::runtime::Handle,
     limiter: Arc<RateLimiter>,
+    /// Writes in flight (bindings, status patches, deletions).
+    writes: Arc<tokio::sync::Semaphore>,
+    /// Event creates in flight, apart so events never hold bindings back.
+    events: Arc<tokio::sync::Semaphore>,
     options: KubernetesOptions,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
@@ -84,6 +99,8 @@ impl KubernetesCluster {
             client,
             runtime,
             limiter: Arc::new(RateLimiter::new(options.qps, options.burst)),
+            writes: Arc::new(tokio::sync::Semaphore::new(MAX_WRITES_IN_FLIGHT)),
+            events: Arc::new(tokio::sync::Semaphore::new(MAX_EVENTS_IN_FLIGHT)),
             options,
             tasks: Mutex::new(Vec::new()),
         }
@@ -534,6 +551,7 @@ impl ClusterClient for KubernetesCluster {
     fn bind<'a>(&'a self, pod: &'a Pod, node: &'a str) -> BoxFuture<'a, Result<(), ClientError>> {
         Box::pin(async move {
             self.limiter.acquire().await;
+            let _permit = self.writes.acquire().await;
             let binding = json!({
                 "apiVersion": "v1",
                 "kind": "Binding",
@@ -587,6 +605,7 @@ impl ClusterClient for KubernetesCluster {
                 return Ok(());
             }
             self.limiter.acquire().await;
+            let _permit = self.writes.acquire().await;
             self.pods(&pod.namespace)
                 .patch_status(
                     &pod.name,
@@ -612,6 +631,7 @@ impl ClusterClient for KubernetesCluster {
             let api = self.pods(&pod.namespace);
             // Upstream marks the victim first, so its controllers know why it goes.
             self.limiter.acquire().await;
+            let permit = self.writes.acquire().await;
             let mark = json!({"status": {"conditions": [{
                 "type": "DisruptionTarget",
                 "status": "True",
@@ -630,7 +650,9 @@ impl ClusterClient for KubernetesCluster {
                     return Err(client_error(&what, e));
                 }
             }
+            drop(permit);
             self.limiter.acquire().await;
+            let _permit = self.writes.acquire().await;
             let dp = DeleteParams {
                 preconditions: Some(Preconditions {
                     uid: Some(pod.uid.to_string()),
@@ -653,9 +675,11 @@ impl ClusterClient for KubernetesCluster {
     fn record_event(&self, event: PodEvent) {
         let client = self.client.clone();
         let limiter = self.limiter.clone();
+        let gate = self.events.clone();
         let instance = self.options.instance.clone();
         self.runtime.spawn(async move {
             limiter.acquire().await;
+            let _permit = gate.acquire().await;
             let api: Api<k8s_openapi::api::events::v1::Event> =
                 Api::namespaced(client, &event.namespace);
             let mut note = event.message.clone();
