@@ -147,6 +147,16 @@ impl ControlPlane {
         panic!("control-plane.sh start failed three times:\n{last}");
     }
 
+    /// As [`Self::start`], for a test that also runs kubectl: `None`, after saying
+    /// so, when kubectl is not installed.
+    pub fn start_with_kubectl(name: &str, components: Components) -> Option<ControlPlane> {
+        if kubectl_path().is_none() {
+            eprintln!("SKIPPED: kubectl is not installed (Debian package `kubectl`)");
+            return None;
+        }
+        Self::start(name, components)
+    }
+
     pub fn state_dir(&self) -> &Path {
         &self.state_dir
     }
