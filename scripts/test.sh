@@ -25,6 +25,16 @@ echo "== Python sidecar self-test"
 echo "== deploy/ manifests (offline schema validation)"
 scripts/validate-deploy.sh
 
+echo "== real Kubernetes control plane"
+# tests/control_plane.rs and tests/k8s_metrics_auth.rs start it (each its own, on
+# its own ports); without it they say SKIPPED and pass.
+k8s_dir="${K8S_CONTROL_PLANE_DIR:-$(cd .. && pwd)/shared/k8s}"
+if [[ -f "$k8s_dir/control-plane.sh" ]]; then
+  echo "found at $k8s_dir: the control-plane tests run against it"
+else
+  echo "absent ($k8s_dir): the control-plane tests will skip (set K8S_CONTROL_PLANE_DIR)"
+fi
+
 echo "== tests"
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast
