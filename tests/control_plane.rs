@@ -302,9 +302,14 @@ fn preempts_marks_and_deletes_victims_then_binds_the_preemptor() {
             })
         })
     });
-    // The preemptor: nominated to the node, not bound while the victims are there.
+    // The preemptor: nominated to the node (its status patch and the victims'
+    // deletion go out concurrently, as upstream's), not bound while the victims are
+    // there.
+    wait_for("vip nominated to node-a", WAIT, || {
+        cp.pod("default", "vip")
+            .is_some_and(|p| p["status"]["nominatedNodeName"] == "node-a")
+    });
     let vip = cp.pod("default", "vip").expect("vip");
-    assert_eq!(vip["status"]["nominatedNodeName"], "node-a", "{vip}");
     assert!(
         node_of(&vip).is_none(),
         "bound before its victims left: {vip}"
@@ -588,11 +593,32 @@ fn a_standby_takes_over_a_killed_leader_on_a_real_lease() {
     let killed = Instant::now();
     let _ = a.wait_exit(WAIT);
     let at_kill = bound_count(&cp);
+    // a's last renewal, as the Lease holds it (b cannot have taken it yet: a renewed
+    // within its 3 s renew deadline, and the lease lasts 4 s).
+    let lease = |field: &str| {
+        cp.get("/apis/coordination.k8s.io/v1/namespaces/default/leases/switchyard")
+            .map(|l| {
+                (
+                    l["spec"]["holderIdentity"].clone(),
+                    l["spec"][field].clone(),
+                )
+            })
+            .unwrap_or_default()
+    };
+    let (holder, a_renewed) = lease("renewTime");
+    assert_eq!(holder, "a", "the lease changed hands at once");
     wait_for("b leads", WAIT, || lease_holder(&cp, "default") == "b");
     let took_over = killed.elapsed();
+    let (_, b_acquired) = lease("acquireTime");
+    let time = |v: &Value| -> k8s_openapi::jiff::Timestamp {
+        v.as_str()
+            .and_then(|t| t.parse().ok())
+            .unwrap_or_else(|| panic!("not a time: {v}"))
+    };
+    let waited = time(&b_acquired).duration_since(time(&a_renewed));
     assert!(
-        took_over >= Duration::from_secs(3),
-        "b took over {took_over:?} after the kill, before the 4 s lease could expire"
+        waited >= k8s_openapi::jiff::SignedDuration::from_millis(3990),
+        "b took the lease {waited:?} after a's last renewal, before the 4 s lease expired"
     );
     creator.join().expect("pods created");
     wait_for("every pod bound", Duration::from_secs(120), || {

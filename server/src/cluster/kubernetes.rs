@@ -219,14 +219,19 @@ async fn watch_kind<K, M>(
                     watcher::Error::WatchFailed(err) => ("watch", Some(err)),
                     _ => ("watch", None),
                 };
-                match err {
-                    Some(err) => report_api_error(
+                match (err, &e) {
+                    (Some(err), _) => report_api_error(
                         verb,
                         resource_of(kind),
                         &format!("{kind} watch; retrying"),
                         err,
                     ),
-                    None => tracing::warn!(kind, error = %e, "watch failed; retrying"),
+                    // 410 Gone: the resourceVersion is too old (an API server restart
+                    // or compaction); the watcher lists again. Routine, not a fault.
+                    (None, watcher::Error::WatchError(s)) if s.code == 410 => {
+                        tracing::info!(kind, "watch expired (410 Gone); listing again")
+                    }
+                    (None, _) => tracing::warn!(kind, error = %e, "watch failed; retrying"),
                 }
                 true
             }
