@@ -195,7 +195,8 @@ fn sidecar_refuses_a_scheduler_without_a_client_certificate() {
     assert!(
         stderr.contains(&format!("https://127.0.0.1:{port}"))
             && stderr.contains("RemoteTaintToleration")
-            && stderr.contains("CertificateRequired"),
+            && (stderr.contains("CertificateRequired")
+                || stderr.contains("requires a client certificate (mutual TLS), set tls.certFile")),
         "the errors name the endpoint, the plugin and the TLS cause:\n{stderr}"
     );
 }

@@ -680,7 +680,23 @@ async fn connect_once(inner: &Arc<Inner>) -> String {
     .await;
     let hs = match hs {
         Ok(Ok(r)) => r.into_inner(),
-        Ok(Err(s)) => return format!("handshake failed: {}", switchyard_proto::status_text(&s)),
+        Ok(Err(s)) => {
+            let text = switchyard_proto::status_text(&s);
+            // TLS 1.3: a server that wants a client certificate refuses it after the
+            // client's side of the handshake is done, so its alert
+            // (CertificateRequired) may lose the race with the closed connection.
+            let no_identity = inner
+                .config
+                .tls
+                .as_ref()
+                .is_some_and(|t| t.identity.is_none());
+            let hint = if no_identity && !text.contains("CertificateRequired") {
+                "; if the sidecar requires a client certificate (mutual TLS), set tls.certFile and tls.keyFile"
+            } else {
+                ""
+            };
+            return format!("handshake failed: {text}{hint}");
+        }
         Err(_) => return "handshake timed out".into(),
     };
     if hs.protocol_version != switchyard_proto::PROTOCOL_VERSION {
