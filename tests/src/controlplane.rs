@@ -96,6 +96,8 @@ impl ControlPlane {
         let mut last = String::new();
         for _attempt in 0..3 {
             let port_base = pick_port_base();
+            // Before `start`: a kill during start-up must not leave servers behind.
+            spawn_watchdog(&script, &state_dir, &root.join("bin"), port_base);
             let mut cmd = Command::new("bash");
             cmd.arg(&script).arg("start");
             if components.controller_manager {
@@ -389,6 +391,28 @@ impl Drop for ControlPlane {
             );
         }
     }
+}
+
+/// Stops the control plane if the test process dies without running `Drop` (killed
+/// by a harness timeout or by hand): a detached shell waits for this process to end,
+/// then runs `control-plane.sh stop` if the state directory is still there.
+fn spawn_watchdog(script: &Path, state_dir: &Path, bin_dir: &Path, port_base: u16) {
+    let cmd = format!(
+        "while kill -0 {pid} 2>/dev/null; do sleep 1; done; [ -d \"$K8S_STATE_DIR/run\" ] && exec bash \"$0\" stop",
+        pid = std::process::id()
+    );
+    let _ = Command::new("bash")
+        .arg("-c")
+        .arg(cmd)
+        .arg(script)
+        .env("K8S_STATE_DIR", state_dir)
+        .env("K8S_BIN_DIR", bin_dir)
+        .env("K8S_PORT_BASE", port_base.to_string())
+        .env("K8S_STOP_TIMEOUT", "0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
 }
 
 fn self_stop(script: &Path, state_dir: &Path, port_base: u16) -> std::io::Result<Output> {
