@@ -98,23 +98,15 @@ impl ControlPlane {
             let port_base = pick_port_base();
             // Before `start`: a kill during start-up must not leave servers behind.
             spawn_watchdog(&script, &state_dir, &root.join("bin"), port_base);
-            let mut cmd = Command::new("bash");
-            cmd.arg(&script).arg("start");
+            let mut cmd = script_command(&script, &state_dir, &root.join("bin"), port_base);
+            cmd.arg("start");
             if components.controller_manager {
                 cmd.arg("--with-controller-manager");
             }
             if components.scheduler {
                 cmd.arg("--with-scheduler");
             }
-            let out = cmd
-                .env("K8S_STATE_DIR", &state_dir)
-                // One unpacked copy for every test (unpacking concurrently is safe).
-                .env("K8S_BIN_DIR", root.join("bin"))
-                .env("K8S_PORT_BASE", port_base.to_string())
-                .env("K8S_STOP_TIMEOUT", "0")
-                .stdin(Stdio::null())
-                .output()
-                .expect("run control-plane.sh start");
+            let out = cmd.output().expect("run control-plane.sh start");
             if out.status.success() {
                 let kubeconfig = state_dir.join("kubeconfig");
                 let url = format!("https://127.0.0.1:{port_base}");
@@ -144,7 +136,9 @@ impl ControlPlane {
                 String::from_utf8_lossy(&out.stderr)
             );
             // A port taken between our check and the start: try other ports.
-            let _ = self_stop(&script, &state_dir, port_base);
+            let _ = script_command(&script, &state_dir, &root.join("bin"), port_base)
+                .arg("stop")
+                .output();
         }
         panic!("control-plane.sh start failed three times:\n{last}");
     }
@@ -193,20 +187,12 @@ impl ControlPlane {
     }
 
     fn script_cmd(&self) -> Command {
-        let mut cmd = Command::new("bash");
-        cmd.arg(&self.script)
-            .env("K8S_STATE_DIR", &self.state_dir)
-            .env(
-                "K8S_BIN_DIR",
-                self.state_dir
-                    .parent()
-                    .unwrap_or(&self.state_dir)
-                    .join("bin"),
-            )
-            .env("K8S_PORT_BASE", self.port_base.to_string())
-            .env("K8S_STOP_TIMEOUT", "0")
-            .stdin(Stdio::null());
-        cmd
+        let bin = self
+            .state_dir
+            .parent()
+            .unwrap_or(&self.state_dir)
+            .join("bin");
+        script_command(&self.script, &self.state_dir, &bin, self.port_base)
     }
 
     /// `control-plane.sh restart COMPONENT SECONDS_DOWN` (a crash: SIGKILL; etcd data
@@ -397,32 +383,41 @@ impl Drop for ControlPlane {
 /// by a harness timeout or by hand): a detached shell waits for this process to end,
 /// then runs `control-plane.sh stop` if the state directory is still there.
 fn spawn_watchdog(script: &Path, state_dir: &Path, bin_dir: &Path, port_base: u16) {
-    let cmd = format!(
+    let wait_then_stop = format!(
         "while kill -0 {pid} 2>/dev/null; do sleep 1; done; [ -d \"$K8S_STATE_DIR/run\" ] && exec bash \"$0\" stop",
         pid = std::process::id()
     );
-    let _ = Command::new("bash")
-        .arg("-c")
-        .arg(cmd)
-        .arg(script)
-        .env("K8S_STATE_DIR", state_dir)
-        .env("K8S_BIN_DIR", bin_dir)
-        .env("K8S_PORT_BASE", port_base.to_string())
-        .env("K8S_STOP_TIMEOUT", "0")
-        .stdin(Stdio::null())
+    let mut cmd = Command::new("bash");
+    // `bash -c CMD SCRIPT`: the script is CMD's $0.
+    cmd.arg("-c").arg(wait_then_stop).arg(script);
+    let _ = with_script_env(&mut cmd, state_dir, bin_dir, port_base)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn();
 }
 
-fn self_stop(script: &Path, state_dir: &Path, port_base: u16) -> std::io::Result<Output> {
-    Command::new("bash")
-        .arg(script)
-        .arg("stop")
-        .env("K8S_STATE_DIR", state_dir)
+/// `bash control-plane.sh` for one control plane.
+fn script_command(script: &Path, state_dir: &Path, bin_dir: &Path, port_base: u16) -> Command {
+    let mut cmd = Command::new("bash");
+    cmd.arg(script);
+    with_script_env(&mut cmd, state_dir, bin_dir, port_base);
+    cmd
+}
+
+/// The script's settings for one control plane: its state dir, the shared bin dir
+/// (one unpacked copy for every test; unpacking concurrently is safe), its ports, and
+/// SIGKILL on stop.
+fn with_script_env<'c>(
+    cmd: &'c mut Command,
+    state_dir: &Path,
+    bin_dir: &Path,
+    port_base: u16,
+) -> &'c mut Command {
+    cmd.env("K8S_STATE_DIR", state_dir)
+        .env("K8S_BIN_DIR", bin_dir)
         .env("K8S_PORT_BASE", port_base.to_string())
         .env("K8S_STOP_TIMEOUT", "0")
-        .output()
+        .stdin(Stdio::null())
 }
 
 async fn client_for(kubeconfig: &Path) -> kube::Client {

@@ -88,19 +88,12 @@ fn parse_args() -> Result<Args, String> {
     Ok(a)
 }
 
-/// user+system CPU seconds of a process (Linux), from /proc/PID/stat.
+/// user+system CPU seconds of a process (Linux), from /proc/PID/stat; 0 when gone.
 fn cpu_seconds(pid: u32) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0.0;
-    };
-    // Fields after the command (which may hold spaces), closing ')'.
-    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
-        return 0.0;
-    };
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // utime and stime are fields 14 and 15 of stat; here 11 and 12 (0-based after ')').
-    (ticks(11) + ticks(12)) / 100.0
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|l| switchyard::remote::procfs::parse(&l).map(|s| s.cpu_seconds))
+        .unwrap_or(0.0)
 }
 
 fn component_pid(cp: &ControlPlane, name: &str) -> u32 {
