@@ -384,6 +384,10 @@ fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         OutputFormat::Json => println!("{}", report.to_json()),
         OutputFormat::Table => print!("{}", report.to_table(args.all_pods)),
     }
+    if let Some(why) = &report.unsettled {
+        eprintln!("error: simulation failed: {why} (the report above shows the state then)");
+        return Ok(ExitCode::from(1));
+    }
     if !report.invariants.ok {
         eprintln!("error: an invariant was violated (see the report)");
         return Ok(ExitCode::from(3));

@@ -178,42 +178,74 @@ fn merge_plugins(default: &Plugins, custom: Option<&Plugins>) -> Plugins {
     out
 }
 
-/// Parses a Go duration string (`15s`, `1m30s`, `500ms`).
+/// Parses a Go duration string (`15s`, `1m30s`, `500ms`) as `time.ParseDuration` does:
+/// exact integer nanoseconds, `None` beyond Go's range (about 292 years) as Go refuses
+/// it, and `None` for a negative duration, which no setting here accepts.
 pub fn parse_go_duration(s: &str) -> Option<Duration> {
-    let mut total = Duration::ZERO;
+    const MAX: u128 = i64::MAX as u128;
     let mut rest = s.trim();
-    if rest.is_empty() {
+    if let Some(r) = rest.strip_prefix('+') {
+        rest = r;
+    }
+    if rest.is_empty() || rest.starts_with('-') {
         return None;
     }
     if rest == "0" {
         return Some(Duration::ZERO);
     }
+    let mut total: u128 = 0;
     while !rest.is_empty() {
-        let num_end = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        let int_end = rest
+            .find(|c: char| !c.is_ascii_digit())
             .unwrap_or(rest.len());
-        if num_end == 0 {
+        let int = &rest[..int_end];
+        rest = &rest[int_end..];
+        let mut frac = "";
+        if let Some(r) = rest.strip_prefix('.') {
+            let end = r.find(|c: char| !c.is_ascii_digit()).unwrap_or(r.len());
+            frac = &r[..end];
+            rest = &r[end..];
+        }
+        if int.is_empty() && frac.is_empty() {
             return None;
         }
-        let value: f64 = rest[..num_end].parse().ok()?;
-        rest = &rest[num_end..];
         let unit_end = rest
             .find(|c: char| c.is_ascii_digit() || c == '.')
             .unwrap_or(rest.len());
-        let unit = &rest[..unit_end];
-        rest = &rest[unit_end..];
-        let secs = match unit {
-            "h" => value * 3600.0,
-            "m" => value * 60.0,
-            "s" => value,
-            "ms" => value / 1e3,
-            "us" | "µs" => value / 1e6,
-            "ns" => value / 1e9,
+        let unit: u128 = match &rest[..unit_end] {
+            "h" => 3_600_000_000_000,
+            "m" => 60_000_000_000,
+            "s" => 1_000_000_000,
+            "ms" => 1_000_000,
+            "us" | "µs" | "μs" => 1_000,
+            "ns" => 1,
             _ => return None,
         };
-        total += Duration::from_secs_f64(secs);
+        rest = &rest[unit_end..];
+        let mut whole: u128 = 0;
+        for d in int.bytes() {
+            whole = whole * 10 + u128::from(d - b'0');
+            if whole > MAX {
+                return None;
+            }
+        }
+        let mut nanos = whole * unit;
+        // The fraction, exact to the nanosecond and truncated as Go truncates it.
+        let mut scale = unit;
+        for d in frac.bytes() {
+            if scale < 10 {
+                break;
+            }
+            scale /= 10;
+            nanos += u128::from(d - b'0') * scale;
+        }
+        total += nanos;
+        if total > MAX {
+            return None;
+        }
     }
-    Some(total)
+    let total = u64::try_from(total).ok()?;
+    Some(Duration::from_nanos(total))
 }
 
 impl SchedulerConfig {
@@ -646,6 +678,25 @@ profiles:
     fn go_durations() {
         assert_eq!(parse_go_duration("15s"), Some(Duration::from_secs(15)));
         assert_eq!(parse_go_duration("1m30s"), Some(Duration::from_secs(90)));
+        assert_eq!(parse_go_duration("1.5s"), Some(Duration::from_millis(1500)));
+        assert_eq!(parse_go_duration(".5ms"), Some(Duration::from_micros(500)));
+        assert_eq!(
+            parse_go_duration("2562047h"),
+            Some(Duration::from_secs(2562047 * 3600))
+        );
+        // Beyond Go's int64 nanoseconds: refused, not a panic.
+        for bad in [
+            "2562048h",
+            "9223372036854775808ns",
+            "1e300s",
+            "99999999999999999999999999999h",
+            "-1s",
+            "1",
+            ".s",
+            "1x",
+        ] {
+            assert_eq!(parse_go_duration(bad), None, "{bad}");
+        }
         assert_eq!(parse_go_duration("500ms"), Some(Duration::from_millis(500)));
         assert_eq!(parse_go_duration("abc"), None);
     }

@@ -99,6 +99,84 @@ fn labels_of(map: &Option<BTreeMap<String, String>>) -> Labels {
     }
 }
 
+/// Checks a pod's node affinity terms as strictly as the scheduler reads them
+/// (upstream `nodeaffinity.NewNodeSelector` / `NewPreferredSchedulingTerms`). The API
+/// server lets through values no label selector can hold; upstream then fails every
+/// attempt at PreScore (preferred terms) or matches no node (required terms), retrying
+/// forever. A manifest has no API server in front of it, so the embedded cluster
+/// refuses such a pod at load time, naming the field.
+pub fn validate_node_affinity(pod: &core::Pod) -> Result<()> {
+    let Some(na) = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.affinity.as_ref())
+        .and_then(|a| a.node_affinity.as_ref())
+    else {
+        return Ok(());
+    };
+    let base = "spec.affinity.nodeAffinity";
+    let term = |t: &core::NodeSelectorTerm, field: &str| -> Result<()> {
+        for (i, e) in t.match_expressions.iter().flatten().enumerate() {
+            let f = format!("{field}.matchExpressions[{i}]");
+            let op = Operator::parse(&e.operator).ok_or_else(|| {
+                err(
+                    format!("{f}.operator"),
+                    format!(
+                        "Unsupported value: {:?}: supported values: \"DoesNotExist\", \"Exists\", \"Gt\", \"In\", \"Lt\", \"NotIn\"",
+                        e.operator
+                    ),
+                )
+            })?;
+            Requirement::new(&e.key, op, e.values.clone().unwrap_or_default())
+                .map_err(|m| err(&f, m))?;
+        }
+        for (i, m) in t.match_fields.iter().flatten().enumerate() {
+            let f = format!("{field}.matchFields[{i}]");
+            if m.key != NODE_FIELD_NAME {
+                return Err(err(
+                    format!("{f}.key"),
+                    format!(
+                        "Unsupported value: {:?}: supported values: \"metadata.name\"",
+                        m.key
+                    ),
+                ));
+            }
+            let n = m.values.as_deref().map_or(0, <[String]>::len);
+            if !matches!(m.operator.as_str(), "In" | "NotIn") || n != 1 {
+                return Err(err(
+                    format!("{f}.values"),
+                    "must have one element for operator In or NotIn on metadata.name",
+                ));
+            }
+        }
+        Ok(())
+    };
+    if let Some(req) = &na.required_during_scheduling_ignored_during_execution {
+        let f = format!("{base}.requiredDuringSchedulingIgnoredDuringExecution");
+        if req.node_selector_terms.is_empty() {
+            return Err(err(
+                format!("{f}.nodeSelectorTerms"),
+                "Required value: must have at least one node selector term",
+            ));
+        }
+        for (i, t) in req.node_selector_terms.iter().enumerate() {
+            term(t, &format!("{f}.nodeSelectorTerms[{i}]"))?;
+        }
+    }
+    for (i, p) in na
+        .preferred_during_scheduling_ignored_during_execution
+        .iter()
+        .flatten()
+        .enumerate()
+    {
+        term(
+            &p.preference,
+            &format!("{base}.preferredDuringSchedulingIgnoredDuringExecution[{i}].preference"),
+        )?;
+    }
+    Ok(())
+}
+
 /// Converts a Pod. `generated_uid` is used when the object has no UID (manifests).
 pub fn pod_from_k8s(
     pod: &core::Pod,

@@ -15,14 +15,16 @@
 
 use std::fmt;
 
-/// A parsed quantity: `mantissa × 10^-frac_digits × base^exp`, kept exact so that
-/// rounding happens once, at the scale the caller asks for.
+/// A parsed quantity, read out once at parse time as `Value()` and `MilliValue()` read
+/// it. The digits are kept exact however many there are and whatever the exponent
+/// (apimachinery's `inf.Dec` path), so no exponent or digit count can wrap the value:
+/// every rounding happens once, upwards, at the scale asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Quantity {
     negative: bool,
-    mantissa: u128,
-    frac_digits: u32,
-    scale: Scale,
+    zero: bool,
+    value: i64,
+    milli: i64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,56 +42,38 @@ pub enum QuantityError {
     Format,
     #[error("unable to parse quantity's suffix")]
     Suffix,
-    #[error("too many digits")]
-    TooLong,
 }
 
 impl Quantity {
     /// Parses a quantity string such as `100m`, `1.5`, `1Gi`, `500M` or `2e3`.
     pub fn parse(input: &str) -> Result<Self, QuantityError> {
         let s = input.as_bytes();
-        if s.is_empty() {
-            return Err(QuantityError::Format);
-        }
         let mut i = 0;
         let mut negative = false;
-        match s[0] {
-            b'+' => i += 1,
-            b'-' => {
+        match s.first() {
+            None => return Err(QuantityError::Format),
+            Some(b'+') => i += 1,
+            Some(b'-') => {
                 negative = true;
                 i += 1
             }
             _ => {}
         }
-        let mut mantissa: u128 = 0;
-        let mut digits = 0usize;
-        let mut frac_digits = 0u32;
-        let mut seen_dot = false;
-        while i < s.len() {
-            match s[i] {
-                c @ b'0'..=b'9' => {
-                    digits += 1;
-                    // Leading zeros cost nothing; more than 38 significant digits cannot be exact.
-                    if mantissa == 0 && c == b'0' {
-                        if seen_dot {
-                            frac_digits += 1;
-                        }
-                    } else {
-                        mantissa = mantissa
-                            .checked_mul(10)
-                            .and_then(|m| m.checked_add(u128::from(c - b'0')))
-                            .ok_or(QuantityError::TooLong)?;
-                        if seen_dot {
-                            frac_digits += 1;
-                        }
-                    }
-                }
-                b'.' if !seen_dot => seen_dot = true,
-                _ => break,
-            }
+        let int_start = i;
+        while i < s.len() && s[i].is_ascii_digit() {
             i += 1;
         }
-        if digits == 0 {
+        let int = &s[int_start..i];
+        let mut frac: &[u8] = &[];
+        if i < s.len() && s[i] == b'.' {
+            i += 1;
+            let frac_start = i;
+            while i < s.len() && s[i].is_ascii_digit() {
+                i += 1;
+            }
+            frac = &s[frac_start..i];
+        }
+        if int.is_empty() && frac.is_empty() {
             return Err(QuantityError::Format);
         }
         let suffix = &input[i..];
@@ -119,27 +103,36 @@ impl Quantity {
                 if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
                     return Err(suffix_error(suffix));
                 }
+                // apimachinery parses the exponent as an int32: beyond it, a suffix error.
                 let exp: i32 = rest.parse().map_err(|_| QuantityError::Suffix)?;
                 Scale::Decimal(exp)
             }
         };
+        // Leading zeros of the integer part and trailing zeros of the fraction carry no value.
+        let int = &int[int.iter().position(|&b| b != b'0').unwrap_or(int.len())..];
+        let frac = &frac[..frac.iter().rposition(|&b| b != b'0').map_or(0, |p| p + 1)];
+        let zero = int.is_empty() && frac.is_empty();
+        let value = ceil_scaled(int, frac, scale, 0);
+        let milli = ceil_scaled(int, frac, scale, 3);
+        let sign = |v: i64| if negative { -v } else { v };
         Ok(Quantity {
-            negative: negative && mantissa != 0,
-            mantissa,
-            frac_digits,
-            scale,
+            negative: negative && !zero,
+            zero,
+            value: sign(value),
+            milli: sign(milli),
         })
     }
 
-    /// The value rounded up to an integer, as `Quantity.Value()` does; saturates at the
-    /// i64 range like the apimachinery int64 fast path would refuse to go further.
+    /// The value rounded up (away from zero) to an integer, as `Quantity.Value()` does.
+    /// Values beyond the i64 range saturate, as apimachinery caps a quantity at
+    /// 2^63-1 (it would wrap `MilliValue()` of such a value; this saturates it too).
     pub fn value(&self) -> i64 {
-        self.scaled(0)
+        self.value
     }
 
     /// The value in thousandths rounded up, as `Quantity.MilliValue()` does.
     pub fn milli_value(&self) -> i64 {
-        self.scaled(3)
+        self.milli
     }
 
     pub fn is_negative(&self) -> bool {
@@ -147,63 +140,74 @@ impl Quantity {
     }
 
     pub fn is_zero(&self) -> bool {
-        self.mantissa == 0
+        self.zero
     }
+}
 
-    /// `ceil(self × 10^extra)` (away from zero for negatives, as apimachinery rounds up).
-    fn scaled(&self, extra: i32) -> i64 {
-        if self.mantissa == 0 {
-            return 0;
+/// `ceil(int.frac × scale × 10^extra)` in magnitude, saturated at `i64::MAX`, computed
+/// on the digits themselves: exact for any exponent and any number of digits, in time
+/// linear in the digits.
+fn ceil_scaled(int: &[u8], frac: &[u8], scale: Scale, extra: i64) -> i64 {
+    if int.is_empty() && frac.is_empty() {
+        return 0;
+    }
+    let (exp10, exp2) = match scale {
+        Scale::Decimal(e) => (i64::from(e) + extra, 0u32),
+        Scale::Binary(b) => (extra, b),
+    };
+    // The digits `int ++ frac` with the decimal point moved to `point` (may lie outside).
+    let len = (int.len() + frac.len()) as i64;
+    let point = int.len() as i64 + exp10;
+    let digit = |k: i64| -> u8 {
+        if k < int.len() as i64 {
+            int[k as usize] - b'0'
+        } else {
+            frac[(k - int.len() as i64) as usize] - b'0'
         }
-        let (mut exp10, exp2) = match self.scale {
-            Scale::Decimal(e) => (e, 0u32),
-            Scale::Binary(b) => (0, b),
+    };
+    // Integer part: digits [0, point), zeros past the end. 10^19 > i64::MAX already.
+    let mut whole: u128 = 0;
+    if point > 0 {
+        // `int` has no leading zeros; `frac` (when `int` is empty) may, and has a nonzero digit.
+        let first_nonzero = if int.is_empty() {
+            frac.iter().position(|&b| b != b'0').unwrap_or(0) as i64
+        } else {
+            0
         };
-        exp10 += extra;
-        exp10 -= self.frac_digits as i32;
-        let mut num: u128 = self.mantissa;
-        let mut den: u128 = 1;
-        if exp2 > 0 {
-            num = match num.checked_shl(exp2).filter(|v| v >> exp2 == num) {
-                Some(v) => v,
-                None => return self.saturate(),
-            };
+        if first_nonzero < point && point - first_nonzero > 19 {
+            return i64::MAX;
         }
-        if exp10 >= 0 {
-            for _ in 0..exp10 {
-                num = match num.checked_mul(10) {
-                    Some(v) => v,
-                    None => return self.saturate(),
-                };
-            }
-        } else {
-            for _ in 0..(-exp10) {
-                den = match den.checked_mul(10) {
-                    Some(v) => v,
-                    // The denominator exceeds any numerator: the value rounds up to 1.
-                    None => return if self.negative { -1 } else { 1 },
-                };
-            }
+        for k in 0..point.min(len) {
+            whole = whole * 10 + u128::from(digit(k));
         }
-        let magnitude = num.div_ceil(den);
-        if magnitude > i64::MAX as u128 {
-            return self.saturate();
-        }
-        let v = magnitude as i64;
-        if self.negative {
-            -v
-        } else {
-            v
+        for _ in len..point {
+            whole *= 10;
         }
     }
-
-    fn saturate(&self) -> i64 {
-        if self.negative {
-            i64::MIN
+    // Fraction: digits [max(point, 0), len) behind `max(-point, 0)` zeros, times 2^exp2.
+    let frac_from = point.max(0);
+    let mut carry: u128 = 0;
+    let mut fraction_left = false;
+    if frac_from < len {
+        let leading_zeros = (-point).max(0);
+        if exp2 == 0 || leading_zeros > 19 {
+            // Times 2^60 at most, a fraction below 10^-19 stays below 1.
+            fraction_left = (frac_from..len).any(|k| digit(k) != 0);
         } else {
-            i64::MAX
+            let factor = 1u128 << exp2;
+            for k in (frac_from..len).rev() {
+                let t = u128::from(digit(k)) * factor + carry;
+                fraction_left |= t % 10 != 0;
+                carry = t / 10;
+            }
+            for _ in 0..leading_zeros {
+                fraction_left |= carry % 10 != 0;
+                carry /= 10;
+            }
         }
     }
+    let magnitude = (whole << exp2) + carry + u128::from(fraction_left);
+    i64::try_from(magnitude).unwrap_or(i64::MAX)
 }
 
 fn suffix_error(suffix: &str) -> QuantityError {
@@ -276,6 +280,108 @@ mod tests {
             "", "Gi", "1 Gi", "1KiB", "1.5.5", "abc", "1e", "1e+", "1ee3", ".", "+", "1Gi1", "--1",
         ] {
             assert!(Quantity::parse(bad).is_err(), "{bad:?} should be rejected");
+        }
+    }
+
+    #[test]
+    fn exponents_at_the_int32_edges_never_wrap() {
+        // These wrapped an i32 exponent: a huge request read as 1m, a tiny node as infinite.
+        assert_eq!(m("1e2147483647"), i64::MAX);
+        assert_eq!(v("1e2147483647"), i64::MAX);
+        assert_eq!(v("0.1e-2147483648"), 1);
+        assert_eq!(m("0.1e-2147483648"), 1);
+        assert_eq!(v("1e-2147483648"), 1);
+        assert_eq!(v("0e2147483647"), 0);
+        assert_eq!(v("100000e-2147483648"), 1);
+        assert_eq!(v("1.5e2147483647"), i64::MAX);
+        // apimachinery parses the exponent as int32: one more is a suffix error.
+        assert_eq!(Quantity::parse("1e2147483648"), Err(QuantityError::Suffix));
+        assert_eq!(Quantity::parse("1e-2147483649"), Err(QuantityError::Suffix));
+    }
+
+    #[test]
+    fn any_number_of_digits_is_exact() {
+        let long = format!("{}1", "0".repeat(5000));
+        assert_eq!(v(&long), 1);
+        assert_eq!(v(&format!("0.{}1", "0".repeat(5000))), 1);
+        assert_eq!(m(&format!("0.{}1", "0".repeat(5000))), 1);
+        assert_eq!(v(&format!("1{}", "0".repeat(40))), i64::MAX);
+        assert_eq!(v(&format!("1.{}1", "0".repeat(60))), 2);
+        assert_eq!(v(&format!("2.{}", "0".repeat(60))), 2);
+        assert_eq!(v("100e-2"), 1);
+        assert_eq!(v("100.00e-2"), 1);
+        assert_eq!(v("101e-2"), 2);
+        assert_eq!(v("9223372036854775807"), i64::MAX);
+        assert_eq!(v("9223372036854775806.5"), i64::MAX);
+        assert_eq!(v("9223372036854775805.5"), 9223372036854775806);
+        assert_eq!(v("0.000000000000000000000000000000000000001Ei"), 1);
+        assert_eq!(v("7.999999999999999999999Ei"), i64::MAX);
+        assert_eq!(v("7.99999999999999999Ei"), 9223372036854775797);
+        assert_eq!(v("0.5Ki"), 512);
+        assert_eq!(v("0.0001Ki"), 1);
+        assert_eq!(m("0.0001Ki"), 103);
+        assert_eq!(Quantity::parse("0.001e3Ki"), Err(QuantityError::Suffix));
+    }
+
+    /// Decimal and binary quantities against exact rational arithmetic on small
+    /// mantissas, over the whole range of exponents that can matter.
+    #[test]
+    fn matches_exact_arithmetic() {
+        let mut state = 0x9e3779b97f4a7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..20_000 {
+            let int = next() % 1_000_000;
+            let frac_digits = (next() % 6) as u32;
+            let frac = next() % 10u64.pow(frac_digits);
+            let text_num = if frac_digits == 0 {
+                int.to_string()
+            } else {
+                format!("{int}.{frac:0width$}", width = frac_digits as usize)
+            };
+            // The number as num / 10^frac_digits.
+            let num = u128::from(int) * 10u128.pow(frac_digits) + u128::from(frac);
+            let (suffix, mul2, exp10) = match next() % 3 {
+                0 => {
+                    let e = (next() % 61) as i32 - 30;
+                    (format!("e{e}"), 0u32, e)
+                }
+                1 => {
+                    let b = [10u32, 20, 30, 40, 50, 60][(next() % 6) as usize];
+                    let s = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"][(b / 10 - 1) as usize];
+                    (s.to_string(), b, 0)
+                }
+                _ => {
+                    let (s, e) = [("n", -9), ("u", -6), ("m", -3), ("", 0), ("k", 3), ("G", 9)]
+                        [(next() % 6) as usize];
+                    (s.to_string(), 0, e)
+                }
+            };
+            let text = format!("{text_num}{suffix}");
+            for extra in [0i32, 3] {
+                // ceil(num × 2^mul2 × 10^(exp10 + extra) / 10^frac_digits), saturated.
+                let e = exp10 + extra - frac_digits as i32;
+                let n = num << mul2;
+                let expected = if num == 0 {
+                    0
+                } else if e >= 0 {
+                    10u128
+                        .checked_pow(e as u32)
+                        .and_then(|p| n.checked_mul(p))
+                        .map_or(i64::MAX, |x| i64::try_from(x).unwrap_or(i64::MAX))
+                } else {
+                    match 10u128.checked_pow((-e) as u32) {
+                        Some(d) => i64::try_from(n.div_ceil(d)).unwrap_or(i64::MAX),
+                        None => 1,
+                    }
+                };
+                let got = if extra == 0 { v(&text) } else { m(&text) };
+                assert_eq!(got, expected, "{text} at 10^{extra}");
+            }
         }
     }
 

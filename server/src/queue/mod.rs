@@ -59,6 +59,10 @@ pub enum Placement {
 pub struct PendingCounts {
     pub active: usize,
     pub backoff: usize,
+    /// Of `backoff`, the pods backing off after an error (not a rejection).
+    pub errored: usize,
+    /// The fewest consecutive errors among `errored` pods (0 when there are none).
+    pub min_consecutive_errors: u32,
     pub unschedulable: usize,
     pub gated: usize,
     pub in_flight: usize,
@@ -852,6 +856,13 @@ impl SchedulingQueue {
         PendingCounts {
             active: inner.active.len(),
             backoff: inner.backoff.len() + inner.error_backoff.len(),
+            errored: inner.error_backoff.len(),
+            min_consecutive_errors: inner
+                .error_backoff
+                .iter()
+                .map(|p| p.consecutive_errors_count)
+                .min()
+                .unwrap_or(0),
             unschedulable: inner.unschedulable.values().filter(|p| !p.gated()).count(),
             gated: inner.unschedulable.values().filter(|p| p.gated()).count(),
             in_flight: inner.in_flight.len(),

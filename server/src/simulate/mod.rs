@@ -174,17 +174,33 @@ pub fn run(opts: &SimulateOptions, registry: &Registry) -> Result<Report, Simula
         cpu_groups: &cpu_groups,
         result: None,
     };
+    let stuck = StuckRule::for_run(!config.remote_plugins.is_empty());
+    let run_deadline = started + opts.timeout;
     let result = (|| -> Result<(), SimulateError> {
-        wait_settled(&sched, &cluster, opts.timeout, &mut progress)?;
+        wait_settled(&sched, &cluster, opts.timeout, stuck, &mut progress)?;
         if let Some(w) = &workload {
-            run_ops(w, &cluster, &sched, opts, &mut progress, &mut measuring)?;
+            run_ops(
+                w,
+                &cluster,
+                &sched,
+                opts,
+                stuck,
+                run_deadline,
+                &mut progress,
+                &mut measuring,
+            )?;
         }
-        wait_settled(&sched, &cluster, opts.timeout, &mut progress)
+        wait_settled(&sched, &cluster, opts.timeout, stuck, &mut progress)
     })();
     let elapsed = started.elapsed();
     progress.finish();
     running.stop();
-    result?;
+    // A run that did not settle still reports what it did; anything else is fatal.
+    let unsettled = match result {
+        Ok(()) => None,
+        Err(e @ SimulateError::Timeout { .. }) => Some(e.to_string()),
+        Err(e) => return Err(e),
+    };
     let mut report = report::build(
         &cluster,
         &sched,
@@ -195,6 +211,7 @@ pub fn run(opts: &SimulateOptions, registry: &Registry) -> Result<Report, Simula
         opts.events,
     );
     report.remote = stop.0.iter().map(report::RemoteReport::of).collect();
+    report.unsettled = unsettled;
     drop(sched);
     runtime.shutdown_timeout(Duration::from_secs(1));
     drop(stop);
@@ -290,27 +307,40 @@ fn bound_since(cluster: &EmbeddedCluster, since: u64, namespaces: &[String]) -> 
         .count()
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_ops(
     w: &workload::Workload,
     cluster: &Arc<EmbeddedCluster>,
     sched: &Arc<Scheduler>,
     opts: &SimulateOptions,
+    stuck: StuckRule,
+    deadline: Instant,
     progress: &mut Progress,
     measured: &mut Measuring,
 ) -> Result<(), SimulateError> {
     let mut churn = Churn::default();
-    let result = run_ops_inner(w, cluster, sched, opts, progress, measured, &mut churn);
+    let ctx = OpsContext { stuck, deadline };
+    let result = run_ops_inner(w, cluster, sched, opts, ctx, progress, measured, &mut churn);
     // Upstream churn runs until the workload's last op is done.
     let churned = churn.stop();
     result?;
     churned.map_err(|m| SimulateError::Op(format!("{}: {m}", w.name)))
 }
 
+/// What every op of a run shares: when to call it settled, and when to give up.
+#[derive(Clone, Copy)]
+struct OpsContext {
+    stuck: StuckRule,
+    deadline: Instant,
+}
+
+#[allow(clippy::too_many_arguments)]
 fn run_ops_inner(
     w: &workload::Workload,
     cluster: &Arc<EmbeddedCluster>,
     sched: &Arc<Scheduler>,
     opts: &SimulateOptions,
+    ctx: OpsContext,
     progress: &mut Progress,
     measured: &mut Measuring,
     churn: &mut Churn,
@@ -407,15 +437,26 @@ fn run_ops_inner(
                     cluster.create_pod(p).map_err(|e| op_err(e.to_string()))?;
                 }
                 if !*skip_wait {
-                    wait_settled(sched, cluster, opts.timeout, progress)?;
+                    wait_settled(sched, cluster, opts.timeout, ctx.stuck, progress)?;
                 }
                 if *collect_metrics {
                     let bound = bound_since(cluster, since, std::slice::from_ref(namespace));
                     measured.record(mark, bound);
                 }
             }
-            Op::Barrier => wait_settled(sched, cluster, opts.timeout, progress)?,
-            Op::Sleep(d) => std::thread::sleep(*d),
+            Op::Barrier => wait_settled(sched, cluster, opts.timeout, ctx.stuck, progress)?,
+            Op::Sleep(d) => {
+                // A sleep never outlasts the run's --timeout.
+                let left = ctx.deadline.saturating_duration_since(Instant::now());
+                if *d > left {
+                    std::thread::sleep(left);
+                    return Err(SimulateError::Timeout {
+                        timeout: opts.timeout,
+                        pending: format!("op {i} (sleep {d:?}) runs past the time-out"),
+                    });
+                }
+                std::thread::sleep(*d);
+            }
             Op::DeletePods {
                 namespace,
                 selector,
@@ -452,7 +493,7 @@ fn run_ops_inner(
                 window = Some((measured.mark(), cluster.next_order(), namespaces));
             }
             Op::StopCollectingMetrics => {
-                wait_settled(sched, cluster, opts.timeout, progress)?;
+                wait_settled(sched, cluster, opts.timeout, ctx.stuck, progress)?;
                 if let Some((mark, since, namespaces)) = window.take() {
                     let pods = bound_since(cluster, since, namespaces);
                     measured.record(mark, pods);
@@ -617,32 +658,113 @@ impl Churner {
     }
 }
 
-/// Waits until the scheduler has nothing left to do (checked twice, a moment apart).
+/// How a simulation decides that pods retrying after errors cannot make progress.
+#[derive(Clone, Copy, Debug)]
+pub struct StuckRule {
+    /// Consecutive errors every erroring pod must have had.
+    pub errors: u32,
+    /// How long nothing else may have happened meanwhile.
+    pub quiet: Duration,
+}
+
+impl StuckRule {
+    /// In process an error repeats as long as the cluster does not change (no nodes, a
+    /// plugin that fails on this pod): two in a row settle it. A sidecar may come back,
+    /// so with sidecars it takes three errors each and 5 s without any other progress.
+    pub fn for_run(with_sidecars: bool) -> Self {
+        if with_sidecars {
+            StuckRule {
+                errors: 3,
+                quiet: Duration::from_secs(5),
+            }
+        } else {
+            StuckRule {
+                errors: 2,
+                quiet: Duration::ZERO,
+            }
+        }
+    }
+}
+
+/// Waits until no pod can make progress: the scheduler has nothing left to do, or the
+/// only pods left retry after errors that repeat (see [`StuckRule`]). Terminations
+/// still under their grace period are finished by letting simulated time jump to them
+/// once everything else is idle. Checked twice, a moment apart.
 fn wait_settled(
     sched: &Arc<Scheduler>,
     cluster: &EmbeddedCluster,
     timeout: Duration,
+    stuck: StuckRule,
     progress: &mut Progress,
 ) -> Result<(), SimulateError> {
     let deadline = Instant::now() + timeout;
     let mut idle_since: Option<Instant> = None;
+    let mut stuck_since: Option<(Instant, u64)> = None;
     loop {
         let terminating = cluster.advance();
-        if terminating == 0 && sched.is_idle() {
+        let p = sched.queue.pending();
+        let quiet = sched.event_backlog() == 0
+            && p.active == 0
+            && p.in_flight == 0
+            && sched.in_flight_ops() == 0;
+        if quiet && p.backoff == 0 {
             match idle_since {
-                Some(t) if t.elapsed() >= Duration::from_millis(3) => return Ok(()),
+                Some(t) if t.elapsed() >= Duration::from_millis(3) => {
+                    if terminating == 0 {
+                        return Ok(());
+                    }
+                    cluster.finish_next_termination();
+                    idle_since = None;
+                }
                 Some(_) => {}
                 None => idle_since = Some(Instant::now()),
             }
         } else {
             idle_since = None;
         }
+        let bound = sched.stats.bound.load(std::sync::atomic::Ordering::Relaxed);
+        if quiet
+            && terminating == 0
+            && p.backoff == p.errored
+            && p.errored > 0
+            && p.min_consecutive_errors >= stuck.errors
+        {
+            match stuck_since {
+                Some((t, b)) if b == bound => {
+                    if t.elapsed() >= stuck.quiet {
+                        tracing::info!(
+                            pods = p.errored,
+                            "settled: every pod left fails with an error at each attempt"
+                        );
+                        return Ok(());
+                    }
+                }
+                _ => stuck_since = Some((Instant::now(), bound)),
+            }
+        } else if !(quiet && p.backoff == p.errored) {
+            stuck_since = None;
+        }
         if Instant::now() > deadline {
-            let p = sched.queue.pending();
+            let mut terminating = cluster.terminating_pods();
+            let waiting_on = if terminating.is_empty() {
+                String::new()
+            } else {
+                let more = terminating.len().saturating_sub(5);
+                terminating.truncate(5);
+                format!(
+                    "; still terminating: {}{}",
+                    terminating.join(", "),
+                    if more > 0 {
+                        format!(" and {more} more")
+                    } else {
+                        String::new()
+                    }
+                )
+            };
             return Err(SimulateError::Timeout {
                 timeout,
                 pending: format!(
-                    "{} active, {} backing off, {} in flight, {} binding/backend calls, {} events unhandled",
+                    "{} active, {} backing off, {} in flight, {} binding/backend calls, {} events unhandled{waiting_on}",
                     p.active,
                     p.backoff,
                     p.in_flight,

@@ -142,6 +142,9 @@ pub struct Report {
     /// Sidecar endpoints, when any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub remote: Vec<RemoteReport>,
+    /// Why the run stopped before it settled (the time-out), when it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unsettled: Option<String>,
 }
 
 /// The reason shown for a pod no attempt has finished for (an invariant violation
@@ -298,6 +301,7 @@ pub fn build(
             assumed_pods,
         },
         remote: Vec::new(),
+        unsettled: None,
     }
 }
 

@@ -304,7 +304,8 @@ impl Fit {
                     let score = if requested > alloc {
                         self.shape.eval(100)
                     } else {
-                        self.shape.eval(requested * 100 / alloc)
+                        self.shape
+                            .eval(super::resource_allocation::percent_of(requested, alloc))
                     };
                     // Resources scoring 0 are left out of the mean (upstream quirk).
                     if score > 0 {

@@ -101,7 +101,7 @@ pub fn allocatable_and_requested(
             } else {
                 node.non_zero_requested.milli_cpu
             };
-            (a.milli_cpu, nr + pod_req)
+            (a.milli_cpu, nr.saturating_add(pod_req))
         }
         ResourceKind::Memory => {
             let nr = if use_requested {
@@ -109,21 +109,29 @@ pub fn allocatable_and_requested(
             } else {
                 node.non_zero_requested.memory
             };
-            (a.memory, nr + pod_req)
+            (a.memory, nr.saturating_add(pod_req))
         }
         ResourceKind::EphemeralStorage => (
             a.ephemeral_storage,
-            node.requested.ephemeral_storage + pod_req,
+            node.requested.ephemeral_storage.saturating_add(pod_req),
         ),
         ResourceKind::Scalar(n) => {
             if pod_req == 0 || !a.scalar.contains(n) {
                 (0, 0)
             } else {
-                (a.scalar.get(n), node.requested.scalar.get(n) + pod_req)
+                (
+                    a.scalar.get(n),
+                    node.requested.scalar.get(n).saturating_add(pod_req),
+                )
             }
         }
         ResourceKind::Ignored => (0, 0),
     }
+}
+
+/// Utilisation in percent, `requested * 100 / capacity`, without overflow near i64::MAX.
+pub fn percent_of(requested: i64, capacity: i64) -> i64 {
+    (i128::from(requested) * 100 / i128::from(capacity)) as i64
 }
 
 /// Upstream `leastRequestedScore`.
@@ -131,7 +139,8 @@ pub fn least_requested_score(requested: i64, capacity: i64) -> i64 {
     if capacity == 0 || requested > capacity {
         return 0;
     }
-    (capacity - requested) * 100 / capacity
+    // In i128: near i64::MAX the product overflows (Go's int64 wraps there).
+    ((i128::from(capacity) - i128::from(requested)) * 100 / i128::from(capacity)) as i64
 }
 
 /// Upstream `mostRequestedScore` (requests above capacity count as full).
@@ -139,7 +148,7 @@ pub fn most_requested_score(requested: i64, capacity: i64) -> i64 {
     if capacity == 0 {
         return 0;
     }
-    requested.min(capacity) * 100 / capacity
+    (i128::from(requested.min(capacity)) * 100 / i128::from(capacity)) as i64
 }
 
 /// A piecewise-linear function over utilisation 0..=100 (upstream `BuildBrokenLinearFunction`);
