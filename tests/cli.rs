@@ -147,7 +147,17 @@ fn preemption_workload_evicts_three_per_preemptor() {
 fn churn_creates_objects_while_later_ops_run() {
     let dir = std::env::temp_dir().join(format!("switchyard-churn-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let root = workspace_root().join("examples/workloads/templates");
+    // Templates must live in the workload's folder: copy them there.
+    let src = workspace_root().join("examples/workloads/templates");
+    let root = dir.join("templates");
+    std::fs::create_dir_all(&root).unwrap();
+    for t in [
+        "pod-low-priority.yaml",
+        "pod-high-priority.yaml",
+        "pod-default.yaml",
+    ] {
+        std::fs::copy(src.join(t), root.join(t)).unwrap();
+    }
     let f = dir.join("churn.yaml");
     std::fs::write(
         &f,

@@ -54,7 +54,13 @@ impl Run {
             ));
         }
         std::fs::write(dir.join("nodes.yaml"), nodes).expect("write nodes");
-        let template = workspace_root().join("examples/workloads/templates/pod-default.yaml");
+        // Templates must live in the workload's folder: copy it there.
+        let template = dir.join("pod-default.yaml");
+        std::fs::copy(
+            workspace_root().join("examples/workloads/templates/pod-default.yaml"),
+            &template,
+        )
+        .expect("copy template");
         std::fs::write(
             dir.join("workload.yaml"),
             format!(

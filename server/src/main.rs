@@ -249,9 +249,18 @@ struct SimulateArgs {
     #[arg(long, default_value_t = 0x5eed, value_name = "N")]
     seed: u64,
 
-    /// Give up if the queue has not settled after this many seconds.
-    #[arg(long, default_value_t = 600, value_name = "SECONDS")]
+    /// Give up if the queue has not settled after this many seconds (a last resort: a
+    /// run ends by itself once no pod can make progress). The report is printed either
+    /// way.
+    #[arg(long, default_value_t = 600, value_name = "SECONDS",
+          value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
     timeout: u64,
+
+    /// Refuse a manifest file larger than this many bytes (100,000 pods and 10,000
+    /// nodes take about 40 MB).
+    #[arg(long, default_value_t = switchyard::cluster::manifest::DEFAULT_MAX_INPUT_BYTES,
+          value_name = "BYTES")]
+    max_input_bytes: u64,
 
     /// Threads for parallel Filter and Score (0 = one per core).
     #[arg(long, default_value_t = 0, value_name = "N")]
@@ -360,6 +369,7 @@ fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    switchyard::cluster::manifest::set_max_input_bytes(args.max_input_bytes);
     let demo = args.cluster.is_empty() && args.workload.is_none();
     let mut sidecars = args.sidecar;
     if demo && args.config.is_none() && sidecars.is_empty() && args.plugin_endpoint.is_empty() {
@@ -419,6 +429,7 @@ fn demo_sidecars() -> anyhow::Result<Vec<String>> {
         anyhow::bail!("the demo starts plugins/python-energy/sidecar.py, which is not here: {fix}");
     };
     let python = std::env::var("SWITCHYARD_PYTHON").unwrap_or_else(|_| "python3".into());
+    check_python_grpc(&python)?;
     Ok(vec![
         exec_command(
             &cosched.display().to_string(),
@@ -431,6 +442,36 @@ fn demo_sidecars() -> anyhow::Result<Vec<String>> {
         ),
         exec_command(&python, &[&script.display().to_string()]),
     ])
+}
+
+/// Checks before starting the Python sidecar that its interpreter exists and has
+/// grpcio and protobuf, so a missing module is one clear line, not a child's traceback.
+fn check_python_grpc(python: &str) -> anyhow::Result<()> {
+    let fix = format!(
+        "run scripts/demo.sh (it creates target/pyenv with them), or: {python} -m pip install -r plugins/python-energy/requirements.txt; \
+         SWITCHYARD_PYTHON names another interpreter"
+    );
+    let out = std::process::Command::new(python)
+        .args(["-c", "import grpc, google.protobuf"])
+        .stdin(std::process::Stdio::null())
+        .output();
+    match out {
+        Err(e) => anyhow::bail!(
+            "the demo's EnergyAware sidecar needs Python, and {python:?} cannot be started ({e}): {fix}"
+        ),
+        Ok(o) if !o.status.success() => {
+            let err = String::from_utf8_lossy(&o.stderr);
+            let missing = err
+                .lines()
+                .rev()
+                .find_map(|l| l.strip_prefix("ModuleNotFoundError: "))
+                .unwrap_or("grpcio or protobuf is missing");
+            anyhow::bail!(
+                "the demo's EnergyAware sidecar needs grpcio and protobuf in {python:?} ({missing}): {fix}"
+            )
+        }
+        Ok(_) => Ok(()),
+    }
 }
 
 /// `bench --tracing`: one child `bench --runs in-process` per sampling setting.

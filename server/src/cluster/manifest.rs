@@ -98,6 +98,36 @@ impl ManifestError {
 #[derive(Default, Debug)]
 pub struct Skipped(pub Vec<(Source, String)>);
 
+/// The largest manifest file read by default: 1 GiB.
+pub const DEFAULT_MAX_INPUT_BYTES: u64 = 1 << 30;
+
+static MAX_INPUT_BYTES: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(DEFAULT_MAX_INPUT_BYTES);
+
+/// Sets the largest manifest or workload file this process reads (`--max-input-bytes`).
+pub fn set_max_input_bytes(n: u64) {
+    MAX_INPUT_BYTES.store(n, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Reads a whole input file, refusing one over `--max-input-bytes` before reading it.
+pub fn read_input(path: &Path) -> Result<String, ManifestError> {
+    let io = |e: std::io::Error| ManifestError::Io {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    };
+    let max = MAX_INPUT_BYTES.load(std::sync::atomic::Ordering::Relaxed);
+    let len = std::fs::metadata(path).map_err(io)?.len();
+    if len > max {
+        return Err(ManifestError::Io {
+            path: path.display().to_string(),
+            message: format!(
+                "{len} bytes is over the limit of {max} (raise it with --max-input-bytes, or split the file)"
+            ),
+        });
+    }
+    std::fs::read_to_string(path).map_err(io)
+}
+
 /// Loads every manifest under `paths` (files, or directories read recursively in name
 /// order, taking `*.yaml`, `*.yml` and `*.json`).
 pub fn load_paths(paths: &[PathBuf]) -> Result<(Vec<ManifestObject>, Skipped), ManifestError> {
@@ -108,10 +138,7 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<(Vec<ManifestObject>, Skipped), M
     let mut out = Vec::new();
     let mut skipped = Skipped::default();
     for f in files {
-        let text = std::fs::read_to_string(&f).map_err(|e| ManifestError::Io {
-            path: f.display().to_string(),
-            message: e.to_string(),
-        })?;
+        let text = read_input(&f)?;
         parse_str(&text, &f.display().to_string(), &mut out, &mut skipped)?;
     }
     Ok((out, skipped))

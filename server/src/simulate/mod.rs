@@ -116,6 +116,7 @@ pub fn run(opts: &SimulateOptions, registry: &Registry) -> Result<Report, Simula
         (None, None, None) => SchedulerConfig::default_config(),
     };
     let demo = opts.cluster.is_empty() && workload.is_none() && opts.objects.is_empty();
+    let load_started = Instant::now();
     let (mut objects, skipped) = if demo {
         let mut out = Vec::new();
         let mut skipped = manifest::Skipped::default();
@@ -129,6 +130,12 @@ pub fn run(opts: &SimulateOptions, registry: &Registry) -> Result<Report, Simula
         tracing::warn!(%src, kind, "kind is not used by the scheduler; skipped");
     }
     let cluster = Arc::new(EmbeddedCluster::from_manifests(&objects)?);
+    tracing::info!(
+        objects = objects.len(),
+        seconds = load_started.elapsed().as_secs_f64(),
+        "manifests loaded"
+    );
+    drop(objects);
     let mut config = config;
     let sidecars = start_sidecars(opts, &mut config)?;
     let cpu_groups: Vec<u32> = (opts.cpu_groups.iter().copied())
@@ -175,7 +182,9 @@ pub fn run(opts: &SimulateOptions, registry: &Registry) -> Result<Report, Simula
         result: None,
     };
     let stuck = StuckRule::for_run(!config.remote_plugins.is_empty());
-    let run_deadline = started + opts.timeout;
+    let run_deadline = started
+        .checked_add(opts.timeout)
+        .unwrap_or(started + Duration::from_secs(31_536_000));
     let result = (|| -> Result<(), SimulateError> {
         wait_settled(&sched, &cluster, opts.timeout, stuck, &mut progress)?;
         if let Some(w) = &workload {
@@ -697,7 +706,10 @@ fn wait_settled(
     stuck: StuckRule,
     progress: &mut Progress,
 ) -> Result<(), SimulateError> {
-    let deadline = Instant::now() + timeout;
+    let now = Instant::now();
+    let deadline = now
+        .checked_add(timeout)
+        .unwrap_or(now + Duration::from_secs(31_536_000));
     let mut idle_since: Option<Instant> = None;
     let mut stuck_since: Option<(Instant, u64)> = None;
     loop {

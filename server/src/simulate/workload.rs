@@ -343,6 +343,11 @@ fn decode_op<T: serde::de::DeserializeOwned>(
     })
 }
 
+/// The most objects one op may create (count, countParam, churn number): ten times
+/// upstream scheduler_perf's largest workload, and far below what would exhaust memory
+/// (each pod costs about 2 KB).
+pub const MAX_OBJECTS_PER_OP: usize = 1_000_000;
+
 fn param_usize(
     count: Option<usize>,
     param: Option<&String>,
@@ -351,35 +356,44 @@ fn param_usize(
     file: &Path,
     field: &str,
 ) -> Result<usize, WorkloadError> {
+    let bounded = |n: usize, f: String| {
+        if n > MAX_OBJECTS_PER_OP {
+            Err(werr(
+                file,
+                f,
+                format!("{n} is over the limit of {MAX_OBJECTS_PER_OP} objects per op"),
+            ))
+        } else {
+            Ok(n)
+        }
+    };
     if let Some(p) = param {
-        let key = p.strip_prefix('$').ok_or_else(|| {
-            werr(
-                file,
-                format!("{field}.countParam"),
-                format!("{p:?} must start with '$'"),
-            )
-        })?;
+        let f = format!("{field}.countParam");
+        let key = p
+            .strip_prefix('$')
+            .ok_or_else(|| werr(file, &f, format!("{p:?} must start with '$'")))?;
         used.push(key.to_string());
-        let v = params.get(key).ok_or_else(|| {
-            werr(
-                file,
-                format!("{field}.countParam"),
-                format!("parameter {key} is undefined"),
-            )
-        })?;
-        return v
-            .as_f64()
-            .filter(|f| *f >= 0.0)
-            .map(|f| f as usize)
+        let v = params
+            .get(key)
+            .ok_or_else(|| werr(file, &f, format!("parameter {key} is undefined")))?;
+        let n = v
+            .as_u64()
+            .or_else(|| {
+                v.as_f64()
+                    .filter(|x| x.fract() == 0.0 && *x >= 0.0 && *x <= u64::MAX as f64)
+                    .map(|x| x as u64)
+            })
             .ok_or_else(|| {
                 werr(
                     file,
-                    format!("{field}.countParam"),
-                    format!("parameter {key} must be a non-negative number"),
+                    &f,
+                    format!("parameter {key} must be a non-negative integer, got {v}"),
                 )
-            });
+            })?;
+        return bounded(usize::try_from(n).unwrap_or(usize::MAX), f);
     }
-    count.ok_or_else(|| werr(file, field, "count or countParam is required"))
+    let n = count.ok_or_else(|| werr(file, field, "count or countParam is required"))?;
+    bounded(n, format!("{field}.count"))
 }
 
 fn read_template<T: serde::de::DeserializeOwned>(
@@ -389,14 +403,8 @@ fn read_template<T: serde::de::DeserializeOwned>(
     file: &Path,
     field: &str,
 ) -> Result<Template<T>, WorkloadError> {
-    let path = base.join(rel);
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        werr(
-            file,
-            field,
-            format!("cannot read template {}: {e}", path.display()),
-        )
-    })?;
+    let path = confined(base, Path::new(rel), file, field)?;
+    let text = read_template_text(&path, file, field)?;
     if text.contains("{{") {
         // Check it renders and parses for index 0 now, so errors surface up front.
         let rendered =
@@ -411,6 +419,61 @@ fn read_template<T: serde::de::DeserializeOwned>(
     }
     let obj: T = decode_yaml(&text).map_err(|m| werr(&path, "<template>", m))?;
     Ok(Template::Fixed(Box::new(obj)))
+}
+
+/// `rel` resolved against the workload's folder, refused if it leaves it (through `..`,
+/// an absolute path or a symlink): a workload file must not be a way to read any file
+/// the scheduler can. Templates that live elsewhere are copied or linked into the folder.
+fn confined(base: &Path, rel: &Path, file: &Path, field: &str) -> Result<PathBuf, WorkloadError> {
+    let path = base.join(rel);
+    let outside = || {
+        werr(
+            file,
+            field,
+            format!(
+                "template {} is outside the workload's folder {}: templates must live in it or below it",
+                rel.display(),
+                base.display()
+            ),
+        )
+    };
+    let root = std::fs::canonicalize(if base.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        base
+    })
+    .map_err(|e| {
+        werr(
+            file,
+            field,
+            format!("cannot resolve {}: {e}", base.display()),
+        )
+    })?;
+    match std::fs::canonicalize(&path) {
+        Ok(real) if real.starts_with(&root) => Ok(real),
+        Ok(_) => Err(outside()),
+        Err(e) => {
+            if rel.is_absolute()
+                || rel
+                    .components()
+                    .any(|c| c == std::path::Component::ParentDir)
+            {
+                return Err(outside());
+            }
+            Err(werr(
+                file,
+                field,
+                format!("cannot read template {}: {e}", path.display()),
+            ))
+        }
+    }
+}
+
+/// A template's text, bounded like any input file. Its content never goes into errors
+/// beyond what the YAML parser quotes at the failing spot.
+fn read_template_text(path: &Path, file: &Path, field: &str) -> Result<String, WorkloadError> {
+    crate::cluster::manifest::read_input(path)
+        .map_err(|e| werr(file, field, format!("template: {e}")))
 }
 
 fn decode_yaml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
@@ -467,14 +530,15 @@ impl<T: serde::de::DeserializeOwned + Clone> Template<T> {
 }
 
 /// A churn template: a plain object whose kind says what to create.
-fn read_churn_object(t: &Path, file: &Path, field: &str) -> Result<ChurnObject, WorkloadError> {
-    let text = std::fs::read_to_string(t).map_err(|e| {
-        werr(
-            file,
-            field,
-            format!("cannot read template {}: {e}", t.display()),
-        )
-    })?;
+fn read_churn_object(
+    base: &Path,
+    rel: &Path,
+    file: &Path,
+    field: &str,
+) -> Result<ChurnObject, WorkloadError> {
+    let path = confined(base, rel, file, field)?;
+    let t = path.as_path();
+    let text = read_template_text(t, file, field)?;
     let v: Value =
         crate::yaml::from_str(&text).map_err(|e| werr(t, "<template>", e.to_string()))?;
     let kind = v
@@ -771,6 +835,16 @@ pub fn load(path: &Path, selector: Option<&str>) -> Result<Workload, WorkloadErr
                         ))
                     }
                 };
+                if f.number > MAX_OBJECTS_PER_OP {
+                    return Err(werr(
+                        path,
+                        format!("{field}.number"),
+                        format!(
+                            "{} is over the limit of {MAX_OBJECTS_PER_OP} objects per op",
+                            f.number
+                        ),
+                    ));
+                }
                 if mode == ChurnMode::Recreate && f.number == 0 {
                     return Err(werr(
                         path,
@@ -788,7 +862,7 @@ pub fn load(path: &Path, selector: Option<&str>) -> Result<Workload, WorkloadErr
                 let mut templates = Vec::with_capacity(f.template_paths.len());
                 for (j, t) in f.template_paths.iter().enumerate() {
                     let tfield = format!("{field}.templatePaths[{j}]");
-                    templates.push(read_churn_object(&base.join(t), path, &tfield)?);
+                    templates.push(read_churn_object(&base, Path::new(t), path, &tfield)?);
                 }
                 Op::Churn {
                     mode,
