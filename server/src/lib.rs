@@ -20,6 +20,8 @@ pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod framework;
+pub mod fuzz;
+pub mod invariants;
 pub mod model;
 pub mod plugins;
 pub mod preemption;

@@ -50,8 +50,11 @@ enum Command {
     ///
     /// Exit status: 0 when the run settled and every invariant held (no node
     /// over-committed, no pod bound twice, every pod accounted for, no victim of
-    /// priority at or above its preemptor's); 1 on bad input or a failed run; 3 when
-    /// an invariant was violated.
+    /// priority at or above its preemptor's, every bound pod passing its profile's
+    /// taint, node affinity, node name, unschedulable, port and resource checks,
+    /// recomputed from the input); 1 on bad input (including nodes the input itself
+    /// over-commits with pods pinned by spec.nodeName), a failed run or a run that hit
+    /// --timeout (its report is printed first); 3 when the scheduler broke an invariant.
     Simulate(SimulateArgs),
 
     /// Measure what an out-of-process plugin costs: run a scheduler_perf workload
@@ -63,6 +66,14 @@ enum Command {
     ///
     /// Build the sidecar first: `cargo build --release --workspace`.
     Bench(BenchArgs),
+
+    /// Fuzz every input surface (manifests, KubeSchedulerConfiguration, workloads,
+    /// sidecar replies, watched objects) with structure-aware mutations of the seeds in
+    /// examples/, tests/scenarios/ and tests/fuzz-corpus/. Prints, per surface, the
+    /// inputs tried, execs/s, panics, hangs (an input over 2 s), invariant violations
+    /// of the simulations run on accepted manifests, and peak memory. Each finding is
+    /// written to --findings-dir. Exit status 1 when anything was found.
+    Fuzz(FuzzArgs),
 
     /// Schedule the pods of a Kubernetes cluster: watch it through its API server,
     /// bind pods whose spec.schedulerName is one of the configuration's profiles, and
@@ -285,6 +296,27 @@ struct SimulateArgs {
     sidecar: Vec<String>,
 }
 
+#[derive(clap::Args, Debug)]
+struct FuzzArgs {
+    /// Surfaces to fuzz (default: all of them). Repeatable.
+    #[arg(long, value_enum)]
+    surface: Vec<switchyard::fuzz::Surface>,
+    /// Inputs per surface.
+    #[arg(long, default_value_t = 1_000_000, value_name = "N")]
+    inputs: u64,
+    /// Seconds per surface at most.
+    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+    seconds: f64,
+    #[arg(long, default_value_t = 0x5eed, value_name = "N")]
+    seed: u64,
+    /// Where findings are written, one folder per surface (move them into
+    /// tests/fuzz-corpus/ to keep them as regression tests).
+    #[arg(long, default_value = "target/fuzz-findings", value_name = "DIR")]
+    findings_dir: PathBuf,
+    #[arg(short, long, value_enum, default_value_t = OutputFormat::Table)]
+    output_format: OutputFormat,
+}
+
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 enum OutputFormat {
     Table,
@@ -402,7 +434,61 @@ fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         eprintln!("error: an invariant was violated (see the report)");
         return Ok(ExitCode::from(3));
     }
+    if let Some(v) = report.invariants.input_errors.first() {
+        eprintln!(
+            "error: bad input: {} on node {}: {} (and {} more; see the report)",
+            v.rule,
+            v.node.as_deref().unwrap_or("?"),
+            v.detail,
+            report.invariants.input_errors.len() - 1
+        );
+        return Ok(ExitCode::from(1));
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+fn fuzz(args: FuzzArgs) -> anyhow::Result<ExitCode> {
+    use switchyard::fuzz;
+    let manifest_root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = if manifest_root.join("examples").is_dir() {
+        manifest_root
+    } else {
+        PathBuf::from(".")
+    };
+    let opts = fuzz::FuzzOptions {
+        surfaces: if args.surface.is_empty() {
+            fuzz::Surface::ALL.to_vec()
+        } else {
+            args.surface
+        },
+        inputs: args.inputs,
+        seconds: args.seconds,
+        seed: args.seed,
+        root,
+        crash_dir: Some(args.findings_dir),
+    };
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let reports = fuzz::run(&opts, &mut |r| {
+        if tty {
+            eprint!(
+                "\r\x1b[2Kfuzzing {:?}: {} inputs, {:.0}/s, {} panics, {} hangs, {} violations",
+                r.surface, r.inputs, r.execs_per_second, r.panics, r.hangs, r.invariant_violations
+            );
+        }
+    });
+    if tty {
+        eprint!("\r\x1b[2K");
+    }
+    match args.output_format {
+        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&reports)?),
+        OutputFormat::Table => print!("{}", fuzz::table(&reports)),
+    }
+    let found = fuzz::totals(&reports).values().sum::<u64>();
+    Ok(if found > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// The demo's sidecars: gang scheduling (Rust, built next to this binary) and
@@ -670,6 +756,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Simulate(a) => simulate(a),
         Command::Bench(a) => bench(a),
+        Command::Fuzz(a) => fuzz(a),
         Command::Run(a) => run(a),
     };
     if let Some(g) = trace_guard.as_mut() {

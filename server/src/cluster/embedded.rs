@@ -3,7 +3,7 @@
 //! bindings and deletions, records conditions, events and nominations, and lets a
 //! workload add or remove objects while the scheduler runs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use rustc_hash::FxHashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -68,6 +68,10 @@ struct State {
     bindings: u64,
     bind_conflicts: u64,
     sinks: Vec<EventSink>,
+    /// What the invariant checker knows of every pod handed in and not deleted since,
+    /// and of every node, read from the objects as given (`namespace/name` keys).
+    ledger_pods: HashMap<String, crate::invariants::PodFacts>,
+    ledger_nodes: HashMap<String, crate::invariants::NodeFacts>,
 }
 
 impl PriorityResolver for State {
@@ -262,6 +266,8 @@ impl EmbeddedCluster {
             n.labels = Labels::new(pairs);
         }
         let name = n.name.clone();
+        st.ledger_nodes
+            .insert(name.to_string(), crate::invariants::NodeFacts::of(node));
         let n = Arc::new(n);
         match st.nodes.insert(name.clone(), n.clone()) {
             Some(old) => st.emit(WatchEvent::NodeUpdate(old, n)),
@@ -302,6 +308,7 @@ impl EmbeddedCluster {
         let mut st = self.lock();
         match st.nodes.remove(name) {
             Some(n) => {
+                st.ledger_nodes.remove(name);
                 st.emit(WatchEvent::NodeDelete(n));
                 true
             }
@@ -372,6 +379,18 @@ impl EmbeddedCluster {
                 ),
             });
         }
+        if st.pods.contains_key(&p.uid) {
+            return Err(FieldError {
+                field: "metadata.uid".into(),
+                message: format!(
+                    "Duplicate value: {:?} is already the uid of pod {}",
+                    &*p.uid,
+                    st.pods.get(&p.uid).map(|r| r.pod.key()).unwrap_or_default()
+                ),
+            });
+        }
+        st.ledger_pods
+            .insert(p.key(), crate::invariants::PodFacts::of(&pod));
         p.resource_version = Some(st.next_rv());
         let p = Arc::new(p);
         if !st.namespaces.contains_key(&p.namespace) {
@@ -422,6 +441,7 @@ impl EmbeddedCluster {
         match st.pods.remove(&uid) {
             Some(r) => {
                 let pod = r.pod.clone();
+                st.ledger_pods.remove(&pod.key());
                 st.emit(WatchEvent::PodDelete(r.pod));
                 if !st.pdbs.is_empty() {
                     st.refresh_pdbs(&pod.namespace, Some(pod.labels()));
@@ -470,6 +490,7 @@ impl EmbeddedCluster {
         st.terminating = pending;
         for (_, uid) in due {
             if let Some(r) = st.pods.remove(&uid) {
+                st.ledger_pods.remove(&r.pod.key());
                 st.names
                     .remove(&(r.pod.namespace.clone(), r.pod.name.clone()));
                 let pod = r.pod.clone();
@@ -504,6 +525,23 @@ impl EmbeddedCluster {
 
     pub fn nodes(&self) -> Vec<Arc<Node>> {
         self.lock().nodes.values().cloned().collect()
+    }
+
+    /// The invariant checker's view of the input: pods handed in and not deleted since,
+    /// and nodes, read from the objects as they were given.
+    pub fn ledger(
+        &self,
+    ) -> (
+        HashMap<String, crate::invariants::PodFacts>,
+        HashMap<String, crate::invariants::NodeFacts>,
+    ) {
+        let st = self.lock();
+        (st.ledger_pods.clone(), st.ledger_nodes.clone())
+    }
+
+    /// Whether a pod is being deleted (a victim under its grace period).
+    pub fn is_terminating(&self, uid: &str) -> bool {
+        self.lock().terminating.iter().any(|(_, u)| &**u == uid)
     }
 
     pub fn evictions(&self) -> Vec<Eviction> {
@@ -649,6 +687,7 @@ impl ClusterClient for EmbeddedCluster {
                 }
                 None => {
                     st.pods.remove(&pod.uid);
+                    st.ledger_pods.remove(&victim.key());
                     st.names
                         .remove(&(victim.namespace.clone(), victim.name.clone()));
                     st.emit(WatchEvent::PodDelete(victim.clone()));

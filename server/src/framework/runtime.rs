@@ -417,6 +417,11 @@ impl Framework {
         &self.profile_name
     }
 
+    /// Names of the Filter plugins this profile runs, in order.
+    pub fn filter_names(&self) -> impl Iterator<Item = &str> {
+        self.filter.iter().map(|e| &*e.name)
+    }
+
     /// Tells sidecars an attempt starts (replicating the snapshot first).
     pub fn start_cycle(&self, state: &mut CycleState, pod: &Arc<Pod>, snapshot: &Snapshot) {
         for h in &self.cycle_hooks {

@@ -558,8 +558,10 @@ fn pod_requests(spec: &core::PodSpec) -> Result<(Resource, i64, i64)> {
     let mut nz = (0i64, 0i64);
     for (i, c) in spec.containers.iter().enumerate() {
         let (r, has_cpu, has_mem) = container_requests(c, &format!("spec.containers[{i}]"))?;
-        nz.0 += non_zero(r.milli_cpu, has_cpu, DEFAULT_MILLI_CPU_REQUEST);
-        nz.1 += non_zero(r.memory, has_mem, DEFAULT_MEMORY_REQUEST);
+        nz.0 =
+            nz.0.saturating_add(non_zero(r.milli_cpu, has_cpu, DEFAULT_MILLI_CPU_REQUEST));
+        nz.1 =
+            nz.1.saturating_add(non_zero(r.memory, has_mem, DEFAULT_MEMORY_REQUEST));
         reqs.add(&r);
     }
     let mut sidecars = Resource::default();
@@ -574,16 +576,22 @@ fn pod_requests(spec: &core::PodSpec) -> Result<(Resource, i64, i64)> {
         );
         let (effective, effective_nz) = if c.restart_policy.as_deref() == Some("Always") {
             reqs.add(&r);
-            nz.0 += rnz.0;
-            nz.1 += rnz.1;
+            nz.0 = nz.0.saturating_add(rnz.0);
+            nz.1 = nz.1.saturating_add(rnz.1);
             sidecars.add(&r);
-            sidecars_nz.0 += rnz.0;
-            sidecars_nz.1 += rnz.1;
+            sidecars_nz.0 = sidecars_nz.0.saturating_add(rnz.0);
+            sidecars_nz.1 = sidecars_nz.1.saturating_add(rnz.1);
             (sidecars.clone(), sidecars_nz)
         } else {
             let mut t = r.clone();
             t.add(&sidecars);
-            (t, (rnz.0 + sidecars_nz.0, rnz.1 + sidecars_nz.1))
+            (
+                t,
+                (
+                    rnz.0.saturating_add(sidecars_nz.0),
+                    rnz.1.saturating_add(sidecars_nz.1),
+                ),
+            )
         };
         init_max.set_max(&effective);
         init_max_nz.0 = init_max_nz.0.max(effective_nz.0);
@@ -611,8 +619,8 @@ fn pod_requests(spec: &core::PodSpec) -> Result<(Resource, i64, i64)> {
     }
     if let Some(overhead) = &spec.overhead {
         let o = resource_list(overhead, "spec.overhead")?;
-        nz.0 += o.milli_cpu;
-        nz.1 += o.memory;
+        nz.0 = nz.0.saturating_add(o.milli_cpu);
+        nz.1 = nz.1.saturating_add(o.memory);
         reqs.add(&o);
     }
     Ok((reqs, nz.0, nz.1))

@@ -1,7 +1,7 @@
 //! The simulation report: where every pod went (or why not), what was evicted, a
 //! summary, and the invariants checked on the final state. Printed as a table or JSON.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -12,7 +12,6 @@ use serde::Serialize;
 use super::Measured;
 use crate::cluster::embedded::EmbeddedCluster;
 use crate::config::SchedulerConfig;
-use crate::model::Resource;
 use crate::scheduler::Scheduler;
 
 #[derive(Serialize, Clone, Debug)]
@@ -90,6 +89,14 @@ pub struct Invariants {
     /// Pods still assumed in the scheduler's cache once the run settled: a failed
     /// attempt that was not rolled back (must be 0).
     pub assumed_pods: usize,
+    /// Every rule the scheduler broke, recomputed from the input objects (see
+    /// `switchyard::invariants`): lost pods, over-committed nodes, host port conflicts,
+    /// bound pods failing an ordering-independent Filter of their profile.
+    pub violations: Vec<crate::invariants::Violation>,
+    /// The input's own faults (nodes over-committed by pods pinned with spec.nodeName):
+    /// not the scheduler's, reported as bad input.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub input_errors: Vec<crate::invariants::Violation>,
     pub ok: bool,
 }
 
@@ -151,17 +158,6 @@ pub struct Report {
 /// once the run settled).
 const NO_ATTEMPT: &str = "no scheduling attempt finished";
 
-fn over(used: &Resource, pods: i64, alloc: &Resource) -> bool {
-    used.milli_cpu > alloc.milli_cpu
-        || used.memory > alloc.memory
-        || used.ephemeral_storage > alloc.ephemeral_storage
-        || pods > alloc.allowed_pod_number
-        || used
-            .scalar
-            .iter()
-            .any(|(k, v)| v > 0 && v > alloc.scalar.get(k))
-}
-
 pub fn build(
     cluster: &EmbeddedCluster,
     sched: &Arc<Scheduler>,
@@ -180,14 +176,8 @@ pub fn build(
         .collect();
     let mut pods = Vec::with_capacity(records.len());
     let (mut bound, mut unschedulable, mut ignored) = (0usize, 0usize, 0usize);
-    let mut used: HashMap<&str, (Resource, i64)> = HashMap::new();
     for r in &records {
         let p = &r.pod;
-        if let Some(n) = &p.node_name {
-            let e = used.entry(n).or_default();
-            e.0.add(&p.spec.requests);
-            e.1 += 1;
-        }
         let ours = profiles.contains(&&*p.spec.scheduler_name);
         let reason = if p.node_name.is_some() {
             None
@@ -222,14 +212,6 @@ pub fn build(
             },
         });
     }
-    let overcommitted_nodes: Vec<String> = nodes
-        .iter()
-        .filter(|n| {
-            used.get(&*n.name)
-                .is_some_and(|(u, count)| over(u, *count, &n.allocatable))
-        })
-        .map(|n| n.name.to_string())
-        .collect();
     let evicted: Vec<EvictedReport> = cluster
         .evictions()
         .into_iter()
@@ -256,6 +238,35 @@ pub fn build(
             )
         })
         .collect();
+    let (violations, input_errors) = {
+        let (facts, node_facts) = cluster.ledger();
+        let end: Vec<crate::invariants::EndPod> = records
+            .iter()
+            .map(|r| crate::invariants::EndPod {
+                key: r.pod.key(),
+                node: r.pod.node_name.as_deref(),
+                has_reason: r.condition.is_some(),
+                terminating: r.pod.deletion_timestamp.is_some()
+                    || cluster.is_terminating(&r.pod.uid),
+            })
+            .collect();
+        let filters_of = |name: &str| {
+            sched.profile(name).map(|fw| {
+                crate::invariants::CHECKED_FILTERS
+                    .iter()
+                    .copied()
+                    .filter(|f| fw.filter_names().any(|n| n == *f))
+                    .collect::<Vec<&'static str>>()
+            })
+        };
+        crate::invariants::check(&facts, &node_facts, &end, &filters_of)
+    };
+    let mut overcommitted_nodes: Vec<String> = violations
+        .iter()
+        .filter(|v| v.rule == "node over-committed")
+        .filter_map(|v| v.node.clone())
+        .collect();
+    overcommitted_nodes.dedup();
     let seconds = elapsed.as_secs_f64();
     let scheduled_by_us = sched.stats.bound.load(Ordering::Relaxed) as f64;
     let summary = Summary {
@@ -289,11 +300,13 @@ pub fn build(
         summary,
         measured,
         invariants: Invariants {
-            ok: overcommitted_nodes.is_empty()
-                && double_binds == 0
+            ok: double_binds == 0
                 && accounted
                 && bad_victims.is_empty()
-                && assumed_pods == 0,
+                && assumed_pods == 0
+                && violations.is_empty(),
+            violations,
+            input_errors,
             overcommitted_nodes,
             double_binds,
             accounted,
@@ -462,6 +475,25 @@ impl Report {
             );
         }
         let inv = &self.invariants;
+        for v in inv.input_errors.iter().take(20) {
+            let _ = writeln!(
+                s,
+                "INPUT ERROR: {}: node {}: {}",
+                v.rule,
+                v.node.as_deref().unwrap_or("?"),
+                v.detail
+            );
+        }
+        for v in inv.violations.iter().take(20) {
+            let _ = writeln!(
+                s,
+                "VIOLATION: {}: pod {} node {}: {}",
+                v.rule,
+                v.pod.as_deref().unwrap_or("-"),
+                v.node.as_deref().unwrap_or("-"),
+                v.detail
+            );
+        }
         if inv.ok {
             let _ = writeln!(s, "Invariants: ok (no node over-committed, no pod bound twice, every pod accounted for, none left assumed, no victim of priority >= its preemptor's)");
         } else {
