@@ -464,7 +464,7 @@ impl Target {
                     return Outcome::Refused;
                 }
                 self.accepted += 1;
-                if self.accepted % SIMULATE_EVERY == 0 && !objs.is_empty() {
+                if self.accepted.is_multiple_of(SIMULATE_EVERY) && !objs.is_empty() {
                     self.simulations += 1;
                     let opts = crate::simulate::SimulateOptions {
                         objects: objs,
@@ -813,7 +813,7 @@ mod sidecar {
     }
 
     fn unhex(s: &str) -> Option<Vec<u8>> {
-        if s.len() % 2 != 0 {
+        if !s.len().is_multiple_of(2) {
             return None;
         }
         (0..s.len())
@@ -840,7 +840,6 @@ mod sidecar {
                 events: vec![pb::ClusterEvent {
                     resource: "Pod".into(),
                     actions: vec!["Add".into(), "Delete".into()],
-                    ..Default::default()
                 }],
                 node_local: true,
             }],

@@ -197,11 +197,11 @@ fn ceil_scaled(int: &[u8], frac: &[u8], scale: Scale, extra: i64) -> i64 {
             let factor = 1u128 << exp2;
             for k in (frac_from..len).rev() {
                 let t = u128::from(digit(k)) * factor + carry;
-                fraction_left |= t % 10 != 0;
+                fraction_left |= !t.is_multiple_of(10);
                 carry = t / 10;
             }
             for _ in 0..leading_zeros {
-                fraction_left |= carry % 10 != 0;
+                fraction_left |= !carry.is_multiple_of(10);
                 carry /= 10;
             }
         }

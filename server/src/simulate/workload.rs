@@ -862,7 +862,7 @@ pub fn load(path: &Path, selector: Option<&str>) -> Result<Workload, WorkloadErr
                 let mut templates = Vec::with_capacity(f.template_paths.len());
                 for (j, t) in f.template_paths.iter().enumerate() {
                     let tfield = format!("{field}.templatePaths[{j}]");
-                    templates.push(read_churn_object(&base, Path::new(t), path, &tfield)?);
+                    templates.push(read_churn_object(base, Path::new(t), path, &tfield)?);
                 }
                 Op::Churn {
                     mode,
