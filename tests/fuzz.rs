@@ -8,9 +8,8 @@ use switchyard_e2e::{binary, workspace_root};
 
 #[test]
 fn saved_findings_replay_clean() {
-    let root = workspace_root();
-    let corpus = root.join("tests/fuzz-corpus");
-    let bad = switchyard::fuzz::replay(&root, &corpus);
+    let corpus = workspace_root().join("tests/fuzz-corpus");
+    let bad = switchyard::fuzz::replay(&corpus);
     assert!(bad.is_empty(), "regressions: {bad:#?}");
     let count = walk(&corpus);
     assert!(count > 0, "the corpus has findings to replay");

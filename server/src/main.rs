@@ -483,7 +483,7 @@ fn fuzz(args: FuzzArgs) -> anyhow::Result<ExitCode> {
         OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&reports)?),
         OutputFormat::Table => print!("{}", fuzz::table(&reports)),
     }
-    let found = fuzz::totals(&reports).values().sum::<u64>();
+    let found = fuzz::findings(&reports);
     Ok(if found > 0 {
         ExitCode::from(1)
     } else {

@@ -735,12 +735,12 @@ fn wait_settled(
             idle_since = None;
         }
         let bound = sched.stats.bound.load(std::sync::atomic::Ordering::Relaxed);
-        if quiet
+        let only_errors_left = quiet
             && terminating == 0
             && p.backoff == p.errored
             && p.errored > 0
-            && p.min_consecutive_errors >= stuck.errors
-        {
+            && p.min_consecutive_errors >= stuck.errors;
+        if only_errors_left {
             match stuck_since {
                 Some((t, b)) if b == bound => {
                     if t.elapsed() >= stuck.quiet {
@@ -753,7 +753,7 @@ fn wait_settled(
                 }
                 _ => stuck_since = Some((Instant::now(), bound)),
             }
-        } else if !(quiet && p.backoff == p.errored) {
+        } else {
             stuck_since = None;
         }
         if Instant::now() > deadline {
