@@ -139,21 +139,26 @@ fn binds_records_events_and_reports_unschedulable_pods_as_kube_scheduler() {
     let dir = work_dir(&cp);
     cp.apply(&node("node-a", "2"));
     cp.apply(&node("node-b", "2"));
+    let mut created = Vec::new();
+    let mut create = |p: Value| {
+        cp.apply(&p);
+        created.push(p);
+    };
     // Placed already (as by a kubelet): 1.5 of each node's 2 CPUs are taken.
     for n in ["node-a", "node-b"] {
         let mut filler = pod(&format!("filler-{n}"), "nobody", "1500m");
         filler["spec"]["nodeName"] = json!(n);
-        cp.apply(&filler);
+        create(filler);
     }
     for i in 0..4 {
-        cp.apply(&pod(&format!("p-{i}"), "switchyard", "100m"));
+        create(pod(&format!("p-{i}"), "switchyard", "100m"));
     }
     // Nobody's: no scheduler has this name.
-    cp.apply(&pod("orphan", "nobody", "100m"));
+    create(pod("orphan", "nobody", "100m"));
     // Fits a node's allocatable but no node's free CPU, once for each scheduler,
     // with no lower-priority pod to preempt.
-    cp.apply(&pod("huge", "switchyard", "1"));
-    cp.apply(&pod("huge-upstream", "default-scheduler", "1"));
+    create(pod("huge", "switchyard", "1"));
+    create(pod("huge-upstream", "default-scheduler", "1"));
 
     let config = write_config(&dir, None);
     let sy = SwitchyardRun::start(&dir, "sy", &config, &cp.kubeconfig, &[]);
@@ -260,6 +265,7 @@ fn binds_records_events_and_reports_unschedulable_pods_as_kube_scheduler() {
             .collect::<Vec<_>>()
             .join("\n")
     );
+    cp.assert_invariants("default", &created, &[], &["switchyard"]);
 }
 
 #[test]
@@ -271,8 +277,10 @@ fn preempts_marks_and_deletes_victims_then_binds_the_preemptor() {
     cp.apply(&node("node-a", "2"));
     let config = write_config(&dir, None);
     let _sy = SwitchyardRun::start(&dir, "sy", &config, &cp.kubeconfig, &[]);
+    let mut created = Vec::new();
     for i in 0..2 {
-        cp.apply(&with_priority(pod(&format!("v-{i}"), "switchyard", "1"), 0));
+        created.push(with_priority(pod(&format!("v-{i}"), "switchyard", "1"), 0));
+        cp.apply(created.last().expect("pod"));
     }
     wait_for("victims bound", WAIT, || {
         (0..2).all(|i| {
@@ -289,7 +297,8 @@ fn preempts_marks_and_deletes_victims_then_binds_the_preemptor() {
                 .to_string()
         })
         .collect();
-    cp.apply(&with_priority(pod("vip", "switchyard", "2"), 1000));
+    created.push(with_priority(pod("vip", "switchyard", "2"), 1000));
+    cp.apply(created.last().expect("pod"));
 
     // The victims: DisruptionTarget, then deleted (Terminating: no kubelet here).
     wait_for("victims marked and terminating", WAIT, || {
@@ -344,6 +353,8 @@ fn preempts_marks_and_deletes_victims_then_binds_the_preemptor() {
             .iter()
             .any(|e| e["reason"] == "Scheduled" && e["regarding"]["name"] == "vip")
     });
+    // Victims of lower priority only, none lost, nothing over-committed.
+    cp.assert_invariants("default", &created, &[], &["switchyard"]);
 }
 
 /// deploy/rbac.yaml's documents as JSON (kubectl converts).
@@ -562,8 +573,9 @@ fn a_standby_takes_over_a_killed_leader_on_a_real_lease() {
     // Pods arrive while a leads; a is killed in the middle of binding them.
     // 3 nodes × 110 pods hold 330.
     let total = 300;
+    let created = many_pods("p", total);
     let creator = {
-        let pods = many_pods("p", total);
+        let pods = created.clone();
         let kubeconfig = cp.kubeconfig.clone();
         std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
@@ -650,6 +662,7 @@ fn a_standby_takes_over_a_killed_leader_on_a_real_lease() {
         .get("/apis/coordination.k8s.io/v1/namespaces/default/leases/switchyard")
         .expect("lease");
     assert_eq!(lease["spec"]["leaseTransitions"], json!(1), "{lease}");
+    cp.assert_invariants("default", &created, &[], &["switchyard"]);
 }
 
 /// Breaks `component` (`apiserver` or `etcd`) for `seconds_down` while pods are being
@@ -669,8 +682,10 @@ fn survives(component: &str, seconds_down: u32) {
     let config = write_config(&dir, None);
     let mut sy = SwitchyardRun::start(&dir, "sy", &config, &cp.kubeconfig, &[]);
     wait_for("sy ready", WAIT, || sy.get("/readyz") == 200);
-    cp.create_many(many_pods("before", 300), 8);
-    cp.apply(&pod("huge", "switchyard", "640"));
+    let mut created = many_pods("before", 300);
+    cp.create_many(created.clone(), 8);
+    created.push(pod("huge", "switchyard", "640"));
+    cp.apply(created.last().expect("huge"));
     eprintln!("{component} down for {seconds_down}s (crash: SIGKILL)");
     cp.restart(component, seconds_down);
     // After the fault: new pods, and a node only they fit on (watches resumed).
@@ -681,6 +696,7 @@ fn survives(component: &str, seconds_down: u32) {
     for p in &mut after {
         p["spec"]["nodeSelector"] = json!({"zone": "new"});
     }
+    created.extend(after.iter().cloned());
     cp.create_many(after, 4);
     wait_for("every pod bound but huge", Duration::from_secs(120), || {
         bound_count(&cp) == 320
@@ -710,6 +726,7 @@ fn survives(component: &str, seconds_down: u32) {
             "the fault left no warning:\n{log}"
         );
     }
+    cp.assert_invariants("default", &created, &[], &["switchyard"]);
 }
 
 #[test]

@@ -29,6 +29,18 @@ pub struct PodFacts {
     /// `spec.nodeName` at creation: the input placed it, not the scheduler.
     pub pinned: Option<String>,
     pub scheduler_name: String,
+    /// `spec.priority` as admission resolved it (see [`PodFacts::resolve_priority`]).
+    pub priority: i32,
+}
+
+/// A preemption as the cluster carried it out: who was deleted for whom, with both
+/// priorities from the checker's own facts.
+#[derive(Clone, Debug)]
+pub struct Preemption {
+    pub victim: String,
+    pub victim_priority: i32,
+    pub preemptor: String,
+    pub preemptor_priority: i32,
 }
 
 /// What the checker keeps of a node.
@@ -156,6 +168,21 @@ impl PodFacts {
                 .scheduler_name
                 .clone()
                 .unwrap_or_else(|| "default-scheduler".into()),
+            priority: spec.priority.unwrap_or(0),
+        }
+    }
+
+    /// Priority admission for a pod created without `spec.priority`: the named class's
+    /// value (system classes included), else the global default's, else 0.
+    pub fn resolve_priority(
+        &mut self,
+        pod: &core::Pod,
+        class_value: &dyn Fn(Option<&str>) -> Option<i32>,
+    ) {
+        let Some(spec) = &pod.spec else { return };
+        if spec.priority.is_none() {
+            let name = spec.priority_class_name.as_deref().filter(|n| !n.is_empty());
+            self.priority = class_value(name).unwrap_or(0);
         }
     }
 }
@@ -303,10 +330,25 @@ pub fn check<'a>(
     facts: &HashMap<String, PodFacts>,
     nodes: &HashMap<String, NodeFacts>,
     end: &[EndPod<'a>],
+    preemptions: &[Preemption],
     filters_of: &dyn Fn(&str) -> Option<Vec<&'static str>>,
 ) -> (Vec<Violation>, Vec<Violation>) {
     let mut faults = Vec::new();
     let mut input = Vec::new();
+    // Upstream preempts only pods of strictly lower priority.
+    for p in preemptions {
+        if p.victim_priority >= p.preemptor_priority {
+            faults.push(Violation {
+                rule: "victim priority not lower".into(),
+                pod: Some(p.victim.clone()),
+                node: None,
+                detail: format!(
+                    "priority {} deleted for {} of priority {}",
+                    p.victim_priority, p.preemptor, p.preemptor_priority
+                ),
+            });
+        }
+    }
     let present: HashMap<&str, &EndPod> = end.iter().map(|p| (p.key.as_str(), p)).collect();
     // Every pod handed in is still there: bound, or pending with a reason.
     let mut lost: Vec<&String> = facts
@@ -506,6 +548,87 @@ pub fn check<'a>(
     (faults, input)
 }
 
+/// The checker over what an API server holds, for the Kubernetes backend: `created` are
+/// the pods as the API server accepted them (their facts; `spec.priority` admitted),
+/// `current` the pods listed now, `nodes` the nodes listed now, and `events` the
+/// `events.k8s.io/v1` events of the pods' namespaces, whose `Preempted` notes name each
+/// victim's preemptor. A created pod that is gone counts as lost unless it was preempted
+/// or `deleted` (by the caller) names it. Pods are keyed `namespace/name`.
+pub fn check_api_server(
+    created: &[core::Pod],
+    deleted: &[String],
+    current: &[core::Pod],
+    nodes: &[core::Node],
+    events: &[k8s_openapi::api::events::v1::Event],
+    filters_of: &dyn Fn(&str) -> Option<Vec<&'static str>>,
+) -> (Vec<Violation>, Vec<Violation>) {
+    let key = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        format!(
+            "{}/{}",
+            m.namespace.as_deref().unwrap_or("default"),
+            m.name.as_deref().unwrap_or_default()
+        )
+    };
+    let mut facts: HashMap<String, PodFacts> = created
+        .iter()
+        .map(|p| (key(&p.metadata), PodFacts::of(p)))
+        .collect();
+    let by_uid: HashMap<&str, &core::Pod> = current
+        .iter()
+        .filter_map(|p| Some((p.metadata.uid.as_deref()?, p)))
+        .collect();
+    let mut preemptions = Vec::new();
+    for e in events.iter().filter(|e| e.reason.as_deref() == Some("Preempted")) {
+        let Some(r) = &e.regarding else { continue };
+        let victim = format!(
+            "{}/{}",
+            r.namespace.as_deref().unwrap_or("default"),
+            r.name.as_deref().unwrap_or_default()
+        );
+        // "Preempted by pod <uid> on node <node>" (v1.26: "Preempted by <uid> on ...").
+        let note = e.note.as_deref().unwrap_or_default();
+        let uid = note
+            .strip_prefix("Preempted by ")
+            .map(|n| n.strip_prefix("pod ").unwrap_or(n))
+            .and_then(|n| n.split(' ').next())
+            .unwrap_or_default();
+        let preemptor = by_uid.get(uid).map(|p| key(&p.metadata));
+        let priority = |k: &str| facts.get(k).map_or(0, |f| f.priority);
+        preemptions.push(Preemption {
+            victim_priority: priority(&victim),
+            preemptor_priority: preemptor.as_deref().map_or(i32::MAX, priority),
+            preemptor: preemptor.unwrap_or_else(|| format!("pod with uid {uid}")),
+            victim,
+        });
+    }
+    let present: std::collections::HashSet<String> =
+        current.iter().map(|p| key(&p.metadata)).collect();
+    facts.retain(|k, _| {
+        present.contains(k) || !(deleted.contains(k) || preemptions.iter().any(|p| &p.victim == k))
+    });
+    let node_facts: HashMap<String, NodeFacts> = nodes
+        .iter()
+        .map(|n| (n.metadata.name.clone().unwrap_or_default(), NodeFacts::of(n)))
+        .collect();
+    let end: Vec<EndPod> = current
+        .iter()
+        .map(|p| EndPod {
+            key: key(&p.metadata),
+            node: p.spec.as_ref().and_then(|s| s.node_name.as_deref()),
+            has_reason: p
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c.type_ == "PodScheduled" && c.status == "False")
+                }),
+            terminating: p.metadata.deletion_timestamp.is_some(),
+        })
+        .collect();
+    check(&facts, &node_facts, &end, &preemptions, filters_of)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -548,7 +671,7 @@ mod tests {
             },
         ];
         let all = |_: &str| Some(CHECKED_FILTERS.to_vec());
-        let (faults, input) = check(&facts, &nodes, &end, &all);
+        let (faults, input) = check(&facts, &nodes, &end, &[], &all);
         assert!(input.is_empty());
         let rules: Vec<&str> = faults.iter().map(|v| v.rule.as_str()).collect();
         assert!(rules.contains(&"pod lost"), "{faults:?}");
@@ -559,8 +682,50 @@ mod tests {
             ("default/a".to_string(), pod("spec: {nodeName: n, tolerations: [{operator: Exists}], containers: [{name: c, resources: {requests: {cpu: 800m}}}]}")),
             ("default/b".to_string(), pod("spec: {nodeName: n, tolerations: [{operator: Exists}], containers: [{name: c, resources: {requests: {cpu: 800m}}}]}")),
         ]);
-        let (faults, input) = check(&pinned, &nodes, &end, &all);
+        let (faults, input) = check(&pinned, &nodes, &end, &[], &all);
         assert!(faults.is_empty(), "{faults:?}");
         assert_eq!(input.len(), 1, "{input:?}");
+        // A victim of equal priority is the scheduler's fault.
+        let same = [Preemption {
+            victim: "default/v".into(),
+            victim_priority: 5,
+            preemptor: "default/p".into(),
+            preemptor_priority: 5,
+        }];
+        let (faults, _) = check(&pinned, &nodes, &end, &same, &all);
+        assert_eq!(faults[0].rule, "victim priority not lower", "{faults:?}");
+    }
+
+    #[test]
+    fn api_server_objects_are_checked_the_same_way() {
+        let obj = |y: &str| crate::yaml::from_str::<core::Pod>(y).unwrap();
+        let created = [
+            obj("metadata: {name: low, namespace: default}\nspec: {schedulerName: switchyard, priority: 5, containers: [{name: c}]}"),
+            obj("metadata: {name: high, namespace: default}\nspec: {schedulerName: switchyard, priority: 5, containers: [{name: c, resources: {requests: {cpu: '2'}}}]}"),
+            obj("metadata: {name: gone, namespace: default}\nspec: {schedulerName: switchyard, containers: [{name: c}]}"),
+        ];
+        // Now: low was preempted (gone), high bound to a 1-CPU node, gone vanished.
+        let current = [obj("metadata: {name: high, namespace: default, uid: u-high}\nspec: {schedulerName: switchyard, nodeName: n, priority: 5, containers: [{name: c, resources: {requests: {cpu: '2'}}}]}")];
+        let nodes = [crate::yaml::from_str::<core::Node>(
+            "metadata: {name: n}\nstatus: {allocatable: {cpu: '1', pods: '10'}}",
+        )
+        .unwrap()];
+        let events = [crate::yaml::from_str::<k8s_openapi::api::events::v1::Event>(
+            "metadata: {name: e}\neventTime: '2026-11-25T00:00:00.000000Z'\nreason: Preempted\nnote: Preempted by pod u-high on node n\nregarding: {name: low, namespace: default}",
+        )
+        .unwrap()];
+        let all = |_: &str| Some(CHECKED_FILTERS.to_vec());
+        let (faults, input) = check_api_server(&created, &[], &current, &nodes, &events, &all);
+        assert!(input.is_empty(), "{input:?}");
+        let rules: Vec<(&str, Option<&str>)> = faults
+            .iter()
+            .map(|v| (v.rule.as_str(), v.pod.as_deref()))
+            .collect();
+        assert!(rules.contains(&("victim priority not lower", Some("default/low"))), "{faults:?}");
+        assert!(rules.contains(&("node over-committed", Some("default/high"))), "{faults:?}");
+        assert!(rules.contains(&("pod lost", Some("default/gone"))), "{faults:?}");
+        // Deleted by the caller: not lost.
+        let (faults, _) = check_api_server(&created, &["default/gone".into()], &current, &nodes, &events, &all);
+        assert!(!faults.iter().any(|v| v.rule == "pod lost"), "{faults:?}");
     }
 }

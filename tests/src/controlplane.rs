@@ -305,6 +305,68 @@ impl ControlPlane {
         .unwrap_or_default()
     }
 
+    /// Runs Switchyard's invariant checker over what the API server holds for
+    /// `namespace`: `created` are the pods as the test created them (priority given in
+    /// `spec.priority`),
+    /// `deleted` the keys (`namespace/name`) the test deleted itself; pods of
+    /// `profiles` are Switchyard's (the default profile: every checked Filter). Panics
+    /// naming each violated rule, pod and node.
+    pub fn assert_invariants(
+        &self,
+        namespace: &str,
+        created: &[Value],
+        deleted: &[String],
+        profiles: &[&str],
+    ) {
+        fn typed<T: serde::de::DeserializeOwned>(v: &[Value]) -> Vec<T> {
+            v.iter()
+                .map(|o| serde_json::from_value(o.clone()).expect("a typed object"))
+                .collect()
+        }
+        let list = |path: &str| {
+            self.get(path)
+                .and_then(|v| v["items"].as_array().cloned())
+                .unwrap_or_default()
+        };
+        let current = self.pods(namespace);
+        let nodes = list("/api/v1/nodes");
+        let events = self.events(namespace);
+        let filters_of = |name: &str| {
+            profiles
+                .contains(&name)
+                .then(|| switchyard::invariants::CHECKED_FILTERS.to_vec())
+        };
+        let (faults, input) = switchyard::invariants::check_api_server(
+            &typed(created),
+            deleted,
+            &typed(&current),
+            &typed(&nodes),
+            &typed(&events),
+            &filters_of,
+        );
+        assert!(
+            faults.is_empty() && input.is_empty(),
+            "invariants violated over the API server's objects:\n{}",
+            faults
+                .iter()
+                .chain(&input)
+                .map(|v| format!(
+                    "  {}: pod {} node {}: {}",
+                    v.rule,
+                    v.pod.as_deref().unwrap_or("-"),
+                    v.node.as_deref().unwrap_or("-"),
+                    v.detail
+                ))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        eprintln!(
+            "invariants hold over {} created pods, {} nodes",
+            created.len(),
+            nodes.len()
+        );
+    }
+
     /// Plays the kubelet for terminating pods: deletes, with grace period 0, every
     /// pod of `namespace` that has a deletionTimestamp. Returns how many.
     pub fn finish_terminating(&self, namespace: &str) -> usize {

@@ -46,8 +46,6 @@ pub struct Eviction {
     pub name: Arc<str>,
     pub node: Option<Arc<str>>,
     pub preemptor: String,
-    pub victim_priority: i32,
-    pub preemptor_priority: i32,
 }
 
 #[derive(Default)]
@@ -72,6 +70,14 @@ struct State {
     /// and of every node, read from the objects as given (`namespace/name` keys).
     ledger_pods: HashMap<String, crate::invariants::PodFacts>,
     ledger_nodes: HashMap<String, crate::invariants::NodeFacts>,
+    ledger_preemptions: Vec<crate::invariants::Preemption>,
+}
+
+/// What the invariant checker is given: the input's own facts, kept beside the cluster.
+pub struct Ledger {
+    pub pods: HashMap<String, crate::invariants::PodFacts>,
+    pub nodes: HashMap<String, crate::invariants::NodeFacts>,
+    pub preemptions: Vec<crate::invariants::Preemption>,
 }
 
 impl PriorityResolver for State {
@@ -389,8 +395,15 @@ impl EmbeddedCluster {
                 ),
             });
         }
-        st.ledger_pods
-            .insert(p.key(), crate::invariants::PodFacts::of(&pod));
+        let mut facts = crate::invariants::PodFacts::of(&pod);
+        facts.resolve_priority(&pod, &|class| {
+            match class {
+                Some(name) => st.priority_class(name),
+                None => st.global_default(),
+            }
+            .map(|c| c.value)
+        });
+        st.ledger_pods.insert(p.key(), facts);
         p.resource_version = Some(st.next_rv());
         let p = Arc::new(p);
         if !st.namespaces.contains_key(&p.namespace) {
@@ -529,14 +542,13 @@ impl EmbeddedCluster {
 
     /// The invariant checker's view of the input: pods handed in and not deleted since,
     /// and nodes, read from the objects as they were given.
-    pub fn ledger(
-        &self,
-    ) -> (
-        HashMap<String, crate::invariants::PodFacts>,
-        HashMap<String, crate::invariants::NodeFacts>,
-    ) {
+    pub fn ledger(&self) -> Ledger {
         let st = self.lock();
-        (st.ledger_pods.clone(), st.ledger_nodes.clone())
+        Ledger {
+            pods: st.ledger_pods.clone(),
+            nodes: st.ledger_nodes.clone(),
+            preemptions: st.ledger_preemptions.clone(),
+        }
     }
 
     /// Whether a pod is being deleted (a victim under its grace period).
@@ -663,13 +675,19 @@ impl ClusterClient for EmbeddedCluster {
                 return Ok(());
             }
             let victim = rec.pod.clone();
+            let priority_of = |key: &str| st.ledger_pods.get(key).map_or(0, |f| f.priority);
+            let record = crate::invariants::Preemption {
+                victim: victim.key(),
+                victim_priority: priority_of(&victim.key()),
+                preemptor: preemptor.key(),
+                preemptor_priority: priority_of(&preemptor.key()),
+            };
+            st.ledger_preemptions.push(record);
             st.evictions.push(Eviction {
                 namespace: victim.namespace.clone(),
                 name: victim.name.clone(),
                 node: victim.node_name.clone(),
                 preemptor: preemptor.key(),
-                victim_priority: victim.priority(),
-                preemptor_priority: preemptor.priority(),
             });
             // Terminate at once unless the pod asked for a grace period.
             match victim

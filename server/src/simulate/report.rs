@@ -227,19 +227,8 @@ pub fn build(
     let accounted = pods
         .iter()
         .all(|p| p.node.is_some() || p.reason.as_deref() != Some(NO_ATTEMPT));
-    let bad_victims: Vec<String> = cluster
-        .evictions()
-        .iter()
-        .filter(|e| e.victim_priority >= e.preemptor_priority)
-        .map(|e| {
-            format!(
-                "{}/{} (priority {}) by {} (priority {})",
-                e.namespace, e.name, e.victim_priority, e.preemptor, e.preemptor_priority
-            )
-        })
-        .collect();
     let (violations, input_errors) = {
-        let (facts, node_facts) = cluster.ledger();
+        let ledger = cluster.ledger();
         let end: Vec<crate::invariants::EndPod> = records
             .iter()
             .map(|r| crate::invariants::EndPod {
@@ -259,8 +248,19 @@ pub fn build(
                     .collect::<Vec<&'static str>>()
             })
         };
-        crate::invariants::check(&facts, &node_facts, &end, &filters_of)
+        crate::invariants::check(
+            &ledger.pods,
+            &ledger.nodes,
+            &end,
+            &ledger.preemptions,
+            &filters_of,
+        )
     };
+    let bad_victims: Vec<String> = violations
+        .iter()
+        .filter(|v| v.rule == "victim priority not lower")
+        .map(|v| format!("{} ({})", v.pod.as_deref().unwrap_or(""), v.detail))
+        .collect();
     let mut overcommitted_nodes: Vec<String> = violations
         .iter()
         .filter(|v| v.rule == "node over-committed")
