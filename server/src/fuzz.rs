@@ -484,7 +484,23 @@ impl Target {
                 Outcome::Accepted
             }
             Surface::Config => match crate::config::SchedulerConfig::from_yaml(text, "fuzz.yaml") {
-                Ok(_) => {
+                Ok(config) => {
+                    // Profiles are built as `run` and `simulate` build them: plugin
+                    // args are read and checked here.
+                    let registry = crate::plugins::in_tree_registry();
+                    let client: std::sync::Arc<dyn crate::cluster::ClusterClient> =
+                        std::sync::Arc::new(crate::cluster::embedded::EmbeddedCluster::new());
+                    let waiting =
+                        std::sync::Arc::new(crate::framework::waiting_pods::WaitingPods::default());
+                    for p in &config.profiles {
+                        let handle = std::sync::Arc::new(crate::framework::Handle::new(
+                            waiting.clone(),
+                            client.clone(),
+                        ));
+                        if crate::framework::Framework::new(p, &registry, handle).is_err() {
+                            return Outcome::Refused;
+                        }
+                    }
                     self.accepted += 1;
                     Outcome::Accepted
                 }
@@ -594,6 +610,9 @@ fn run_surface(
             }
         }
     }
+    // Peak memory per surface: reset the high-water mark (Linux 4.0+; elsewhere the
+    // process's peak so far stands).
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
     let seed_texts = seeds(surface, &opts.root);
     let seed_values: Vec<Value> = seed_texts
         .iter()

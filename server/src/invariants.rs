@@ -181,7 +181,10 @@ impl PodFacts {
     ) {
         let Some(spec) = &pod.spec else { return };
         if spec.priority.is_none() {
-            let name = spec.priority_class_name.as_deref().filter(|n| !n.is_empty());
+            let name = spec
+                .priority_class_name
+                .as_deref()
+                .filter(|n| !n.is_empty());
             self.priority = class_value(name).unwrap_or(0);
         }
     }
@@ -578,7 +581,10 @@ pub fn check_api_server(
         .filter_map(|p| Some((p.metadata.uid.as_deref()?, p)))
         .collect();
     let mut preemptions = Vec::new();
-    for e in events.iter().filter(|e| e.reason.as_deref() == Some("Preempted")) {
+    for e in events
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("Preempted"))
+    {
         let Some(r) = &e.regarding else { continue };
         let victim = format!(
             "{}/{}",
@@ -608,7 +614,12 @@ pub fn check_api_server(
     });
     let node_facts: HashMap<String, NodeFacts> = nodes
         .iter()
-        .map(|n| (n.metadata.name.clone().unwrap_or_default(), NodeFacts::of(n)))
+        .map(|n| {
+            (
+                n.metadata.name.clone().unwrap_or_default(),
+                NodeFacts::of(n),
+            )
+        })
         .collect();
     let end: Vec<EndPod> = current
         .iter()
@@ -721,11 +732,27 @@ mod tests {
             .iter()
             .map(|v| (v.rule.as_str(), v.pod.as_deref()))
             .collect();
-        assert!(rules.contains(&("victim priority not lower", Some("default/low"))), "{faults:?}");
-        assert!(rules.contains(&("node over-committed", Some("default/high"))), "{faults:?}");
-        assert!(rules.contains(&("pod lost", Some("default/gone"))), "{faults:?}");
+        assert!(
+            rules.contains(&("victim priority not lower", Some("default/low"))),
+            "{faults:?}"
+        );
+        assert!(
+            rules.contains(&("node over-committed", Some("default/high"))),
+            "{faults:?}"
+        );
+        assert!(
+            rules.contains(&("pod lost", Some("default/gone"))),
+            "{faults:?}"
+        );
         // Deleted by the caller: not lost.
-        let (faults, _) = check_api_server(&created, &["default/gone".into()], &current, &nodes, &events, &all);
+        let (faults, _) = check_api_server(
+            &created,
+            &["default/gone".into()],
+            &current,
+            &nodes,
+            &events,
+            &all,
+        );
         assert!(!faults.iter().any(|v| v.rule == "pod lost"), "{faults:?}");
     }
 }
