@@ -101,6 +101,15 @@ pub struct Streams {
 /// How long a Replicate message may wait for a call to go out with.
 const HOLD: Duration = Duration::from_millis(20);
 
+/// Replies to no outstanding call that a connection may carry beyond one per call
+/// sent on it (late replies to calls that timed out are normal): past that the
+/// sidecar is flooding, and the connection is dropped.
+pub const STRAY_REPLY_ALLOWANCE: u64 = 1024;
+
+/// Unsolicited Permit decisions waiting for their pod to park, at most; more are
+/// stray replies.
+const DECISIONS_IN_FLIGHT: usize = 1024;
+
 impl Streams {
     /// Sends a request; a caller that wants the reply registers a waiter first
     /// ([`Endpoint::start_call`]), otherwise the reply is dropped on arrival.
@@ -311,6 +320,10 @@ pub(crate) struct Inner {
     pub handle: OnceLock<Arc<crate::framework::Handle>>,
     stop: AtomicBool,
     pub stats: Arc<EndpointStats>,
+    /// Stray replies on this connection, and `stats.calls` when it was made.
+    strays: AtomicU64,
+    calls_at_connect: AtomicU64,
+    decisions_in_flight: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// Counters for one endpoint. Bytes are gRPC message bytes (the protobuf encoding
@@ -332,6 +345,10 @@ pub struct EndpointStats {
     /// pod, or named other or changed nodes) and asked again.
     pub lookahead_hits: AtomicU64,
     pub lookahead_misses: AtomicU64,
+    /// Replies to no outstanding call (late, unknown id, or flooding).
+    pub stray_replies: AtomicU64,
+    /// The last call error or connection loss, as reported.
+    pub last_error: Mutex<String>,
     /// When the last acknowledgement was asked for (µs since the first).
     last_ack_request_us: AtomicU64,
 }
@@ -343,6 +360,11 @@ impl EndpointStats {
     fn sent(&self, len: usize) {
         self.bytes_sent
             .fetch_add(len as u64 + GRPC_PREFIX, Ordering::Relaxed);
+    }
+    fn set_last_error(&self, message: &str) {
+        if let Ok(mut e) = self.last_error.lock() {
+            message.clone_into(&mut e);
+        }
     }
     fn received(&self, len: usize) {
         self.bytes_received
@@ -371,10 +393,31 @@ impl Inner {
         }
     }
 
-    fn dispatch(&self, id: u64, r: Reply) {
-        if let Some(w) = self.pending_remove(id) {
-            w.complete(Ok(r));
+    /// Completes call `id`; false when no call waits for it.
+    fn dispatch(&self, id: u64, r: Reply) -> bool {
+        match self.pending_remove(id) {
+            Some(w) => {
+                w.complete(Ok(r));
+                true
+            }
+            None => false,
         }
+    }
+
+    /// Counts a stray reply; the connection's end when there are too many.
+    fn stray(&self, stream: &str) -> Option<String> {
+        self.stats.stray_replies.fetch_add(1, Ordering::Relaxed);
+        let strays = self.strays.fetch_add(1, Ordering::Relaxed) + 1;
+        let calls = self
+            .stats
+            .calls
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.calls_at_connect.load(Ordering::Relaxed));
+        (strays > calls.saturating_add(STRAY_REPLY_ALLOWANCE)).then(|| {
+            format!(
+                "{stream} stream: {strays} replies to no outstanding call, more than the {calls} calls sent plus {STRAY_REPLY_ALLOWANCE} (the sidecar is flooding); connection dropped"
+            )
+        })
     }
 
     fn set_error(&self, e: String) {
@@ -411,6 +454,9 @@ impl Endpoint {
             handle: OnceLock::new(),
             stop: AtomicBool::new(false),
             stats: Arc::new(EndpointStats::default()),
+            strays: AtomicU64::new(0),
+            calls_at_connect: AtomicU64::new(0),
+            decisions_in_flight: Default::default(),
         });
         let i = inner.clone();
         std::thread::Builder::new()
@@ -572,8 +618,10 @@ impl Endpoint {
         &self.inner.stats
     }
 
-    pub fn count_error(&self) {
+    /// Counts a failed call, keeping its message for the report.
+    pub fn count_error(&self, message: &str) {
         self.inner.stats.errors.fetch_add(1, Ordering::Relaxed);
+        self.inner.stats.set_last_error(message);
     }
 }
 
@@ -594,6 +642,7 @@ fn connection_thread(inner: Arc<Inner>) {
             let started = Instant::now();
             let e = connect_once(&inner).await;
             inner.set_error(e.clone());
+            inner.stats.set_last_error(&format!("connection lost: {e}"));
             inner.fail_all(&format!(
                 "sidecar {} connection lost: {e}",
                 inner.config.endpoint
@@ -711,6 +760,10 @@ async fn connect_once(inner: &Arc<Inner>) -> String {
         inner.stats.reconnects.fetch_add(1, Ordering::Relaxed);
     }
     let (closed_tx, mut closed_rx) = mpsc::unbounded_channel::<String>();
+    inner.strays.store(0, Ordering::Relaxed);
+    inner
+        .calls_at_connect
+        .store(inner.stats.calls.load(Ordering::Relaxed), Ordering::Relaxed);
 
     macro_rules! open {
         ($method:ident, $req:ty, $reply:ident) => {{
@@ -726,7 +779,11 @@ async fn connect_once(inner: &Arc<Inner>) -> String {
                             match s.message().await {
                                 Ok(Some(m)) => {
                                     inner.stats.received(prost::Message::encoded_len(&m));
-                                    handle_reply(&inner, m.request_id, Reply::$reply(m));
+                                    if !handle_reply(&inner, m.request_id, Reply::$reply(m)) {
+                                        if let Some(why) = inner.stray(stringify!($method)) {
+                                            break why;
+                                        }
+                                    }
                                 }
                                 Ok(None) => break format!("{} stream ended", stringify!($method)),
                                 Err(e) => {
@@ -851,24 +908,37 @@ async fn connect_once(inner: &Arc<Inner>) -> String {
     why
 }
 
-fn handle_reply(inner: &Arc<Inner>, id: u64, r: Reply) {
+/// Routes a reply; false when it answers nothing (a stray).
+fn handle_reply(inner: &Arc<Inner>, id: u64, r: Reply) -> bool {
     if id != 0 {
-        inner.dispatch(id, r);
-        return;
+        return inner.dispatch(id, r);
     }
     // Unsolicited: a Permit decision about a waiting pod.
     let Reply::Permit(pb::PermitResponse {
         decision: Some(d), ..
     }) = r
     else {
-        return;
+        return false;
     };
     let Some(wp) = inner.waiting_pods.get().cloned() else {
-        return;
+        return false;
     };
+    let in_flight = inner.decisions_in_flight.clone();
+    if in_flight.fetch_add(1, Ordering::AcqRel) >= DECISIONS_IN_FLIGHT {
+        in_flight.fetch_sub(1, Ordering::AcqRel);
+        return false;
+    }
+    struct Done(Arc<std::sync::atomic::AtomicUsize>);
+    impl Drop for Done {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+    let done = Done(in_flight);
     // The decision can overtake the scheduling thread parking the pod after its own
     // Wait reply: give it a moment to appear.
     tokio::spawn(async move {
+        let _done = done;
         for _ in 0..200 {
             if let Some(p) = wp.get(&d.pod_uid) {
                 if d.allow {
@@ -882,4 +952,5 @@ fn handle_reply(inner: &Arc<Inner>, id: u64, r: Reply) {
         }
         tracing::debug!(pod = %d.pod_uid, plugin = %d.plugin, "Permit decision for a pod that is not waiting");
     });
+    true
 }

@@ -265,7 +265,6 @@ impl Meta {
     }
 
     fn error(&self, what: &str, e: impl std::fmt::Display) -> Status {
-        self.ep.count_error();
         let e = e.to_string();
         crate::telemetry::metrics::REMOTE_ERRORS
             .add(&[&self.ep.config().endpoint, error_kind(what, &e)], 1);
@@ -274,6 +273,7 @@ impl Meta {
             self.name,
             self.ep.config().endpoint
         ));
+        self.ep.count_error(&s.message());
         tracing::warn!(status = %s, policy = ?self.policy(), "sidecar call failed");
         s
     }

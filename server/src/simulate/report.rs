@@ -56,6 +56,8 @@ pub struct Summary {
     pub ignored: usize,
     pub nodes: usize,
     pub seconds: f64,
+    /// The process's peak resident memory so far (Linux; 0 elsewhere), in MiB.
+    pub peak_rss_mib: f64,
 }
 
 #[derive(Serialize, Clone, Debug)]
@@ -115,6 +117,11 @@ pub struct RemoteReport {
     /// Filter answers sent ahead for the next pod and used, or dropped and asked again.
     pub lookahead_hits: u64,
     pub lookahead_misses: u64,
+    /// Replies to no outstanding call (late after a timeout, or a flooding sidecar).
+    pub stray_replies: u64,
+    /// The last call error or connection loss (plugin, extension point, why).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub last_error: String,
 }
 
 impl RemoteReport {
@@ -134,6 +141,8 @@ impl RemoteReport {
             bytes_received: s.bytes_received.load(Relaxed),
             lookahead_hits: s.lookahead_hits.load(Relaxed),
             lookahead_misses: s.lookahead_misses.load(Relaxed),
+            stray_replies: s.stray_replies.load(Relaxed),
+            last_error: s.last_error.lock().map(|e| e.clone()).unwrap_or_default(),
         }
     }
 }
@@ -282,6 +291,7 @@ pub fn build(
         ignored,
         nodes: nodes.len(),
         seconds: round3(seconds),
+        peak_rss_mib: (crate::fuzz::peak_rss_mib() * 10.0).round() / 10.0,
     };
     let measured = match (measured, workload) {
         (Some(m), Some((name, threshold))) => Some(MeasuredReport {
@@ -432,8 +442,8 @@ impl Report {
         );
         let _ = writeln!(
             s,
-            "         {} attempts in {:.3}s: {:.0} pods/s; attempt latency p50 {:.3} ms, p99 {:.3} ms",
-            m.attempts, m.seconds, m.pods_per_second, m.attempt_latency_ms.p50, m.attempt_latency_ms.p99
+            "         {} attempts in {:.3}s: {:.0} pods/s; attempt latency p50 {:.3} ms, p99 {:.3} ms; peak memory {:.0} MiB",
+            m.attempts, m.seconds, m.pods_per_second, m.attempt_latency_ms.p50, m.attempt_latency_ms.p99, m.peak_rss_mib
         );
         if let Some(ms) = &self.measured {
             let _ = writeln!(
@@ -473,6 +483,12 @@ impl Report {
                 r.lookahead_hits,
                 r.lookahead_misses
             );
+            if r.stray_replies > 0 {
+                let _ = writeln!(s, "  {} replies to no outstanding call", r.stray_replies);
+            }
+            if !r.last_error.is_empty() {
+                let _ = writeln!(s, "  last error: {}", r.last_error);
+            }
         }
         let inv = &self.invariants;
         for v in inv.input_errors.iter().take(20) {
