@@ -369,3 +369,74 @@ fn run_without_a_cluster_names_the_fix() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A port in use, or a socket folder that cannot exist: the sidecars (Rust SDK and
+/// Python) and `switchyard run` say what is missing and what fixes it, exit 1, and
+/// print no traceback.
+#[test]
+fn listen_failures_name_the_fix() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let port = taken.local_addr().expect("addr").port();
+    let addr = format!("127.0.0.1:{port}");
+    let check = |what: &str, out: std::process::Output, words: &[&str]| {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{what}: {err}");
+        assert!(!err.contains("Traceback"), "{what}: {err}");
+        for w in words {
+            assert!(err.contains(w), "{what}: {w:?} missing from: {err}");
+        }
+    };
+    let sdk = |listen: &str| {
+        run_with_deadline(
+            Command::new(binary("switchyard-tainttoleration"))
+                .env("SWITCHYARD_PLUGIN_LISTEN", listen),
+            Duration::from_secs(30),
+        )
+    };
+    let in_use = ["already in use", "SWITCHYARD_PLUGIN_LISTEN"];
+    let no_folder = ["does not exist", "mkdir -p /proc/switchyard-nope"];
+    check("SDK, port in use", sdk(&addr), &in_use);
+    check(
+        "SDK, no folder",
+        sdk("unix:///proc/switchyard-nope/p.sock"),
+        &no_folder,
+    );
+    let py = |listen: &str| {
+        run_with_deadline(
+            Command::new(switchyard_e2e::python())
+                .arg(workspace_root().join("plugins/python-energy/sidecar.py"))
+                .args(["--listen", listen]),
+            Duration::from_secs(60),
+        )
+    };
+    check("Python, port in use", py(&addr), &in_use);
+    check(
+        "Python, no folder",
+        py("unix:///proc/switchyard-nope/p.sock"),
+        &no_folder,
+    );
+    // The scheduler's own port (the kubeconfig loads; the API server is not needed
+    // before the port is bound).
+    let dir = std::env::temp_dir().join(format!("switchyard-listen-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\", insecure-skip-tls-verify: true}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n",
+    )
+    .expect("kubeconfig");
+    let out = switchyard(&[
+        "run",
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap_or_default(),
+        "--health-address",
+        &addr,
+    ]);
+    check(
+        "run, port in use",
+        out,
+        &["already in use", "--health-address"],
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    drop(taken);
+}

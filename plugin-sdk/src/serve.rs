@@ -65,8 +65,8 @@ impl ServerTls {
 pub enum Error {
     #[error("listen address {0:?}: expected unix:///path/to.sock, tcp://host:port, https://host:port or host:port")]
     Address(String),
-    #[error("cannot listen on {0}: {1}")]
-    Listen(String, std::io::Error),
+    #[error("cannot listen on {0}: {1}; {2}")]
+    Listen(String, std::io::Error, String),
     #[error("serving: {0}")]
     Serve(#[from] tonic::transport::Error),
     #[error("cannot start the runtime: {0}")]
@@ -81,6 +81,18 @@ pub enum Error {
 
 /// Parses `unix:///path.sock`, `unix:path.sock`, `tcp://host:port`, `http://host:port`,
 /// `https://host:port` (TLS) or `host:port`.
+/// A listen failure with what fixes it.
+fn listen_error(addr: &dyn std::fmt::Display, unix: bool, e: std::io::Error) -> Error {
+    let addr = addr.to_string();
+    let hint = switchyard_proto::listen_hint(
+        &addr,
+        unix,
+        &e,
+        &format!("{} (or --listen)", switchyard_proto::LISTEN_ENV),
+    );
+    Error::Listen(addr, e, hint)
+}
+
 pub fn parse_listen_address(s: &str) -> Result<Listen, Error> {
     if let Some(p) = s
         .strip_prefix("unix://")
@@ -214,11 +226,10 @@ pub async fn serve(
             // A socket left by a previous run would make bind fail.
             let _ = std::fs::remove_file(path);
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir)
-                    .map_err(|e| Error::Listen(path.display().to_string(), e))?;
+                std::fs::create_dir_all(dir).map_err(|e| listen_error(&path.display(), true, e))?;
             }
             let listener = tokio::net::UnixListener::bind(path)
-                .map_err(|e| Error::Listen(path.display().to_string(), e))?;
+                .map_err(|e| listen_error(&path.display(), true, e))?;
             tracing::info!(socket = %path.display(), "serving plugins");
             let r = server
                 .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown)
@@ -229,7 +240,7 @@ pub async fn serve(
         Listen::Tcp(addr) | Listen::Tls(addr) => {
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
-                .map_err(|e| Error::Listen(addr.to_string(), e))?;
+                .map_err(|e| listen_error(addr, false, e))?;
             tracing::info!(address = %addr, "serving plugins");
             server
                 .serve_with_incoming_shutdown(

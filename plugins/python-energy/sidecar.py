@@ -17,6 +17,7 @@ The Python stubs are generated from ../../proto into ./_gen on start (see load_s
 
 import asyncio
 import contextlib
+import errno
 import ipaddress
 import json
 import os
@@ -951,7 +952,7 @@ with {TLS_CLIENT_CA_ENV} too, clients must present a certificate signed by that 
 def parse_args(argv):
     """(listen address, probe?) from --listen / --listen= / SWITCHYARD_PLUGIN_LISTEN and
     --probe, or None for --help. Exits 1 on bad usage, as the Rust sidecars do."""
-    listen = os.environ.get("SWITCHYARD_PLUGIN_LISTEN")
+    listen = os.environ.get(LISTEN_ENV)
     probe_only = False
     args = iter(argv)
     for a in args:
@@ -1069,6 +1070,68 @@ async def probe(listen, timeout=5.0):
     return None
 
 
+LISTEN_ENV = "SWITCHYARD_PLUGIN_LISTEN"
+
+
+def _listen_hint(addr, unix, err):
+    """As switchyard_proto::listen_hint: what is missing and the change that fixes it."""
+    how = f"{LISTEN_ENV} (or --listen)"
+    code = err.errno
+    if not unix:
+        port = str(addr).rsplit(":", 1)[-1]
+        if code == errno.EADDRINUSE:
+            return (f"port {port} is already in use by another process "
+                    f"(`ss -ltnp 'sport = :{port}'` shows which): stop it, or choose a free port with {how}")
+        if code == errno.EADDRNOTAVAIL:
+            return (f"{addr} is not an address of this machine: use 127.0.0.1 (this machine only) "
+                    f"or 0.0.0.0 (every interface) with {how}")
+        if code in (errno.EACCES, errno.EPERM):
+            return f"ports below 1024 need privileges (CAP_NET_BIND_SERVICE): choose a port of 1024 or above with {how}"
+    else:
+        folder = os.path.dirname(addr) or "."
+        if code == errno.EADDRINUSE:
+            return f"{addr} is in use by a running process: stop it, or give this one another path with {how}"
+        if code in (errno.EACCES, errno.EPERM, errno.EROFS):
+            return (f"cannot create a socket in {folder}: it is not writable here; choose a writable folder "
+                    f"with {how}, e.g. unix:///tmp/switchyard/plugin.sock")
+        if code == errno.ENOENT:
+            return (f"the folder {folder} does not exist and cannot be created: create it "
+                    f"(mkdir -p {folder}) or choose another path with {how}")
+    return f"choose another address with {how}"
+
+
+def _probe_listen(listen):
+    """Binds the address once with a plain socket, so a failure is explained here
+    (gRPC's own says only "Failed to bind")."""
+    import socket
+
+    if listen[0] == "unix":
+        path = os.path.abspath(listen[1])
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s.bind(path)
+            finally:
+                s.close()
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+        except OSError as e:
+            raise OSError(f"cannot listen on unix://{path}: {e.strerror}; {_listen_hint(path, True, e)}") from None
+        return
+    _, ip, port = listen
+    family = socket.AF_INET6 if ":" in ip else socket.AF_INET
+    s = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        s.bind((ip, int(port)))
+    except OSError as e:
+        raise OSError(f"cannot listen on {ip}:{port}: {e.strerror}; {_listen_hint(f'{ip}:{port}', False, e)}") from None
+    finally:
+        s.close()
+
+
 async def serve(listen, plugins, ready=None, tls=None):
     """Serves until SIGTERM or SIGINT, then lets replies in flight finish and removes
     the socket. `tls` (a ServerTls) is required for an https:// address."""
@@ -1087,6 +1150,14 @@ async def serve(listen, plugins, ready=None, tls=None):
     sock = None
     if listen[0] == "unix":
         sock = os.path.abspath(listen[1])
+        # A socket left by a previous run would make bind fail.
+        try:
+            if stat.S_ISSOCK(os.lstat(sock).st_mode):
+                os.unlink(sock)
+        except FileNotFoundError:
+            pass
+    _probe_listen(listen)
+    if listen[0] == "unix":
         # A socket left by a previous run would make bind fail.
         try:
             if stat.S_ISSOCK(os.lstat(sock).st_mode):

@@ -69,6 +69,46 @@ mod tests {
     }
 }
 
+/// What to do when listening on `addr` failed with `e`: the missing piece and the
+/// one change that fixes it. `unix` tells a socket path from a TCP address; `how`
+/// names the setting that chose the address (an option or an environment variable).
+pub fn listen_hint(addr: &str, unix: bool, e: &std::io::Error, how: &str) -> String {
+    use std::io::ErrorKind as K;
+    let dir = || {
+        std::path::Path::new(addr)
+            .parent()
+            .map_or_else(|| ".".to_string(), |d| d.display().to_string())
+    };
+    let port = addr.rsplit(':').next().unwrap_or(addr);
+    match (unix, e.kind(), e.raw_os_error()) {
+        (false, K::AddrInUse, _) => format!(
+            "port {port} is already in use by another process (`ss -ltnp 'sport = :{port}'` shows which): stop it, or choose a free port with {how}"
+        ),
+        (false, K::AddrNotAvailable, _) => format!(
+            "{addr} is not an address of this machine: use 127.0.0.1 (this machine only) or 0.0.0.0 (every interface) with {how}"
+        ),
+        (false, K::PermissionDenied, _) => format!(
+            "ports below 1024 need privileges (CAP_NET_BIND_SERVICE): choose a port of 1024 or above with {how}"
+        ),
+        (true, K::AddrInUse, _) => format!(
+            "{addr} is in use by a running process: stop it, or give this one another path with {how}"
+        ),
+        // EACCES, EPERM (a filesystem that takes no sockets), EROFS.
+        (true, K::PermissionDenied | K::ReadOnlyFilesystem, _) | (true, _, Some(1 | 13 | 30)) => {
+            format!(
+                "cannot create a socket in {}: it is not writable here; choose a writable folder with {how}, e.g. unix:///tmp/switchyard/plugin.sock",
+                dir()
+            )
+        }
+        (true, K::NotFound, _) => format!(
+            "the folder {} does not exist and cannot be created: create it (mkdir -p {}) or choose another path with {how}",
+            dir(),
+            dir()
+        ),
+        _ => format!("choose another address with {how}"),
+    }
+}
+
 /// An error and its causes, `: `-separated: tonic's transport errors say only
 /// "transport error" at the top, and the cause (refused, bad certificate) is below.
 pub fn error_chain(e: &dyn std::error::Error) -> String {

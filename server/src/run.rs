@@ -55,7 +55,7 @@ pub enum RunError {
     Remote(String),
     #[error(transparent)]
     Build(#[from] crate::scheduler::BuildError),
-    #[error("--health-address {0}: {1}")]
+    #[error("--health-address {0}: {1}; {hint}", hint = switchyard_proto::listen_hint(&.0.to_string(), false, .1, "--health-address"))]
     Health(SocketAddr, std::io::Error),
     #[error("--plain-http serves /metrics without authentication, so only on a loopback address, not {0}: pass --health-address 127.0.0.1:PORT, or drop --plain-http to serve HTTPS with delegated authentication")]
     PlainNotLoopback(SocketAddr),
