@@ -89,6 +89,10 @@ pub struct SurfaceReport {
     pub invariant_violations: u64,
     pub slowest_ms: f64,
     pub peak_rss_mib: f64,
+    /// The input that raised the peak memory most in one go: its size and the rise
+    /// (written as `heaviest.txt` in the surface's findings folder).
+    pub heaviest_input_bytes: usize,
+    pub heaviest_rise_mib: f64,
     /// Files written for findings.
     pub findings: Vec<String>,
 }
@@ -97,6 +101,11 @@ pub struct SurfaceReport {
 const SIMULATE_EVERY: u64 = 400;
 /// An input that takes longer than this is a hang.
 const HANG: Duration = Duration::from_secs(2);
+/// Structure mutations compound (a list duplicated 5,000 times inside one duplicated
+/// 5,000 times): a mutant larger than this is replaced by a byte mutation of its seed,
+/// so the pass measures hostile structure, not the speed of reading 300 MB. Large
+/// legitimate input has its own measurements (README, "Large input").
+const MAX_MUTANT_BYTES: usize = 4 << 20;
 
 /// xorshift64*: deterministic per seed, no dependency.
 struct Rng(u64);
@@ -639,8 +648,11 @@ fn run_surface(
         invariant_violations: 0,
         slowest_ms: 0.0,
         peak_rss_mib: 0.0,
+        heaviest_input_bytes: 0,
+        heaviest_rise_mib: 0.0,
         findings: Vec::new(),
     };
+    let mut high_water = peak_rss_mib();
     let mut target = Target {
         surface,
         dir: dir.clone(),
@@ -667,12 +679,36 @@ fn run_surface(
                 mutate_value(&mut v, &mut rng, &seed_values);
             }
             let json_only = matches!(surface, Surface::Watch | Surface::Sidecar);
-            serialise(&v, !json_only && rng.below(2) == 0)
+            let text = serialise(&v, !json_only && rng.below(2) == 0);
+            if text.len() > MAX_MUTANT_BYTES {
+                let base = seed_texts
+                    .get(rng.below(seed_texts.len()))
+                    .map_or("", String::as_str);
+                mutate_bytes(base, &mut rng)
+            } else {
+                text
+            }
         };
         let t0 = Instant::now();
         let result = std::panic::catch_unwind(AssertUnwindSafe(|| target.run(&input)));
         let took = t0.elapsed();
         slowest = slowest.max(took);
+        // Memory grows with time spent: look at the high-water mark only after an
+        // input that took a while (a /proc read per input would halve the rate).
+        if took > Duration::from_millis(5) {
+            let now = peak_rss_mib();
+            let rise = now - high_water;
+            if rise > report.heaviest_rise_mib.max(1.0) {
+                report.heaviest_rise_mib = (rise * 10.0).round() / 10.0;
+                report.heaviest_input_bytes = input.len();
+                if let Some(crash_dir) = &opts.crash_dir {
+                    let d = crash_dir.join(surface.name());
+                    let _ = std::fs::create_dir_all(&d);
+                    let _ = std::fs::write(d.join("heaviest.txt"), &input);
+                }
+            }
+            high_water = high_water.max(now);
+        }
         let finding = match result {
             Err(p) => {
                 report.panics += 1;
@@ -730,11 +766,11 @@ fn fnv(s: &str) -> u64 {
 /// The table `switchyard fuzz` prints.
 pub fn table(reports: &[SurfaceReport]) -> String {
     let mut s = String::from(
-        "SURFACE    SEEDS    INPUTS   EXECS/S  ACCEPTED  PANICS  HANGS  SIMULATED  VIOLATIONS  SLOWEST ms  PEAK RSS MiB\n",
+        "SURFACE    SEEDS    INPUTS   EXECS/S  ACCEPTED  PANICS  HANGS  SIMULATED  VIOLATIONS  SLOWEST ms  PEAK RSS MiB  HEAVIEST INPUT\n",
     );
     for r in reports {
         s += &format!(
-            "{:<9} {:>6} {:>9} {:>9} {:>9} {:>7} {:>6} {:>10} {:>11} {:>11.2} {:>13.1}\n",
+            "{:<9} {:>6} {:>9} {:>9} {:>9} {:>7} {:>6} {:>10} {:>11} {:>11.2} {:>13.1}  {} B: +{:.0} MiB\n",
             r.surface.name(),
             r.seeds,
             r.inputs,
@@ -745,7 +781,9 @@ pub fn table(reports: &[SurfaceReport]) -> String {
             r.simulations,
             r.invariant_violations,
             r.slowest_ms,
-            r.peak_rss_mib
+            r.peak_rss_mib,
+            r.heaviest_input_bytes,
+            r.heaviest_rise_mib
         );
         for f in &r.findings {
             s += &format!("  finding: {f}\n");

@@ -49,12 +49,8 @@ pub const UNSUPPORTED_UPSTREAM_PLUGINS: &[&str] = &[
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("{file}: cannot read: {source}")]
-    Read {
-        file: String,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("{file}: cannot read: {message}")]
+    Read { file: String, message: String },
     #[error("{file}: {message}")]
     Parse { file: String, message: String },
     #[error("{file}: {field}: {message}")]
@@ -305,9 +301,16 @@ impl SchedulerConfig {
 
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            file: file.clone(),
-            source,
+        // The same size limit as manifests (--max-input-bytes).
+        let text = crate::cluster::manifest::read_input(path).map_err(|e| match e {
+            crate::cluster::manifest::ManifestError::Io { message, .. } => ConfigError::Read {
+                file: file.clone(),
+                message,
+            },
+            other => ConfigError::Parse {
+                file: file.clone(),
+                message: other.to_string(),
+            },
         })?;
         Self::from_yaml(&text, &file)
     }

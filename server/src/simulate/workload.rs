@@ -588,8 +588,13 @@ pub fn list_workloads(path: &Path) -> Result<Vec<String>, WorkloadError> {
 }
 
 fn read_cases(path: &Path) -> Result<Vec<TestCaseFile>, WorkloadError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| werr(path, "<file>", format!("cannot read: {e}")))?;
+    // The same size limit as manifests (--max-input-bytes).
+    let text = crate::cluster::manifest::read_input(path).map_err(|e| match e {
+        crate::cluster::manifest::ManifestError::Io { message, .. } => {
+            werr(path, "<file>", format!("cannot read: {message}"))
+        }
+        other => werr(path, "<file>", other.to_string()),
+    })?;
     let v: Value = crate::yaml::from_str(&text).map_err(|e| werr(path, "<file>", e.to_string()))?;
     let cases: Vec<TestCaseFile> = serde_path_to_error::deserialize(v)
         .map_err(|e| werr(path, e.path().to_string(), e.inner().to_string()))?;
