@@ -257,6 +257,7 @@ impl EmbeddedCluster {
     /// Adds a node (allocatable defaults to capacity, and the hostname label is set as
     /// a kubelet would).
     pub fn create_node(&self, node: &core::Node) -> Result<Arc<str>, FieldError> {
+        crate::model::convert::validate_labels(node.metadata.labels.as_ref(), "metadata.labels")?;
         let mut st = self.lock();
         let mut n = node_from_k8s(node, String::new)?;
         if n.uid.is_empty() {
@@ -372,7 +373,7 @@ impl EmbeddedCluster {
             }
             pod.metadata.name = Some(name);
         }
-        crate::model::convert::validate_node_affinity(&pod)?;
+        crate::model::convert::validate_pod(&pod)?;
         let uid = st.gen_uid();
         let mut p = pod_from_k8s(&pod, &*st, || uid)?;
         let key = (p.namespace.clone(), p.name.clone());

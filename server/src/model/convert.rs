@@ -105,6 +105,41 @@ fn labels_of(map: &Option<BTreeMap<String, String>>) -> Labels {
 /// attempt at PreScore (preferred terms) or matches no node (required terms), retrying
 /// forever. A manifest has no API server in front of it, so the embedded cluster
 /// refuses such a pod at load time, naming the field.
+/// API-server validation of a label map (`ValidateLabels`): qualified-name keys and
+/// valid label values, refused with upstream's words.
+pub fn validate_labels(
+    labels: Option<&std::collections::BTreeMap<String, String>>,
+    field: &str,
+) -> Result<()> {
+    const NAME: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+    for (k, v) in labels.into_iter().flatten() {
+        if !crate::model::labels::is_qualified_name(k) {
+            return Err(err(
+                field,
+                format!("Invalid value: {k:?}: {NAME}; a prefix, if any, must be a DNS subdomain of at most 253 characters and the name part at most 63"),
+            ));
+        }
+        if !crate::model::labels::is_valid_label_value(v) {
+            return Err(err(
+                field,
+                format!("Invalid value: {v:?}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?'), at most 63 characters"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What the API server validates of a pod before the scheduler could see it, beyond
+/// what parsing checks: labels, `spec.nodeSelector`, node affinity terms.
+pub fn validate_pod(pod: &core::Pod) -> Result<()> {
+    validate_labels(pod.metadata.labels.as_ref(), "metadata.labels")?;
+    validate_labels(
+        pod.spec.as_ref().and_then(|s| s.node_selector.as_ref()),
+        "spec.nodeSelector",
+    )?;
+    validate_node_affinity(pod)
+}
+
 pub fn validate_node_affinity(pod: &core::Pod) -> Result<()> {
     let Some(na) = pod
         .spec
@@ -1259,6 +1294,34 @@ spec:
         .unwrap();
         // max(100 + 300, 300 + 500) = 800
         assert_eq!(p.spec.requests.milli_cpu, 800);
+    }
+
+    #[test]
+    fn labels_and_node_selectors_are_validated_as_the_api_server_does() {
+        let check = |yaml: &str| {
+            let p: core::Pod = crate::yaml::from_str(yaml).expect("yaml");
+            validate_pod(&p).map_err(|e| e.field)
+        };
+        assert_eq!(
+            check("metadata: {labels: {app: web, example.com/tier: ''}}"),
+            Ok(())
+        );
+        assert_eq!(
+            check("metadata: {labels: {'bad key!': v}}"),
+            Err("metadata.labels".into())
+        );
+        assert_eq!(
+            check("metadata: {labels: {k: 'not ok'}}"),
+            Err("metadata.labels".into())
+        );
+        assert_eq!(
+            check(&format!("metadata: {{labels: {{k: {}}}}}", "a".repeat(64))),
+            Err("metadata.labels".into())
+        );
+        assert_eq!(
+            check("spec: {containers: [], nodeSelector: {'UPPER.example.com/x': v}}"),
+            Err("spec.nodeSelector".into())
+        );
     }
 
     #[test]
