@@ -272,13 +272,7 @@ fn bench_reports_each_run_as_json() {
         "--output-format",
         "json",
     ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    let v = switchyard_e2e::json_output(&out);
     let runs = v["runs"].as_array().expect("runs");
     let names: Vec<&str> = runs.iter().filter_map(|r| r["name"].as_str()).collect();
     assert_eq!(names, ["in-process", "sidecar-uds"]);

@@ -112,14 +112,7 @@ impl Drop for Run {
 /// The report, after checking what every run must satisfy.
 fn finish(sim: std::thread::JoinHandle<std::process::Output>, policy: Policy) -> Value {
     let out = sim.join().expect("simulation thread");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "simulate failed ({}):\n{stderr}\n{stdout}",
-        out.status
-    );
-    let v: Value = serde_json::from_str(&stdout).expect("JSON report");
+    let v = switchyard_e2e::json_output(&out);
     assert_eq!(v["invariants"]["ok"], true, "{}", v["invariants"]);
     assert_eq!(v["invariants"]["assumedPods"], 0);
     assert_eq!(

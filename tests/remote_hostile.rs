@@ -61,16 +61,7 @@ fn simulate(dir: &Path, config: Option<&Path>) -> (Value, Duration) {
     let started = Instant::now();
     let out = run_with_deadline(&mut cmd, Duration::from_secs(TIMEOUT_SECS + 30));
     let took = started.elapsed();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "simulate failed ({}):\n{stderr}\n{stdout}",
-        out.status
-    );
-    let v: Value = serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("JSON report ({e}):\n{stdout}\n{stderr}"));
-    (v, took)
+    (switchyard_e2e::json_output(&out), took)
 }
 
 fn placements(v: &Value, prefix: &str) -> BTreeMap<String, Value> {

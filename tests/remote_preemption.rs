@@ -8,7 +8,6 @@
 use std::process::Command;
 use std::time::Duration;
 
-use serde_json::Value;
 use switchyard_e2e::{binary, run_with_deadline};
 
 const NODES: usize = 40;
@@ -40,13 +39,7 @@ fn quota_preemption_dry_run_is_batched_across_nodes() {
         .arg(quota.display().to_string());
     let out = run_with_deadline(&mut cmd, Duration::from_secs(90));
     let _ = std::fs::remove_dir_all(&dir);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "simulate failed:\n{}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_str(&stdout).expect("JSON report");
+    let v = switchyard_e2e::json_output(&out);
     assert_eq!(v["invariants"]["ok"], true, "{}", v["invariants"]);
     let pods = v["pods"].as_array().expect("pods");
     let preemptor = pods

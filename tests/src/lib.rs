@@ -150,3 +150,17 @@ pub fn local_server() -> (
     let addr = listener.local_addr().expect("addr");
     (runtime, listener, addr)
 }
+
+/// The JSON document a successful command printed, or a panic with its output (the
+/// exit status, stderr and stdout) when it failed or printed something else.
+pub fn json_output(out: &Output) -> serde_json::Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "command failed ({}):\n{stderr}\n{stdout}",
+        out.status
+    );
+    serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("not one JSON document ({e}):\n{stdout}\n{stderr}"))
+}
