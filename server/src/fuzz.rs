@@ -8,8 +8,9 @@
 //! 2^31, a count of 1e300), so the mutator parses each seed, changes one field at a
 //! time to values chosen from the edges of every type, and re-serialises it (JSON or
 //! YAML); a fifth of the inputs get byte-level damage instead. Each input runs under
-//! `catch_unwind` (a panic is a finding), with its time measured (over 2 s is a hang)
-//! and the process's peak memory read from /proc. Manifests that load are, one in
+//! `catch_unwind` (a panic is a finding), with its time measured (over 2 s outside a
+//! simulation is a hang) and its heap peak counted (the binary's allocator reports to
+//! [`heap_grew`]); the process's peak resident memory is read from /proc. Manifests that load are, one in
 //! `SIMULATE_EVERY`, run through a whole simulation whose invariant check must pass.
 //!
 //! Seeds: `examples/`, `tests/scenarios/` and the crash corpus
@@ -17,6 +18,7 @@
 
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -89,8 +91,9 @@ pub struct SurfaceReport {
     pub invariant_violations: u64,
     pub slowest_ms: f64,
     pub peak_rss_mib: f64,
-    /// The input that raised the peak memory most in one go: its size and the rise
-    /// (written as `heaviest.txt` in the surface's findings folder).
+    /// The input that needed the most heap at once: its size, and that heap above what
+    /// was live before it (written as `heaviest.txt` in the surface's findings folder;
+    /// 0 when the binary's allocator does not report to [`heap_grew`]).
     pub heaviest_input_bytes: usize,
     pub heaviest_rise_mib: f64,
     /// Files written for findings.
@@ -98,7 +101,7 @@ pub struct SurfaceReport {
 }
 
 /// One simulation per this many accepted manifests.
-const SIMULATE_EVERY: u64 = 400;
+const SIMULATE_EVERY: u64 = 100;
 /// An input that takes longer than this is a hang.
 const HANG: Duration = Duration::from_secs(2);
 /// Structure mutations compound (a list duplicated 5,000 times inside one duplicated
@@ -442,6 +445,46 @@ pub fn peak_rss_mib() -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
+/// Heap counting for `switchyard fuzz`: the binary's global allocator reports every
+/// allocation here (the `unsafe` allocator lives in `main.rs`, the library forbids
+/// unsafe code), and counting is on only while fuzzing (elsewhere an allocation pays
+/// one relaxed load). The resident high-water mark cannot say what an input cost once
+/// the allocator keeps freed memory resident; this can.
+static COUNTING: AtomicBool = AtomicBool::new(false);
+/// Bytes allocated minus bytes freed while counting (signed: memory allocated before
+/// counting began may be freed during it).
+static LIVE: AtomicI64 = AtomicI64::new(0);
+static PEAK_LIVE: AtomicI64 = AtomicI64::new(0);
+
+/// `by` bytes were allocated.
+#[inline]
+pub fn heap_grew(by: usize) {
+    if COUNTING.load(Ordering::Relaxed) {
+        let now = LIVE.fetch_add(by as i64, Ordering::Relaxed) + by as i64;
+        PEAK_LIVE.fetch_max(now, Ordering::Relaxed);
+    }
+}
+
+/// `by` bytes were freed.
+#[inline]
+pub fn heap_shrank(by: usize) {
+    if COUNTING.load(Ordering::Relaxed) {
+        LIVE.fetch_sub(by as i64, Ordering::Relaxed);
+    }
+}
+
+/// Starts one input's heap measurement; the bytes live now.
+fn heap_mark() -> i64 {
+    let now = LIVE.load(Ordering::Relaxed);
+    PEAK_LIVE.store(now, Ordering::Relaxed);
+    now
+}
+
+/// The most heap bytes live at once since `heap_mark` returned `base`, above it.
+fn heap_rise_mib(base: i64) -> f64 {
+    (PEAK_LIVE.load(Ordering::Relaxed) - base).max(0) as f64 / (1024.0 * 1024.0)
+}
+
 /// What running one input showed.
 enum Outcome {
     Refused,
@@ -454,7 +497,12 @@ struct Target {
     surface: Surface,
     dir: PathBuf,
     accepted: u64,
+    /// Accepted manifests with at least one object: every SIMULATE_EVERY-th is run.
+    populated: u64,
     simulations: u64,
+    /// Time the last input spent simulating: a simulation settles in simulated time
+    /// and has its own limit (not settling is a violation), so it is not a hang.
+    simulated_for: Duration,
 }
 
 impl Target {
@@ -472,7 +520,10 @@ impl Target {
                     return Outcome::Refused;
                 }
                 self.accepted += 1;
-                if self.accepted.is_multiple_of(SIMULATE_EVERY) && !objs.is_empty() {
+                if !objs.is_empty() {
+                    self.populated += 1;
+                }
+                if !objs.is_empty() && self.populated.is_multiple_of(SIMULATE_EVERY) {
                     self.simulations += 1;
                     let opts = crate::simulate::SimulateOptions {
                         objects: objs,
@@ -480,7 +531,10 @@ impl Target {
                         threads: 1,
                         ..Default::default()
                     };
-                    match crate::simulate::run(&opts, &crate::plugins::in_tree_registry()) {
+                    let t0 = Instant::now();
+                    let result = crate::simulate::run(&opts, &crate::plugins::in_tree_registry());
+                    self.simulated_for = t0.elapsed();
+                    match result {
                         Ok(r) if !r.invariants.ok => {
                             return Outcome::Violation(format!("{:?}", r.invariants))
                         }
@@ -591,9 +645,11 @@ pub fn run(opts: &FuzzOptions, progress: &mut dyn FnMut(&SurfaceReport)) -> Vec<
         std::panic::set_hook(Box::new(|_| {}));
     }
     let mut out = Vec::new();
+    COUNTING.store(true, Ordering::Relaxed);
     for &surface in &opts.surfaces {
         out.push(run_surface(opts, surface, progress));
     }
+    COUNTING.store(false, Ordering::Relaxed);
     std::panic::set_hook(hook);
     out
 }
@@ -629,9 +685,29 @@ fn run_surface(
             if surface == Surface::Sidecar {
                 serde_json::from_str(t).ok()
             } else {
-                crate::yaml::from_multiple::<Value>(t)
-                    .ok()
-                    .and_then(|docs| docs.into_iter().find(|d| !d.is_null()))
+                let docs = crate::yaml::from_multiple::<Value>(t).ok()?;
+                let kind = |d: &Value| d.get("kind").and_then(Value::as_str).map(str::to_owned);
+                match surface {
+                    // A scenario file's objects, as one List (its first document is
+                    // the expectation, which the reader skips: mutating it would
+                    // test nothing).
+                    Surface::Manifest => {
+                        let items: Vec<Value> = docs
+                            .into_iter()
+                            .filter(|d| !d.is_null() && kind(d).as_deref() != Some("Scenario"))
+                            .collect();
+                        (!items.is_empty()).then(|| {
+                            serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items})
+                        })
+                    }
+                    // The configuration, also where a scenario carries it.
+                    Surface::Config => docs.into_iter().find_map(|d| match kind(&d).as_deref() {
+                        Some("KubeSchedulerConfiguration") => Some(d),
+                        Some("Scenario") => d.get("config").cloned(),
+                        _ => None,
+                    }),
+                    _ => docs.into_iter().find(|d| !d.is_null()),
+                }
             }
         })
         .collect();
@@ -652,17 +728,19 @@ fn run_surface(
         heaviest_rise_mib: 0.0,
         findings: Vec::new(),
     };
-    let mut high_water = peak_rss_mib();
     let mut target = Target {
         surface,
         dir: dir.clone(),
         accepted: 0,
+        populated: 0,
         simulations: 0,
+        simulated_for: Duration::ZERO,
     };
     let started = Instant::now();
     let deadline = started + Duration::from_secs_f64(opts.seconds.clamp(0.0, 30.0 * 86_400.0));
     let mut last_progress = Instant::now();
     let mut slowest = Duration::ZERO;
+    let mut heaviest = 0.0f64;
     while report.inputs < opts.inputs && Instant::now() < deadline {
         report.inputs += 1;
         let input = if surface == Surface::Sidecar {
@@ -689,16 +767,18 @@ fn run_surface(
                 text
             }
         };
+        let base = heap_mark();
+        target.simulated_for = Duration::ZERO;
         let t0 = Instant::now();
         let result = std::panic::catch_unwind(AssertUnwindSafe(|| target.run(&input)));
-        let took = t0.elapsed();
+        let took = t0.elapsed().saturating_sub(target.simulated_for);
         slowest = slowest.max(took);
-        // Memory grows with time spent: look at the high-water mark only after an
-        // input that took a while (a /proc read per input would halve the rate).
-        if took > Duration::from_millis(5) {
-            let now = peak_rss_mib();
-            let rise = now - high_water;
-            if rise > report.heaviest_rise_mib.max(1.0) {
+        // What this input cost: the most heap live at once while it ran, above what was
+        // live before (counted when the binary's allocator reports to `heap_grew`).
+        {
+            let rise = heap_rise_mib(base);
+            if rise > heaviest {
+                heaviest = rise;
                 report.heaviest_rise_mib = (rise * 10.0).round() / 10.0;
                 report.heaviest_input_bytes = input.len();
                 if let Some(crash_dir) = &opts.crash_dir {
@@ -707,7 +787,6 @@ fn run_surface(
                     let _ = std::fs::write(d.join("heaviest.txt"), &input);
                 }
             }
-            high_water = high_water.max(now);
         }
         let finding = match result {
             Err(p) => {
@@ -816,19 +895,23 @@ pub fn replay(dir: &Path) -> Vec<(String, String)> {
             dir: tmp.clone(),
             accepted: 0,
             // Every accepted manifest is simulated on replay.
+            populated: 0,
             simulations: 0,
+            simulated_for: Duration::ZERO,
         };
         for f in files {
             let Ok(text) = std::fs::read_to_string(&f) else {
                 continue;
             };
-            target.accepted = SIMULATE_EVERY - 1;
+            target.populated = SIMULATE_EVERY - 1;
+            target.simulated_for = Duration::ZERO;
             let t0 = Instant::now();
             let r = std::panic::catch_unwind(AssertUnwindSafe(|| target.run(&text)));
+            let took = t0.elapsed().saturating_sub(target.simulated_for);
             let what = match r {
                 Err(_) => Some("panic".to_string()),
                 Ok(Outcome::Violation(m)) => Some(format!("violation: {m}")),
-                Ok(_) if t0.elapsed() > HANG => Some(format!("hang: {:?}", t0.elapsed())),
+                Ok(_) if took > HANG => Some(format!("hang: {took:?}")),
                 Ok(_) => None,
             };
             if let Some(w) = what {
