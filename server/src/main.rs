@@ -70,9 +70,11 @@ enum Command {
     /// Fuzz every input surface (manifests, KubeSchedulerConfiguration, workloads,
     /// sidecar replies, watched objects) with structure-aware mutations of the seeds in
     /// examples/, tests/scenarios/ and tests/fuzz-corpus/. Prints, per surface, the
-    /// inputs tried, execs/s, panics, hangs (an input over 2 s), invariant violations
-    /// of the simulations run on accepted manifests, and peak memory. Each finding is
-    /// written to --findings-dir. Exit status 1 when anything was found.
+    /// inputs tried, execs/s, panics, hangs (an input over 2 s, simulation aside),
+    /// invariant violations of the simulations run on accepted manifests (one in 100
+    /// that hold objects), the process's peak resident memory, and the input that
+    /// needed the most heap (its size and heap peak; kept as heaviest.txt). Each
+    /// finding is written to --findings-dir. Exit status 1 when anything was found.
     Fuzz(FuzzArgs),
 
     /// Schedule the pods of a Kubernetes cluster: watch it through its API server,
