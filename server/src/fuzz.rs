@@ -96,6 +96,9 @@ pub struct SurfaceReport {
     /// 0 when the binary's allocator does not report to [`heap_grew`]).
     pub heaviest_input_bytes: usize,
     pub heaviest_rise_mib: f64,
+    /// Heap still allocated after the surface's run minus before it: a leak shows
+    /// here (resident memory also keeps what the allocator holds free).
+    pub heap_retained_mib: f64,
     /// Files written for findings.
     pub findings: Vec<String>,
 }
@@ -647,7 +650,11 @@ pub fn run(opts: &FuzzOptions, progress: &mut dyn FnMut(&SurfaceReport)) -> Vec<
     let mut out = Vec::new();
     COUNTING.store(true, Ordering::Relaxed);
     for &surface in &opts.surfaces {
-        out.push(run_surface(opts, surface, progress));
+        let before = LIVE.load(Ordering::Relaxed);
+        let mut r = run_surface(opts, surface, progress);
+        let retained = (LIVE.load(Ordering::Relaxed) - before).max(0) as f64 / (1024.0 * 1024.0);
+        r.heap_retained_mib = (retained * 10.0).round() / 10.0;
+        out.push(r);
     }
     COUNTING.store(false, Ordering::Relaxed);
     std::panic::set_hook(hook);
@@ -726,6 +733,7 @@ fn run_surface(
         peak_rss_mib: 0.0,
         heaviest_input_bytes: 0,
         heaviest_rise_mib: 0.0,
+        heap_retained_mib: 0.0,
         findings: Vec::new(),
     };
     let mut target = Target {
