@@ -443,8 +443,11 @@ pub fn check<'a>(
         let mut seen: Vec<(&(String, String, i32), &PodFacts, &str)> = Vec::new();
         for (p, f) in pods {
             for hp in &f.host_ports {
-                let clash = seen.iter().find(|(o, _, _)| {
-                    o.1 == hp.1
+                // A pod's own ports never clash with each other here (the API server
+                // refuses duplicates within a pod).
+                let clash = seen.iter().find(|(o, _, ok)| {
+                    *ok != p.key.as_str()
+                        && o.1 == hp.1
                         && o.2 == hp.2
                         && (o.0 == hp.0 || o.0 == "0.0.0.0" || hp.0 == "0.0.0.0")
                 });

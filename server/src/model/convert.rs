@@ -133,6 +133,45 @@ pub fn validate_labels(
 /// what parsing checks: labels, `spec.nodeSelector`, node affinity terms.
 pub fn validate_pod(pod: &core::Pod) -> Result<()> {
     validate_labels(pod.metadata.labels.as_ref(), "metadata.labels")?;
+    if let Some(spec) = &pod.spec {
+        // Container names are unique across init and regular containers.
+        let mut names = std::collections::HashSet::new();
+        let init = spec.init_containers.iter().flatten().enumerate();
+        for (list, (i, c)) in init.map(|x| ("initContainers", x)).chain(
+            spec.containers
+                .iter()
+                .enumerate()
+                .map(|x| ("containers", x)),
+        ) {
+            if !names.insert(c.name.as_str()) {
+                return Err(err(
+                    format!("spec.{list}[{i}].name"),
+                    format!("Duplicate value: {:?}", c.name),
+                ));
+            }
+        }
+        // Upstream checkHostPortConflicts: one host port per protocol and host IP
+        // among the regular containers (the protocol defaults to TCP first).
+        let mut ports = std::collections::HashSet::new();
+        for (i, c) in spec.containers.iter().enumerate() {
+            for (j, p) in c.ports.iter().flatten().enumerate() {
+                let Some(hp) = p.host_port.filter(|h| *h != 0) else {
+                    continue;
+                };
+                let key = format!(
+                    "{}/{}/{hp}",
+                    p.protocol.as_deref().unwrap_or("TCP"),
+                    p.host_ip.as_deref().unwrap_or("")
+                );
+                if !ports.insert(key.clone()) {
+                    return Err(err(
+                        format!("spec.containers[{i}].ports[{j}].hostPort"),
+                        format!("Duplicate value: {key:?}"),
+                    ));
+                }
+            }
+        }
+    }
     validate_labels(
         pod.spec.as_ref().and_then(|s| s.node_selector.as_ref()),
         "spec.nodeSelector",
@@ -1321,6 +1360,19 @@ spec:
         assert_eq!(
             check("spec: {containers: [], nodeSelector: {'UPPER.example.com/x': v}}"),
             Err("spec.nodeSelector".into())
+        );
+        // As the API server: duplicate container names, duplicate host ports.
+        assert_eq!(
+            check("spec: {initContainers: [{name: c}], containers: [{name: c}]}"),
+            Err("spec.containers[0].name".into())
+        );
+        assert_eq!(
+            check("spec: {containers: [{name: a, ports: [{containerPort: 80, hostPort: 8080}]}, {name: b, ports: [{containerPort: 81, hostPort: 8080, protocol: TCP}]}]}"),
+            Err("spec.containers[1].ports[0].hostPort".into())
+        );
+        assert_eq!(
+            check("spec: {containers: [{name: a, ports: [{containerPort: 80, hostPort: 8080}, {containerPort: 80, hostPort: 8080, protocol: UDP}]}]}"),
+            Ok(())
         );
     }
 
