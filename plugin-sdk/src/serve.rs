@@ -79,8 +79,6 @@ pub enum Error {
     Unhealthy(String, String),
 }
 
-/// Parses `unix:///path.sock`, `unix:path.sock`, `tcp://host:port`, `http://host:port`,
-/// `https://host:port` (TLS) or `host:port`.
 /// A listen failure with what fixes it.
 fn listen_error(addr: &dyn std::fmt::Display, unix: bool, e: std::io::Error) -> Error {
     let addr = addr.to_string();
@@ -93,6 +91,8 @@ fn listen_error(addr: &dyn std::fmt::Display, unix: bool, e: std::io::Error) -> 
     Error::Listen(addr, e, hint)
 }
 
+/// Parses `unix:///path.sock`, `unix:path.sock`, `tcp://host:port`, `http://host:port`,
+/// `https://host:port` (TLS) or `host:port`.
 pub fn parse_listen_address(s: &str) -> Result<Listen, Error> {
     if let Some(p) = s
         .strip_prefix("unix://")

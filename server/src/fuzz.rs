@@ -10,8 +10,9 @@
 //! YAML); a fifth of the inputs get byte-level damage instead. Each input runs under
 //! `catch_unwind` (a panic is a finding), with its time measured (over 2 s outside a
 //! simulation is a hang) and its heap peak counted (the binary's allocator reports to
-//! [`heap_grew`]); the process's peak resident memory is read from /proc. Manifests that load are, one in
-//! `SIMULATE_EVERY`, run through a whole simulation whose invariant check must pass.
+//! [`heap_grew`]); the process's peak resident memory is read from /proc. Manifests
+//! that load and hold objects are, one in `SIMULATE_EVERY`, run through a whole
+//! simulation whose invariant check must pass.
 //!
 //! Seeds: `examples/`, `tests/scenarios/` and the crash corpus
 //! (`tests/fuzz-corpus/<surface>/`); every finding is written there as a regression.
@@ -103,7 +104,7 @@ pub struct SurfaceReport {
     pub findings: Vec<String>,
 }
 
-/// One simulation per this many accepted manifests.
+/// One simulation per this many accepted manifests that hold objects.
 const SIMULATE_EVERY: u64 = 100;
 /// An input that takes longer than this is a hang.
 const HANG: Duration = Duration::from_secs(2);
@@ -436,18 +437,6 @@ fn seeds(surface: Surface, root: &Path) -> Vec<String> {
     out
 }
 
-/// Peak resident memory of this process so far (Linux), in MiB.
-pub fn peak_rss_mib() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        })
-        .map_or(0.0, |kb| kb / 1024.0)
-}
-
 /// Heap counting for `switchyard fuzz`: the binary's global allocator reports every
 /// allocation here (the `unsafe` allocator lives in `main.rs`, the library forbids
 /// unsafe code), and counting is on only while fuzzing (elsewhere an allocation pays
@@ -509,6 +498,25 @@ struct Target {
 }
 
 impl Target {
+    fn new(surface: Surface, dir: PathBuf) -> Target {
+        Target {
+            surface,
+            dir,
+            accepted: 0,
+            populated: 0,
+            simulations: 0,
+            simulated_for: Duration::ZERO,
+        }
+    }
+
+    /// Runs one input under `catch_unwind`; also returns its time, simulation aside.
+    fn run_timed(&mut self, text: &str) -> (std::thread::Result<Outcome>, Duration) {
+        self.simulated_for = Duration::ZERO;
+        let t0 = Instant::now();
+        let result = std::panic::catch_unwind(AssertUnwindSafe(|| self.run(text)));
+        (result, t0.elapsed().saturating_sub(self.simulated_for))
+    }
+
     fn run(&mut self, text: &str) -> Outcome {
         match self.surface {
             Surface::Manifest => {
@@ -736,14 +744,7 @@ fn run_surface(
         heap_retained_mib: 0.0,
         findings: Vec::new(),
     };
-    let mut target = Target {
-        surface,
-        dir: dir.clone(),
-        accepted: 0,
-        populated: 0,
-        simulations: 0,
-        simulated_for: Duration::ZERO,
-    };
+    let mut target = Target::new(surface, dir.clone());
     let started = Instant::now();
     let deadline = started + Duration::from_secs_f64(opts.seconds.clamp(0.0, 30.0 * 86_400.0));
     let mut last_progress = Instant::now();
@@ -776,10 +777,7 @@ fn run_surface(
             }
         };
         let base = heap_mark();
-        target.simulated_for = Duration::ZERO;
-        let t0 = Instant::now();
-        let result = std::panic::catch_unwind(AssertUnwindSafe(|| target.run(&input)));
-        let took = t0.elapsed().saturating_sub(target.simulated_for);
+        let (result, took) = target.run_timed(&input);
         slowest = slowest.max(took);
         // What this input cost: the most heap live at once while it ran, above what was
         // live before (counted when the binary's allocator reports to `heap_grew`).
@@ -841,7 +839,7 @@ fn fill(r: &mut SurfaceReport, t: &Target, started: Instant, slowest: Duration) 
     r.simulations = t.simulations;
     r.execs_per_second = (r.inputs as f64 / started.elapsed().as_secs_f64().max(1e-9)).round();
     r.slowest_ms = (slowest.as_secs_f64() * 1e5).round() / 100.0;
-    r.peak_rss_mib = (peak_rss_mib() * 10.0).round() / 10.0;
+    r.peak_rss_mib = (crate::remote::procfs::peak_rss_mib() * 10.0).round() / 10.0;
 }
 
 fn fnv(s: &str) -> u64 {
@@ -898,24 +896,14 @@ pub fn replay(dir: &Path) -> Vec<(String, String)> {
             surface.name()
         ));
         let _ = std::fs::create_dir_all(&tmp);
-        let mut target = Target {
-            surface,
-            dir: tmp.clone(),
-            accepted: 0,
-            // Every accepted manifest is simulated on replay.
-            populated: 0,
-            simulations: 0,
-            simulated_for: Duration::ZERO,
-        };
+        let mut target = Target::new(surface, tmp.clone());
         for f in files {
             let Ok(text) = std::fs::read_to_string(&f) else {
                 continue;
             };
+            // Every accepted manifest is simulated on replay.
             target.populated = SIMULATE_EVERY - 1;
-            target.simulated_for = Duration::ZERO;
-            let t0 = Instant::now();
-            let r = std::panic::catch_unwind(AssertUnwindSafe(|| target.run(&text)));
-            let took = t0.elapsed().saturating_sub(target.simulated_for);
+            let (r, took) = target.run_timed(&text);
             let what = match r {
                 Err(_) => Some("panic".to_string()),
                 Ok(Outcome::Violation(m)) => Some(format!("violation: {m}")),

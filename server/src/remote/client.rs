@@ -323,7 +323,7 @@ pub(crate) struct Inner {
     /// Stray replies on this connection, and `stats.calls` when it was made.
     strays: AtomicU64,
     calls_at_connect: AtomicU64,
-    decisions_in_flight: Arc<std::sync::atomic::AtomicUsize>,
+    decisions_in_flight: std::sync::atomic::AtomicUsize,
 }
 
 /// Counters for one endpoint. Bytes are gRPC message bytes (the protobuf encoding
@@ -923,18 +923,18 @@ fn handle_reply(inner: &Arc<Inner>, id: u64, r: Reply) -> bool {
     let Some(wp) = inner.waiting_pods.get().cloned() else {
         return false;
     };
-    let in_flight = inner.decisions_in_flight.clone();
-    if in_flight.fetch_add(1, Ordering::AcqRel) >= DECISIONS_IN_FLIGHT {
-        in_flight.fetch_sub(1, Ordering::AcqRel);
+    if inner.decisions_in_flight.fetch_add(1, Ordering::AcqRel) >= DECISIONS_IN_FLIGHT {
+        inner.decisions_in_flight.fetch_sub(1, Ordering::AcqRel);
         return false;
     }
-    struct Done(Arc<std::sync::atomic::AtomicUsize>);
+    /// Counts the decision out however its task ends.
+    struct Done(Arc<Inner>);
     impl Drop for Done {
         fn drop(&mut self) {
-            self.0.fetch_sub(1, Ordering::AcqRel);
+            self.0.decisions_in_flight.fetch_sub(1, Ordering::AcqRel);
         }
     }
-    let done = Done(in_flight);
+    let done = Done(inner.clone());
     // The decision can overtake the scheduling thread parking the pod after its own
     // Wait reply: give it a moment to appear.
     tokio::spawn(async move {

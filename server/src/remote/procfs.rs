@@ -1,6 +1,7 @@
 //! `/proc/<pid>/stat`, as much of it as Switchyard reads: whether a sidecar's
 //! processes are still alive (state, process group) and how much CPU a process or
-//! thread has used. Linux only: elsewhere the readers return `None`.
+//! thread has used; and this process's peak memory. Linux only: elsewhere the
+//! readers return `None` (or 0).
 
 /// `/proc` reports CPU time in clock ticks of 1/100 s on every Linux ABI (USER_HZ).
 const TICK: f64 = 0.01;
@@ -65,6 +66,18 @@ pub fn own_threads() -> Option<impl Iterator<Item = String>> {
 /// This process's `stat` line.
 pub fn own_process() -> Option<String> {
     std::fs::read_to_string("/proc/self/stat").ok()
+}
+
+/// Peak resident memory of this process so far (Linux), in MiB.
+pub fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
 }
 
 #[cfg(test)]

@@ -291,7 +291,7 @@ pub fn build(
         ignored,
         nodes: nodes.len(),
         seconds: round3(seconds),
-        peak_rss_mib: (crate::fuzz::peak_rss_mib() * 10.0).round() / 10.0,
+        peak_rss_mib: (crate::remote::procfs::peak_rss_mib() * 10.0).round() / 10.0,
     };
     let measured = match (measured, workload) {
         (Some(m), Some((name, threshold))) => Some(MeasuredReport {
