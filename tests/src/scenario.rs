@@ -14,6 +14,7 @@
 //!   unschedulable: {default/big: "0/3 nodes are available: 3 Insufficient cpu."}
 //!   evicted: {default/victim: default/preemptor}
 //!   nominated: {default/preemptor: node-a}
+//!   claims: {default/data-web-0: pv-a, default/scratch: provisioned, default/x: Pending}
 //! ```
 //!
 //! Every other document is a manifest for the embedded cluster. Every pod the scheduler
@@ -57,6 +58,10 @@ pub struct Expect {
     pub evicted: BTreeMap<String, String>,
     #[serde(default)]
     pub nominated: BTreeMap<String, String>,
+    /// claim -> its end state: a volume name (bound to it; a list: to one of them),
+    /// `provisioned` (bound to a volume provisioned for it) or `Pending`.
+    #[serde(default)]
+    pub claims: BTreeMap<String, NodeChoice>,
     /// pod -> substrings that must appear, in this order, in its recorded events
     /// (`Reason: message`): shows what happened on the way to the final state.
     #[serde(default)]
@@ -239,6 +244,29 @@ fn check(expect: &Expect, report: &simulate::Report, prebound: &[String]) -> Res
                     p.nominated_node
                 ));
             }
+        }
+    }
+    for (claim, want) in &expect.claims {
+        let Some(c) = report.claims.iter().find(|c| c.claim == *claim) else {
+            problems.push(format!(
+                "{claim}: expected a claim, but there is no such claim"
+            ));
+            continue;
+        };
+        let got = match (c.phase, &c.volume, c.provisioned) {
+            ("Bound", _, true) => "provisioned".to_string(),
+            ("Bound", Some(v), false) => v.clone(),
+            (phase, _, _) => phase.to_string(),
+        };
+        if !want.allows(&got) {
+            problems.push(format!(
+                "{claim}: {got}{}, expected {}",
+                c.volume
+                    .as_deref()
+                    .map(|v| format!(" ({v})"))
+                    .unwrap_or_default(),
+                describe(Some(want))
+            ));
         }
     }
     let reported: Vec<String> = report

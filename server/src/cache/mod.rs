@@ -6,6 +6,7 @@
 
 mod node_tree;
 mod snapshot;
+pub mod volumes;
 
 use std::collections::HashMap;
 

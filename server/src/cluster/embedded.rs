@@ -71,6 +71,7 @@ struct State {
     ledger_pods: HashMap<String, crate::invariants::PodFacts>,
     ledger_nodes: HashMap<String, crate::invariants::NodeFacts>,
     ledger_preemptions: Vec<crate::invariants::Preemption>,
+    storage: super::embedded_volumes::Storage,
 }
 
 /// What the invariant checker is given: the input's own facts, kept beside the cluster.
@@ -223,6 +224,25 @@ impl EmbeddedCluster {
                 "more than one PriorityClass is marked globalDefault: keep one",
             ));
         }
+        // Storage: classes first (a claim without one gets the default class), then CSI
+        // objects, volumes and claims; the PV controller's first pass runs at the end.
+        for pass in 0..3 {
+            for o in objects {
+                let this_pass = match &o.object {
+                    Object::StorageClass(_) => 0,
+                    Object::CSINode(_)
+                    | Object::CSIDriver(_)
+                    | Object::CSIStorageCapacity(_)
+                    | Object::PersistentVolume(_) => 1,
+                    Object::PersistentVolumeClaim(_) => 2,
+                    _ => continue,
+                };
+                if this_pass == pass {
+                    c.create_storage(&o.object)
+                        .map_err(|e| field_err(&o.source, e))?;
+                }
+            }
+        }
         for o in objects {
             match &o.object {
                 Object::Node(n) => {
@@ -251,7 +271,121 @@ impl EmbeddedCluster {
                 c.create_pod(p).map_err(|e| field_err(&o.source, e))?;
             }
         }
+        // The StatefulSet controller: claims and pods not already given.
+        for o in objects {
+            if let Object::StatefulSet(s) = &o.object {
+                c.expand_stateful_set(s)
+                    .map_err(|e| field_err(&o.source, e))?;
+            }
+        }
+        c.sync_volumes();
         Ok(c)
+    }
+
+    /// Adds a storage object (claim, volume, class or CSI object), then lets the PV
+    /// controller bind what it can.
+    pub fn create_storage(&self, obj: &Object) -> Result<(), FieldError> {
+        let mut st = self.lock();
+        for ev in st.storage.create(obj)? {
+            st.emit(ev);
+        }
+        Ok(())
+    }
+
+    /// Runs the embedded PV controller and provisioner once over unbound claims.
+    pub fn sync_volumes(&self) {
+        let mut st = self.lock();
+        let nodes = st.nodes.clone();
+        let mut out = Vec::new();
+        st.storage.sync(&nodes, &mut out);
+        for ev in out {
+            st.emit(ev);
+        }
+    }
+
+    /// Creates what the StatefulSet controller would: claims from the templates and
+    /// pods `<name>-<ordinal>`, each unless one of that name exists.
+    fn expand_stateful_set(
+        &self,
+        ss: &k8s_openapi::api::apps::v1::StatefulSet,
+    ) -> Result<(), FieldError> {
+        let uid = {
+            let mut st = self.lock();
+            ss.metadata.uid.clone().unwrap_or_else(|| st.gen_uid())
+        };
+        let (claims, pods) = super::embedded_volumes::stateful_set_objects(ss, &uid)?;
+        for c in claims {
+            let key = (
+                Arc::from(c.metadata.namespace.as_deref().unwrap_or("default")),
+                Arc::from(c.metadata.name.as_deref().unwrap_or("")),
+            );
+            if self.lock().storage.pvcs.contains_key(&key) {
+                continue;
+            }
+            self.create_storage(&Object::PersistentVolumeClaim(Box::new(c)))?;
+        }
+        for p in pods {
+            let key = (
+                Arc::from(p.metadata.namespace.as_deref().unwrap_or("default")),
+                Arc::from(p.metadata.name.as_deref().unwrap_or("")),
+            );
+            if self.lock().names.contains_key(&key) {
+                continue;
+            }
+            self.create_pod(&p)?;
+        }
+        Ok(())
+    }
+
+    /// Bound pods whose claims' volumes cannot be reached from their node, as
+    /// `(pod, node, detail)`: recomputed from the cluster's objects, not the
+    /// scheduler's caches.
+    pub fn unreachable_volumes(&self) -> Vec<(String, String, String)> {
+        let st = self.lock();
+        let mut out = Vec::new();
+        for r in st.pods.values() {
+            // Pods the scheduler bound (pods bound in the input are the input's state).
+            let bound_here = r.condition.as_ref().is_some_and(|c| c.status == "True");
+            let (Some(node_name), false, true) =
+                (&r.pod.node_name, r.pod.spec.volumes.is_empty(), bound_here)
+            else {
+                continue;
+            };
+            let Some(node) = st.nodes.get(node_name) else {
+                continue;
+            };
+            for claim in r.pod.spec.volumes.iter().filter_map(|v| v.claim()) {
+                let key = (r.pod.namespace.clone(), claim.clone());
+                let pv = st
+                    .storage
+                    .pvcs
+                    .get(&key)
+                    .and_then(|c| c.volume_name.as_ref())
+                    .and_then(|v| st.storage.pvs.get(v));
+                match pv {
+                    Some(pv) if !pv.fits_node("", &node.labels) => out.push((
+                        r.pod.key(),
+                        node_name.to_string(),
+                        format!(
+                            "claim {claim} is bound to {}, whose node affinity excludes the node",
+                            pv.name
+                        ),
+                    )),
+                    Some(_) => {}
+                    None => out.push((
+                        r.pod.key(),
+                        node_name.to_string(),
+                        format!("claim {claim} is not bound to a volume"),
+                    )),
+                }
+            }
+        }
+        out
+    }
+
+    /// Every claim's state, in `namespace/name` order.
+    pub fn claim_outcomes(&self) -> Vec<super::embedded_volumes::ClaimOutcome> {
+        self.lock().storage.outcomes()
     }
 
     /// Adds a node (allocatable defaults to capacity, and the hostname label is set as
@@ -719,6 +853,43 @@ impl ClusterClient for EmbeddedCluster {
         })
     }
 
+    fn bind_volume<'a>(
+        &'a self,
+        pv: &'a crate::model::storage::PersistentVolume,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(async move {
+            let mut st = self.lock();
+            let nodes = st.nodes.clone();
+            let events = st
+                .storage
+                .bind_volume(pv, &nodes)
+                .map_err(ClientError::Conflict)?;
+            for ev in events {
+                st.emit(ev);
+            }
+            Ok(())
+        })
+    }
+
+    fn select_node_for_claim<'a>(
+        &'a self,
+        pvc: &'a crate::model::storage::PersistentVolumeClaim,
+        node: &'a str,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(async move {
+            let mut st = self.lock();
+            let nodes = st.nodes.clone();
+            let events = st
+                .storage
+                .select_node(&pvc.namespace, &pvc.name, node, &nodes)
+                .map_err(ClientError::NotFound)?;
+            for ev in events {
+                st.emit(ev);
+            }
+            Ok(())
+        })
+    }
+
     fn record_event(&self, event: PodEvent) {
         let mut st = self.lock();
         if let Some(rec) = st.pods.get_mut(&event.uid) {
@@ -741,6 +912,7 @@ impl ClusterBackend for EmbeddedCluster {
                 .map(WatchEvent::NamespaceUpsert),
         );
         initial.extend(st.nodes.values().cloned().map(WatchEvent::NodeAdd));
+        initial.extend(st.storage.initial_events());
         initial.extend(st.pdbs.values().cloned().map(WatchEvent::PdbUpsert));
         initial.extend(
             st.selectors

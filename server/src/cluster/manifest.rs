@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::policy::v1 as policy;
 use k8s_openapi::api::scheduling::v1 as scheduling;
+use k8s_openapi::api::storage::v1 as storage;
 use serde_json::Value;
 
 /// Where an object came from.
@@ -44,6 +45,12 @@ pub enum Object {
     ReplicationController(Box<core::ReplicationController>),
     ReplicaSet(Box<k8s_openapi::api::apps::v1::ReplicaSet>),
     StatefulSet(Box<k8s_openapi::api::apps::v1::StatefulSet>),
+    PersistentVolumeClaim(Box<core::PersistentVolumeClaim>),
+    PersistentVolume(Box<core::PersistentVolume>),
+    StorageClass(Box<storage::StorageClass>),
+    CSINode(Box<storage::CSINode>),
+    CSIDriver(Box<storage::CSIDriver>),
+    CSIStorageCapacity(Box<storage::CSIStorageCapacity>),
 }
 
 impl Object {
@@ -58,6 +65,12 @@ impl Object {
             Object::ReplicationController(_) => "ReplicationController",
             Object::ReplicaSet(_) => "ReplicaSet",
             Object::StatefulSet(_) => "StatefulSet",
+            Object::PersistentVolumeClaim(_) => "PersistentVolumeClaim",
+            Object::PersistentVolume(_) => "PersistentVolume",
+            Object::StorageClass(_) => "StorageClass",
+            Object::CSINode(_) => "CSINode",
+            Object::CSIDriver(_) => "CSIDriver",
+            Object::CSIStorageCapacity(_) => "CSIStorageCapacity",
         }
     }
 }
@@ -287,6 +300,12 @@ fn parse_value(
         "ReplicationController" => Object::ReplicationController(Box::new(decode(doc, &source)?)),
         "ReplicaSet" => Object::ReplicaSet(Box::new(decode(doc, &source)?)),
         "StatefulSet" => Object::StatefulSet(Box::new(decode(doc, &source)?)),
+        "PersistentVolumeClaim" => Object::PersistentVolumeClaim(Box::new(decode(doc, &source)?)),
+        "PersistentVolume" => Object::PersistentVolume(Box::new(decode(doc, &source)?)),
+        "StorageClass" => Object::StorageClass(Box::new(decode(doc, &source)?)),
+        "CSINode" => Object::CSINode(Box::new(decode(doc, &source)?)),
+        "CSIDriver" => Object::CSIDriver(Box::new(decode(doc, &source)?)),
+        "CSIStorageCapacity" => Object::CSIStorageCapacity(Box::new(decode(doc, &source)?)),
         other => {
             skipped.0.push((source, other.to_string()));
             return Ok(());

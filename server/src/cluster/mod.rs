@@ -6,6 +6,7 @@
 //! [`kubernetes`] (the `kube` crate against an API server).
 
 pub mod embedded;
+pub mod embedded_volumes;
 pub mod kubernetes;
 pub mod leaderelection;
 pub mod manifest;
@@ -39,6 +40,9 @@ pub enum WatchEvent {
         namespace: Arc<str>,
         name: Arc<str>,
     },
+    /// A storage object (claim, volume, class, CSI object) added or updated.
+    StorageUpsert(crate::model::storage::StorageObject),
+    StorageDelete(crate::model::storage::StorageObject),
     /// The initial listing is complete: the cache is warm.
     Synced,
 }
@@ -207,6 +211,36 @@ pub trait ClusterClient: Send + Sync {
 
     /// Records an event; fire and forget.
     fn record_event(&self, event: PodEvent);
+
+    /// VolumeBinding's PreBind for a static PV: writes the PV as assumed at Reserve
+    /// (`spec.claimRef` naming the claim, and `pv.kubernetes.io/bound-by-controller`
+    /// unless the user pre-bound it). The PV controller then binds the claim.
+    fn bind_volume<'a>(
+        &'a self,
+        pv: &'a crate::model::storage::PersistentVolume,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(async move {
+            Err(ClientError::Other(format!(
+                "cannot bind persistentvolume {:?}: this cluster backend does not write volumes",
+                pv.name
+            )))
+        })
+    }
+
+    /// VolumeBinding's PreBind for a claim to provision: sets the
+    /// `volume.kubernetes.io/selected-node` annotation the provisioner waits for.
+    fn select_node_for_claim<'a>(
+        &'a self,
+        pvc: &'a crate::model::storage::PersistentVolumeClaim,
+        node: &'a str,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(async move {
+            Err(ClientError::Other(format!(
+                "cannot select node {node:?} for persistentvolumeclaim {:?}: this cluster backend does not write volumes",
+                pvc.key()
+            )))
+        })
+    }
 }
 
 /// A cluster backend: a client plus the event feed.

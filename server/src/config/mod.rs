@@ -15,7 +15,7 @@ pub const KIND: &str = "KubeSchedulerConfiguration";
 pub const DEFAULT_SCHEDULER_NAME: &str = crate::model::convert::DEFAULT_SCHEDULER_NAME;
 
 /// The default profile's plugins (upstream `getDefaultPlugins`, MultiPoint only), minus
-/// the volume plugins: Switchyard models no volumes.
+/// DynamicResources.
 pub const DEFAULT_MULTI_POINT: &[(&str, Option<i32>)] = &[
     ("SchedulingGates", None),
     ("PrioritySort", None),
@@ -25,6 +25,10 @@ pub const DEFAULT_MULTI_POINT: &[(&str, Option<i32>)] = &[
     ("NodeAffinity", Some(2)),
     ("NodePorts", None),
     ("NodeResourcesFit", Some(1)),
+    ("VolumeRestrictions", None),
+    ("NodeVolumeLimits", None),
+    ("VolumeBinding", None),
+    ("VolumeZone", None),
     ("PodTopologySpread", Some(2)),
     ("InterPodAffinity", Some(2)),
     ("DefaultPreemption", None),
@@ -33,13 +37,10 @@ pub const DEFAULT_MULTI_POINT: &[(&str, Option<i32>)] = &[
     ("DefaultBinder", None),
 ];
 
-/// Upstream plugins Switchyard does not implement (volumes, DRA). Disabling them is
+/// Upstream plugins Switchyard does not implement (DRA, and the in-tree volume limit
+/// plugins upstream removed in favour of NodeVolumeLimits). Disabling them is
 /// accepted; enabling them is an error that says so.
 pub const UNSUPPORTED_UPSTREAM_PLUGINS: &[&str] = &[
-    "VolumeRestrictions",
-    "NodeVolumeLimits",
-    "VolumeBinding",
-    "VolumeZone",
     "DynamicResources",
     "EBSLimits",
     "GCEPDLimits",
@@ -508,7 +509,7 @@ impl SchedulerConfig {
                         if UNSUPPORTED_UPSTREAM_PLUGINS.contains(&r.name.as_str()) {
                             return Err(invalid(
                                 &f,
-                                format!("plugin {:?} is an upstream plugin Switchyard does not implement (Switchyard models no volumes or dynamic resources); remove it", r.name),
+                                format!("plugin {:?} is an upstream plugin Switchyard does not implement (Switchyard models no dynamic resources, and the in-tree volume limit plugins are NodeVolumeLimits now); remove it", r.name),
                             ));
                         }
                     }

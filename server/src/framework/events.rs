@@ -18,6 +18,12 @@ pub enum EventResource {
     Node,
     PodDisruptionBudget,
     Namespace,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    StorageClass,
+    CSINode,
+    CSIDriver,
+    CSIStorageCapacity,
     /// Every resource: as an incoming event (unschedulable timeout, force activate) it
     /// moves every pod; as a registration it matches every event.
     WildCard,
@@ -32,6 +38,12 @@ impl EventResource {
             EventResource::Node => "Node",
             EventResource::PodDisruptionBudget => "PodDisruptionBudget",
             EventResource::Namespace => "Namespace",
+            EventResource::PersistentVolume => "PersistentVolume",
+            EventResource::PersistentVolumeClaim => "PersistentVolumeClaim",
+            EventResource::StorageClass => "StorageClass",
+            EventResource::CSINode => "CSINode",
+            EventResource::CSIDriver => "CSIDriver",
+            EventResource::CSIStorageCapacity => "CSIStorageCapacity",
             EventResource::WildCard => "*",
         }
     }
@@ -45,6 +57,12 @@ impl EventResource {
             EventResource::Node,
             EventResource::PodDisruptionBudget,
             EventResource::Namespace,
+            EventResource::PersistentVolume,
+            EventResource::PersistentVolumeClaim,
+            EventResource::StorageClass,
+            EventResource::CSINode,
+            EventResource::CSIDriver,
+            EventResource::CSIStorageCapacity,
             EventResource::WildCard,
         ]
         .into_iter()
@@ -231,6 +249,7 @@ pub const EVENT_NODE_DELETE: ClusterEvent =
 pub enum EventObject {
     Pod(Arc<Pod>),
     Node(Arc<Node>),
+    Storage(crate::model::storage::StorageObject),
     Other,
 }
 
@@ -245,6 +264,13 @@ impl EventObject {
     pub fn as_node(&self) -> Option<&Arc<Node>> {
         match self {
             EventObject::Node(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    pub fn as_storage(&self) -> Option<&crate::model::storage::StorageObject> {
+        match self {
+            EventObject::Storage(s) => Some(s),
             _ => None,
         }
     }
@@ -311,6 +337,12 @@ pub fn unroll_wildcard_resource() -> Vec<ClusterEventWithHint> {
         ClusterEventWithHint::new(EventResource::Node, ActionType::ALL),
         ClusterEventWithHint::new(EventResource::PodDisruptionBudget, ActionType::ALL),
         ClusterEventWithHint::new(EventResource::Namespace, ActionType::ALL),
+        ClusterEventWithHint::new(EventResource::PersistentVolume, ActionType::ALL),
+        ClusterEventWithHint::new(EventResource::PersistentVolumeClaim, ActionType::ALL),
+        ClusterEventWithHint::new(EventResource::StorageClass, ActionType::ALL),
+        ClusterEventWithHint::new(EventResource::CSINode, ActionType::ALL),
+        ClusterEventWithHint::new(EventResource::CSIDriver, ActionType::ALL),
+        ClusterEventWithHint::new(EventResource::CSIStorageCapacity, ActionType::ALL),
     ]
 }
 

@@ -24,6 +24,8 @@ use crate::model::Pod;
 pub struct Handle {
     pub waiting_pods: Arc<WaitingPods>,
     pub client: Arc<dyn ClusterClient>,
+    /// Storage objects and the volume assume cache, shared by every profile.
+    pub volumes: Arc<crate::cache::volumes::VolumeStore>,
     services: std::sync::OnceLock<std::sync::Weak<dyn SchedulerServices>>,
 }
 
@@ -43,9 +45,23 @@ pub trait SchedulerServices: Send + Sync {
 
 impl Handle {
     pub fn new(waiting_pods: Arc<WaitingPods>, client: Arc<dyn ClusterClient>) -> Self {
+        Self::with_volumes(
+            waiting_pods,
+            client,
+            crate::cache::volumes::VolumeStore::new(),
+        )
+    }
+
+    /// A handle whose plugins read `volumes` (the scheduler's shared store).
+    pub fn with_volumes(
+        waiting_pods: Arc<WaitingPods>,
+        client: Arc<dyn ClusterClient>,
+        volumes: Arc<crate::cache::volumes::VolumeStore>,
+    ) -> Self {
         Handle {
             waiting_pods,
             client,
+            volumes,
             services: std::sync::OnceLock::new(),
         }
     }

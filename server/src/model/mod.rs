@@ -7,6 +7,7 @@ pub mod node;
 pub mod pod;
 pub mod quantity;
 pub mod resource;
+pub mod storage;
 pub mod taint;
 
 pub use labels::{LabelSelector, Labels, NodeSelector, NodeSelectorTerm, Operator, Requirement};

@@ -146,6 +146,9 @@ pub struct PodSpec {
     pub preferred_anti_affinity_terms: Box<[WeightedAffinityTerm]>,
     pub topology_spread_constraints: Box<[TopologySpreadConstraint]>,
     pub owner_references: Box<[OwnerReference]>,
+    /// Volumes the volume plugins look at (claims, generic ephemeral volumes, and the
+    /// in-tree kinds with disk conflicts or attach limits); others are left out.
+    pub volumes: Box<[super::storage::PodVolume]>,
 }
 
 impl PodSpec {

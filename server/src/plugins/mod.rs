@@ -10,10 +10,14 @@ pub mod nodename;
 pub mod nodeports;
 pub mod noderesources;
 pub mod nodeunschedulable;
+pub mod nodevolumelimits;
 pub mod podtopologyspread;
 pub mod queuesort;
 pub mod schedulinggates;
 pub mod tainttoleration;
+pub mod volumebinding;
+pub mod volumerestrictions;
+pub mod volumezone;
 
 use crate::framework::Registry;
 
@@ -34,6 +38,10 @@ pub fn in_tree_registry() -> Registry {
     );
     r.register(imagelocality::NAME, imagelocality::factory());
     r.register(interpodaffinity::NAME, interpodaffinity::factory());
+    r.register(volumerestrictions::NAME, volumerestrictions::factory());
+    r.register(nodevolumelimits::NAME, nodevolumelimits::factory());
+    r.register(volumebinding::NAME, volumebinding::factory());
+    r.register(volumezone::NAME, volumezone::factory());
     r.register(podtopologyspread::NAME, podtopologyspread::factory());
     r.register(defaultpreemption::NAME, defaultpreemption::factory());
     r.register(defaultbinder::NAME, defaultbinder::factory());

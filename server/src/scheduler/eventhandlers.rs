@@ -82,6 +82,29 @@ impl Scheduler {
             WatchEvent::PdbDelete { namespace, name } => {
                 self.cache().remove_pdb(&namespace, &name);
             }
+            WatchEvent::StorageUpsert(obj) => {
+                let old = self.volumes.upsert(&obj);
+                let action = if old.is_some() {
+                    ActionType::UPDATE
+                } else {
+                    ActionType::ADD
+                };
+                self.queue.move_all_to_active_or_backoff(
+                    ClusterEvent::new(storage_resource(&obj), action),
+                    old.map(EventObject::Storage),
+                    Some(EventObject::Storage(obj)),
+                    None,
+                );
+            }
+            WatchEvent::StorageDelete(obj) => {
+                self.volumes.delete(&obj);
+                self.queue.move_all_to_active_or_backoff(
+                    ClusterEvent::new(storage_resource(&obj), ActionType::DELETE),
+                    Some(EventObject::Storage(obj)),
+                    None,
+                    None,
+                );
+            }
             WatchEvent::WorkloadSelectorUpsert(sel) => self.cache().set_workload_selector(sel),
             WatchEvent::WorkloadSelectorDelete {
                 kind,
@@ -224,5 +247,18 @@ impl Scheduler {
             None,
             None,
         );
+    }
+}
+
+/// The event resource of a storage object.
+fn storage_resource(obj: &crate::model::storage::StorageObject) -> EventResource {
+    use crate::model::storage::StorageObject as S;
+    match obj {
+        S::Pvc(_) => EventResource::PersistentVolumeClaim,
+        S::Pv(_) => EventResource::PersistentVolume,
+        S::StorageClass(_) => EventResource::StorageClass,
+        S::CsiNode(_) => EventResource::CSINode,
+        S::CsiDriver(_) => EventResource::CSIDriver,
+        S::CsiStorageCapacity(_) => EventResource::CSIStorageCapacity,
     }
 }

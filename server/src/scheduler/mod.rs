@@ -68,6 +68,8 @@ pub struct Scheduler {
     pub(crate) seed: u64,
     /// Events from the backend not yet handled (shared with the event source).
     pub(crate) event_backlog: Mutex<Option<Arc<AtomicUsize>>>,
+    /// Storage objects and assumed volume bindings, shared with every profile's plugins.
+    pub(crate) volumes: Arc<crate::cache::volumes::VolumeStore>,
 }
 
 /// Errors building a scheduler from configuration.
@@ -93,10 +95,15 @@ impl Scheduler {
         options: Options,
     ) -> Result<Arc<Scheduler>, BuildError> {
         let waiting_pods = Arc::new(WaitingPods::default());
+        let volumes = crate::cache::volumes::VolumeStore::new();
         let mut profiles = HashMap::new();
         let mut handles = Vec::new();
         for (i, p) in config.profiles.iter().enumerate() {
-            let handle = Arc::new(Handle::new(waiting_pods.clone(), client.clone()));
+            let handle = Arc::new(Handle::with_volumes(
+                waiting_pods.clone(),
+                client.clone(),
+                volumes.clone(),
+            ));
             handles.push(handle.clone());
             let fw = Framework::new(p, registry, handle.clone()).map_err(|message| {
                 BuildError::Profile {
@@ -142,6 +149,7 @@ impl Scheduler {
             leading: AtomicBool::new(true),
             seed: options.seed,
             event_backlog: Mutex::new(None),
+            volumes,
         });
         let services: std::sync::Weak<dyn SchedulerServices> =
             Arc::downgrade(&sched) as std::sync::Weak<dyn SchedulerServices>;

@@ -30,6 +30,22 @@ pub struct PodReport {
     pub events: Vec<String>,
 }
 
+/// A PersistentVolumeClaim at the end of the run.
+#[derive(Serialize, Clone, Debug)]
+pub struct ClaimReport {
+    /// `namespace/name`.
+    pub claim: String,
+    /// `Bound`, `Pending` or `Lost`.
+    pub phase: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub volume: Option<String>,
+    /// The node the volume is pinned to, when its affinity names one hostname.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// The volume was provisioned for the claim (not a static PV).
+    pub provisioned: bool,
+}
+
 #[derive(Serialize, Clone, Debug)]
 pub struct EvictedReport {
     pub namespace: String,
@@ -151,6 +167,9 @@ impl RemoteReport {
 pub struct Report {
     pub pods: Vec<PodReport>,
     pub evicted: Vec<EvictedReport>,
+    /// Every PersistentVolumeClaim and what became of it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub claims: Vec<ClaimReport>,
     pub summary: Summary,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub measured: Option<MeasuredReport>,
@@ -265,6 +284,26 @@ pub fn build(
             &filters_of,
         )
     };
+    let mut violations = violations;
+    for (pod, node, detail) in cluster.unreachable_volumes() {
+        violations.push(crate::invariants::Violation {
+            rule: "volume not reachable".into(),
+            pod: Some(pod),
+            node: Some(node),
+            detail,
+        });
+    }
+    let claims: Vec<ClaimReport> = cluster
+        .claim_outcomes()
+        .into_iter()
+        .map(|c| ClaimReport {
+            claim: c.claim,
+            phase: c.phase,
+            volume: c.volume,
+            node: c.node,
+            provisioned: c.provisioned,
+        })
+        .collect();
     let bad_victims: Vec<String> = violations
         .iter()
         .filter(|v| v.rule == "victim priority not lower")
@@ -307,6 +346,7 @@ pub fn build(
     Report {
         pods,
         evicted,
+        claims,
         summary,
         measured,
         invariants: Invariants {
@@ -431,6 +471,24 @@ impl Report {
                     format!("{}/{}", e.namespace, e.name),
                     e.node.as_deref().unwrap_or("<none>"),
                     e.preemptor
+                );
+            }
+        }
+        if !self.claims.is_empty() {
+            let _ = writeln!(s, "\nCLAIM{:<38}  PHASE    VOLUME", "");
+            for c in &self.claims {
+                let _ = writeln!(
+                    s,
+                    "{:<43}  {:<7}  {}{}",
+                    c.claim,
+                    c.phase,
+                    c.volume.as_deref().unwrap_or("<none>"),
+                    match (&c.node, c.provisioned) {
+                        (Some(n), true) => format!(" (provisioned on {n})"),
+                        (None, true) => " (provisioned)".to_string(),
+                        (Some(n), false) => format!(" (on {n})"),
+                        (None, false) => String::new(),
+                    }
                 );
             }
         }

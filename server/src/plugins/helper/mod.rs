@@ -68,3 +68,51 @@ mod tests {
         assert_eq!(s, [0, 0]);
     }
 }
+
+/// Storage look-ups the volume plugins share, with upstream's messages.
+pub mod volumes {
+    use std::sync::Arc;
+
+    use crate::cache::volumes::VolumeState;
+    use crate::framework::Status;
+    use crate::model::storage::{PersistentVolumeClaim, StorageClass};
+    use crate::model::Pod;
+
+    /// The client-go NotFound text for a claim.
+    pub fn pvc_not_found(name: &str) -> String {
+        format!("persistentvolumeclaim \"{name}\" not found")
+    }
+
+    /// A pod's claim, or UnschedulableAndUnresolvable with the lister's NotFound text.
+    pub fn get_pvc(
+        st: &VolumeState,
+        pod: &Pod,
+        claim: &str,
+    ) -> Result<Arc<PersistentVolumeClaim>, Status> {
+        st.pvc(&pod.namespace, claim)
+            .cloned()
+            .ok_or_else(|| Status::unresolvable(pvc_not_found(claim)))
+    }
+
+    /// Upstream `ephemeral.VolumeIsForPod`: a generic ephemeral volume's claim must be
+    /// controlled by the pod, else it is someone else's claim of the same name.
+    pub fn ephemeral_claim_is_for_pod(
+        pod: &Pod,
+        pvc: &PersistentVolumeClaim,
+    ) -> Result<(), String> {
+        if pvc.controller_uid.as_deref() != Some(&*pod.uid) {
+            return Err(format!(
+                "PVC {}/{} was not created for pod {}/{} (pod is not owner)",
+                pvc.namespace, pvc.name, pod.namespace, pod.name
+            ));
+        }
+        Ok(())
+    }
+
+    /// A claim's class, or the lister's NotFound text.
+    pub fn get_class(st: &VolumeState, name: &str) -> Result<Arc<StorageClass>, String> {
+        st.storage_class(name)
+            .cloned()
+            .ok_or_else(|| format!("storageclass.storage.k8s.io \"{name}\" not found"))
+    }
+}
