@@ -507,6 +507,12 @@ fn collection_path(item: &Value) -> String {
         "RoleBinding" => "rolebindings",
         "ConfigMap" => "configmaps",
         "Lease" => "leases",
+        "StorageClass" => "storageclasses",
+        "PersistentVolume" => "persistentvolumes",
+        "PersistentVolumeClaim" => "persistentvolumeclaims",
+        "StatefulSet" => "statefulsets",
+        "CSINode" => "csinodes",
+        "CSIDriver" => "csidrivers",
         other => panic!("apply: no path known for kind {other}"),
     };
     let prefix = if api_version == "v1" {
@@ -518,7 +524,15 @@ fn collection_path(item: &Value) -> String {
         Some(ns)
             if !matches!(
                 kind,
-                "Node" | "Namespace" | "PriorityClass" | "ClusterRole" | "ClusterRoleBinding"
+                "Node"
+                    | "Namespace"
+                    | "PriorityClass"
+                    | "ClusterRole"
+                    | "ClusterRoleBinding"
+                    | "StorageClass"
+                    | "PersistentVolume"
+                    | "CSINode"
+                    | "CSIDriver"
             ) =>
         {
             format!("{prefix}/namespaces/{ns}/{plural}")

@@ -292,9 +292,9 @@ impl ClusterBackend for KubernetesCluster {
         let c = self.client.clone();
         let mut tasks = Vec::new();
         // Everything pods refer to first; pods once these have listed.
-        // Namespaces, nodes, PDBs and the four workload kinds. PriorityClasses are
-        // not watched: admission has set spec.priority.
-        let (before_pods, before_pods_done) = Pending::new(7);
+        // Namespaces, nodes, PDBs, the four workload kinds and the six storage kinds.
+        // PriorityClasses are not watched: admission has set spec.priority.
+        let (before_pods, before_pods_done) = Pending::new(13);
         let spawn = |f: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>| {
             self.runtime.spawn(f)
         };
@@ -406,6 +406,64 @@ impl ClusterBackend for KubernetesCluster {
             "StatefulSet",
             convert::stateful_set_selector
         );
+        macro_rules! storage {
+            ($ty:ty, $kind:literal, $conv:expr, $variant:path) => {{
+                let s = sink.clone();
+                tasks.push(spawn(Box::pin(watch_kind(
+                    Api::<$ty>::all(c.clone()),
+                    watcher::Config::default(),
+                    $kind,
+                    move |o: &$ty| {
+                        usable($kind, name(&o.metadata).as_deref(), $conv(o)).map(Arc::new)
+                    },
+                    move |ch| match ch {
+                        Change::Add(o) | Change::Update(_, o) => {
+                            s.send(WatchEvent::StorageUpsert($variant(o)))
+                        }
+                        Change::Delete(o) => s.send(WatchEvent::StorageDelete($variant(o))),
+                    },
+                    before_pods.clone(),
+                ))));
+            }};
+        }
+        use crate::model::storage::StorageObject as S;
+        use k8s_openapi::api::storage::v1 as storage;
+        storage!(
+            core::PersistentVolumeClaim,
+            "PersistentVolumeClaim",
+            |o: &core::PersistentVolumeClaim| convert::pvc_from_k8s(o, String::new),
+            S::Pvc
+        );
+        storage!(
+            core::PersistentVolume,
+            "PersistentVolume",
+            convert::pv_from_k8s,
+            S::Pv
+        );
+        storage!(
+            storage::StorageClass,
+            "StorageClass",
+            convert::storage_class_from_k8s,
+            S::StorageClass
+        );
+        storage!(
+            storage::CSINode,
+            "CSINode",
+            convert::csi_node_from_k8s,
+            S::CsiNode
+        );
+        storage!(
+            storage::CSIDriver,
+            "CSIDriver",
+            convert::csi_driver_from_k8s,
+            S::CsiDriver
+        );
+        storage!(
+            storage::CSIStorageCapacity,
+            "CSIStorageCapacity",
+            convert::csi_storage_capacity_from_k8s,
+            S::CsiStorageCapacity
+        );
         drop(before_pods);
 
         let s = sink.clone();
@@ -460,6 +518,12 @@ fn resource_of(kind: &str) -> &'static str {
         "ReplicationController" => "replicationcontrollers",
         "ReplicaSet" => "replicasets",
         "StatefulSet" => "statefulsets",
+        "PersistentVolumeClaim" => "persistentvolumeclaims",
+        "PersistentVolume" => "persistentvolumes",
+        "StorageClass" => "storageclasses",
+        "CSINode" => "csinodes",
+        "CSIDriver" => "csidrivers",
+        "CSIStorageCapacity" => "csistoragecapacities",
         _ => "unknown",
     }
 }
@@ -622,6 +686,84 @@ impl ClusterClient for KubernetesCluster {
                 .map_err(|e| {
                     report_api_error("patch", "pods/status", &pod_key(pod), &e);
                     client_error(&format!("pods \"{}\"", pod.name), e)
+                })
+        })
+    }
+
+    fn bind_volume<'a>(
+        &'a self,
+        pv: &'a crate::model::storage::PersistentVolume,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(async move {
+            let Some(r) = &pv.claim_ref else {
+                return Err(ClientError::Other(format!(
+                    "persistentvolume {:?} has no claimRef to write",
+                    pv.name
+                )));
+            };
+            let mut metadata = json!({});
+            // The resource version makes the patch conditional, as upstream's Update is:
+            // a PV changed since the scheduler read it is a conflict.
+            if let Some(rv) = &pv.resource_version {
+                metadata["resourceVersion"] = json!(&**rv);
+            }
+            if let Some(v) = pv
+                .annotations
+                .get(crate::model::storage::ANN_BOUND_BY_CONTROLLER)
+            {
+                metadata["annotations"] =
+                    json!({crate::model::storage::ANN_BOUND_BY_CONTROLLER: v});
+            }
+            let patch = json!({
+                "metadata": metadata,
+                "spec": {"claimRef": {
+                    "kind": "PersistentVolumeClaim",
+                    "apiVersion": "v1",
+                    "namespace": &*r.namespace,
+                    "name": &*r.name,
+                    "uid": &*r.uid,
+                }},
+            });
+            self.limiter.acquire().await;
+            let _permit = self.writes.acquire().await;
+            Api::<core::PersistentVolume>::all(self.client.clone())
+                .patch(&pv.name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .map(|_| ())
+                .map_err(|e| {
+                    let what = format!("persistentvolume {}", pv.name);
+                    report_api_error("patch", "persistentvolumes", &what, &e);
+                    client_error(&format!("persistentvolumes \"{}\"", pv.name), e)
+                })
+        })
+    }
+
+    fn select_node_for_claim<'a>(
+        &'a self,
+        pvc: &'a crate::model::storage::PersistentVolumeClaim,
+        node: &'a str,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(async move {
+            let mut metadata = json!({
+                "annotations": {crate::model::storage::ANN_SELECTED_NODE: node},
+            });
+            if let Some(rv) = &pvc.resource_version {
+                metadata["resourceVersion"] = json!(&**rv);
+            }
+            self.limiter.acquire().await;
+            let _permit = self.writes.acquire().await;
+            Api::<core::PersistentVolumeClaim>::namespaced(self.client.clone(), &pvc.namespace)
+                .patch(
+                    &pvc.name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"metadata": metadata})),
+                )
+                .await
+                .map(|_| ())
+                .map_err(|e| {
+                    let what = format!("persistentvolumeclaim {}", pvc.key());
+                    report_api_error("patch", "persistentvolumeclaims", &what, &e);
+                    client_error(&format!("persistentvolumeclaims \"{}\"", pvc.name), e)
                 })
         })
     }
