@@ -8,7 +8,8 @@
 //! * a WaitForFirstConsumer class served by a small provisioner in this test (it
 //!   watches for the selected-node annotation the scheduler writes and creates a PV
 //!   pinned to that node) ends with every claim Bound and every pod next to its volume;
-//! * a pod whose claim is missing stays pending with kube-scheduler's message.
+//! * a pod whose claim is missing stays pending with kube-scheduler's message;
+//! * all of it as the ServiceAccount of `deploy/rbac.yaml`, with no call refused.
 //!
 //! There is no kubelet: bound pods stay Pending, which is all these tests need.
 
@@ -185,8 +186,20 @@ fn statefulset_static_pvs_wffc_provisioning_and_a_missing_claim() {
     cp.apply(&pod_with_claim("missing-claim", "nope"));
 
     let provisioner = cp.spawn(provision_loop(cp.client()));
+    // As the ServiceAccount of deploy/rbac.yaml: its rules must allow every watch and
+    // every write the volume plugins make.
+    cp.apply(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "switchyard-system"}}));
+    let rbac = std::fs::read_to_string(switchyard_e2e::workspace_root().join("deploy/rbac.yaml"))
+        .expect("deploy/rbac.yaml");
+    let docs: Vec<Value> = switchyard::yaml::from_multiple(&rbac).expect("rbac yaml");
+    for d in docs.iter().filter(|d| d.is_object()) {
+        cp.apply(d);
+    }
+    let token = cp.service_account_token("switchyard-system", "switchyard", 3600);
+    let kubeconfig = dir.join("sa.kubeconfig");
+    cp.write_token_kubeconfig(&kubeconfig, &token);
     let config = write_config(&dir);
-    let sy = SwitchyardRun::start(&dir, "sy", &config, &cp.kubeconfig, &[]);
+    let sy = SwitchyardRun::start(&dir, "sy", &config, &kubeconfig, &[]);
 
     wait_for("db-0..2 bound next to their local PVs", WAIT, || {
         (0..3).all(|i| {
@@ -247,6 +260,12 @@ fn statefulset_static_pvs_wffc_provisioning_and_a_missing_claim() {
             .is_some_and(|m| m.starts_with(want)),
         "{cond}"
     );
+    let (_, metrics) = sy.fetch("/metrics");
+    let refused: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("switchyard_api_errors_total{"))
+        .collect();
+    assert!(refused.is_empty(), "refused with deploy/rbac.yaml: {refused:?}");
     provisioner.abort();
     drop(sy);
 }
