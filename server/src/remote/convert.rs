@@ -92,6 +92,22 @@ pub fn pod(p: &Pod) -> pb::Pod {
                 controller: o.controller,
             })
             .collect(),
+        volume_claims: s
+            .volumes
+            .iter()
+            .filter_map(|v| match v {
+                crate::model::storage::PodVolume::Claim {
+                    claim,
+                    read_only,
+                    ephemeral,
+                } => Some(pb::VolumeClaim {
+                    claim_name: claim.to_string(),
+                    read_only: *read_only,
+                    ephemeral: *ephemeral,
+                }),
+                _ => None,
+            })
+            .collect(),
     }
 }
 
