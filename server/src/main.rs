@@ -213,9 +213,12 @@ struct BenchArgs {
 #[derive(clap::Args, Debug)]
 struct SimulateArgs {
     /// Kubernetes manifests to load: files or directories of multi-document YAML/JSON
-    /// (Nodes, Pods, Namespaces, PriorityClasses, PodDisruptionBudgets; Services,
-    /// ReplicationControllers, ReplicaSets and StatefulSets for their selectors;
-    /// `kind: List` works). Other kinds are skipped with a warning.
+    /// (Nodes, Pods, Namespaces, PriorityClasses, PodDisruptionBudgets;
+    /// PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes, CSIDrivers
+    /// and CSIStorageCapacities, bound and provisioned by an embedded PV controller;
+    /// StatefulSets, whose pods and claims are created as their controller would;
+    /// Services, ReplicationControllers and ReplicaSets for their selectors; `kind:
+    /// List` works). Other kinds are skipped with a warning.
     #[arg(short, long, value_name = "PATH", num_args = 1..)]
     cluster: Vec<PathBuf>,
 
