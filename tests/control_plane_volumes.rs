@@ -265,7 +265,10 @@ fn statefulset_static_pvs_wffc_provisioning_and_a_missing_claim() {
         .lines()
         .filter(|l| l.starts_with("switchyard_api_errors_total{"))
         .collect();
-    assert!(refused.is_empty(), "refused with deploy/rbac.yaml: {refused:?}");
+    assert!(
+        refused.is_empty(),
+        "refused with deploy/rbac.yaml: {refused:?}"
+    );
     provisioner.abort();
     drop(sy);
 }

@@ -280,3 +280,38 @@ impl VolumeStore {
         self.read().api_pvs.get(name).cloned()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::convert::pv_from_k8s;
+
+    #[test]
+    fn assumed_until_restored_or_replaced_by_the_cluster() {
+        let store = VolumeStore::new();
+        let pv: PersistentVolume = pv_from_k8s(
+            &crate::yaml::from_str("metadata: {name: a}\nspec: {storageClassName: local}")
+                .expect("yaml"),
+        )
+        .expect("pv");
+        store.upsert(&StorageObject::Pv(Arc::new(pv.clone())));
+        let mut assumed = pv.clone();
+        assumed.claim_ref = Some(crate::model::storage::ClaimRef {
+            namespace: "default".into(),
+            name: "c".into(),
+            uid: "u".into(),
+        });
+        store.assume_pv(Arc::new(assumed.clone()));
+        assert!(store.read().pv("a").is_some_and(|v| v.claim_ref.is_some()));
+        assert!(store.read().pvs_of_class("local")[0].claim_ref.is_some());
+        assert!(store.api_pv("a").is_some_and(|v| v.claim_ref.is_none()));
+        store.restore_pv("a");
+        assert!(store.read().pvs_of_class("local")[0].claim_ref.is_none());
+        // An informer update replaces the assumed object.
+        store.assume_pv(Arc::new(assumed));
+        store.upsert(&StorageObject::Pv(Arc::new(pv)));
+        assert!(store.read().pv("a").is_some_and(|v| v.claim_ref.is_none()));
+        store.restore_pv("a");
+        assert!(store.read().pv("a").is_some());
+    }
+}

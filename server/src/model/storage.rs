@@ -465,3 +465,70 @@ pub fn find_matching_volume(
     }
     smallest.cloned()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::convert::{pv_from_k8s, pvc_from_k8s};
+
+    fn pv(yaml: &str) -> Arc<PersistentVolume> {
+        let mut v = pv_from_k8s(&crate::yaml::from_str(yaml).expect("yaml")).expect("pv");
+        if v.claim_ref.is_none() {
+            v.phase = PvPhase::Available;
+        }
+        Arc::new(v)
+    }
+
+    fn claim(yaml: &str) -> PersistentVolumeClaim {
+        pvc_from_k8s(&crate::yaml::from_str(yaml).expect("yaml"), || {
+            "uid-c".into()
+        })
+        .expect("pvc")
+    }
+
+    #[test]
+    fn smallest_fit_prebound_and_exclusions() {
+        let node = Labels::new([("kubernetes.io/hostname", "n1")]);
+        let on = |name: &str, size: &str, host: &str| {
+            pv(&format!("metadata: {{name: {name}}}\nspec: {{capacity: {{storage: {size}}}, accessModes: [ReadWriteOnce], storageClassName: local, nodeAffinity: {{required: {{nodeSelectorTerms: [{{matchExpressions: [{{key: kubernetes.io/hostname, operator: In, values: [{host}]}}]}}]}}}}}}"))
+        };
+        let vols = vec![
+            on("big", "50Gi", "n1"),
+            on("small", "10Gi", "n1"),
+            on("tiny", "1Gi", "n1"),
+            on("elsewhere", "8Gi", "n2"),
+        ];
+        let c = claim("metadata: {name: c}\nspec: {storageClassName: local, accessModes: [ReadWriteOnce], resources: {requests: {storage: 5Gi}}}");
+        let pick = |excluded: &[Arc<str>]| {
+            find_matching_volume(&c, &vols, Some(&node), excluded, true).map(|v| v.name.to_string())
+        };
+        assert_eq!(pick(&[]).as_deref(), Some("small"));
+        assert_eq!(pick(&["small".into()]).as_deref(), Some("big"));
+        assert_eq!(pick(&["small".into(), "big".into()]), None);
+        // Without a node (the PV controller) a delayed claim matches nothing.
+        assert!(find_matching_volume(&c, &vols, None, &[], true).is_none());
+        // Access modes must be a subset of the PV's.
+        let rwx = claim("metadata: {name: c}\nspec: {storageClassName: local, accessModes: [ReadWriteMany], resources: {requests: {storage: 5Gi}}}");
+        assert!(find_matching_volume(&rwx, &vols, Some(&node), &[], true).is_none());
+        // A PV pre-bound to the claim wins over a smaller free one, unless its node
+        // affinity rejects the node.
+        let pre = pv("metadata: {name: pre}\nspec: {capacity: {storage: 100Gi}, accessModes: [ReadWriteOnce], storageClassName: local, claimRef: {namespace: default, name: c}}");
+        let mut with_pre = vols.clone();
+        with_pre.push(pre);
+        assert_eq!(
+            find_matching_volume(&c, &with_pre, Some(&node), &[], true).map(|v| v.name.to_string()),
+            Some("pre".into())
+        );
+    }
+
+    #[test]
+    fn claim_class_and_binding_state() {
+        let c = claim("metadata: {name: c, annotations: {volume.beta.kubernetes.io/storage-class: beta}}\nspec: {storageClassName: ga}");
+        assert_eq!(&*c.storage_class, "beta");
+        assert!(!c.class_unset);
+        let c = claim("metadata: {name: c}\nspec: {volumeName: v}");
+        assert!(c.class_unset && !c.is_fully_bound());
+        let c = claim("metadata: {name: c, annotations: {pv.kubernetes.io/bind-completed: 'yes'}}\nspec: {volumeName: v}");
+        assert!(c.is_fully_bound());
+    }
+}

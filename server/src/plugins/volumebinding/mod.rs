@@ -771,3 +771,157 @@ pub fn factory() -> PluginFactory {
         }) as Arc<dyn Plugin>)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::framework::waiting_pods::WaitingPods;
+    use crate::model::convert::{
+        pod_from_k8s, pv_from_k8s, pvc_from_k8s, storage_class_from_k8s, SystemPriorities,
+    };
+
+    /// A client whose volume writes succeed and change nothing (no PV controller).
+    struct AcceptingClient;
+    impl crate::cluster::ClusterClient for AcceptingClient {
+        fn bind<'a>(
+            &'a self,
+            _p: &'a Pod,
+            _n: &'a str,
+        ) -> BoxFuture<'a, Result<(), crate::cluster::ClientError>> {
+            Box::pin(async { Ok(()) })
+        }
+        fn update_pod_status<'a>(
+            &'a self,
+            _p: &'a Pod,
+            _u: crate::cluster::PodStatusUpdate,
+        ) -> BoxFuture<'a, Result<(), crate::cluster::ClientError>> {
+            Box::pin(async { Ok(()) })
+        }
+        fn delete_pod<'a>(
+            &'a self,
+            _p: &'a Pod,
+            _q: &'a Pod,
+        ) -> BoxFuture<'a, Result<(), crate::cluster::ClientError>> {
+            Box::pin(async { Ok(()) })
+        }
+        fn record_event(&self, _e: crate::cluster::PodEvent) {}
+        fn bind_volume<'a>(
+            &'a self,
+            _pv: &'a PersistentVolume,
+        ) -> BoxFuture<'a, Result<(), crate::cluster::ClientError>> {
+            Box::pin(async { Ok(()) })
+        }
+    }
+
+    fn setup(
+        client: Arc<dyn crate::cluster::ClusterClient>,
+        timeout: u64,
+    ) -> (VolumeBinding, Arc<VolumeStore>, Pod) {
+        let handle = Arc::new(Handle::new(Arc::new(WaitingPods::default()), client));
+        let store = handle.volumes.clone();
+        fn y<T: serde::de::DeserializeOwned>(s: &str) -> T {
+            crate::yaml::from_str(s).expect("yaml")
+        }
+        store.upsert(&StorageObject::StorageClass(Arc::new(
+            storage_class_from_k8s(&y("metadata: {name: local}\nprovisioner: kubernetes.io/no-provisioner\nvolumeBindingMode: WaitForFirstConsumer")).expect("class"),
+        )));
+        let mut pv = pv_from_k8s(&y("metadata: {name: pv1}\nspec: {capacity: {storage: 1Gi}, accessModes: [ReadWriteOnce], storageClassName: local, nodeAffinity: {required: {nodeSelectorTerms: [{matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [n1]}]}]}}}")).expect("pv");
+        pv.phase = PvPhase::Available;
+        store.upsert(&StorageObject::Pv(Arc::new(pv)));
+        store.upsert(&StorageObject::Pvc(Arc::new(
+            pvc_from_k8s(&y("metadata: {name: c}\nspec: {storageClassName: local, accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}"), || "cu".into()).expect("pvc"),
+        )));
+        let pod = pod_from_k8s(
+            &y("metadata: {name: p}\nspec: {containers: [{name: c}], volumes: [{name: d, persistentVolumeClaim: {claimName: c}}]}"),
+            &SystemPriorities,
+            || "pu".into(),
+        )
+        .expect("pod");
+        let plugin = VolumeBinding {
+            handle: handle.clone(),
+            volumes: store.clone(),
+            bind_timeout: Duration::from_secs(timeout),
+        };
+        (plugin, store, pod)
+    }
+
+    fn node(name: &str) -> NodeInfo {
+        NodeInfo::new(
+            crate::testing::node(name)
+                .label("kubernetes.io/hostname", name)
+                .build(),
+        )
+    }
+
+    #[test]
+    fn filter_reserve_unreserve_and_prebind_failures() {
+        let (vb, store, pod) = setup(Arc::new(crate::testing::NoopClient), 600);
+        let mut state = CycleState::new();
+        let (_, s) = vb.pre_filter(&mut state, &pod, &Snapshot::default());
+        assert!(s.is_success(), "{s:?}");
+        assert!(vb.filter(&state, &pod, &node("n1")).is_success());
+        let s = vb.filter(&state, &pod, &node("n2"));
+        assert_eq!(s.code(), Code::UnschedulableAndUnresolvable);
+        assert_eq!(s.message(), ERR_REASON_BIND_CONFLICT);
+        // Reserve assumes the binding: the next pod's cycle sees the PV taken.
+        assert!(vb.reserve(&mut state, &pod, "n1").is_success());
+        assert!(store
+            .read()
+            .pv("pv1")
+            .is_some_and(|v| v.claim_ref.is_some()));
+        // Another claim of the same class finds the only PV taken.
+        store.upsert(&StorageObject::Pvc(Arc::new(
+            pvc_from_k8s(
+                &crate::yaml::from_str("metadata: {name: c2}\nspec: {storageClassName: local, accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}").expect("yaml"),
+                || "cu2".into(),
+            )
+            .expect("pvc"),
+        )));
+        let pod2 = pod_from_k8s(
+            &crate::yaml::from_str("metadata: {name: p2}\nspec: {containers: [{name: c}], volumes: [{name: d, persistentVolumeClaim: {claimName: c2}}]}").expect("yaml"),
+            &SystemPriorities,
+            || "pu2".into(),
+        )
+        .expect("pod");
+        let mut other = CycleState::new();
+        vb.pre_filter(&mut other, &pod2, &Snapshot::default());
+        assert_eq!(
+            vb.filter(&other, &pod2, &node("n1")).code(),
+            Code::UnschedulableAndUnresolvable
+        );
+        vb.unreserve(&mut state, &pod, "n1");
+        assert!(store
+            .read()
+            .pv("pv1")
+            .is_some_and(|v| v.claim_ref.is_none()));
+        // A backend that cannot write volumes fails PreBind with its reason.
+        assert!(vb.reserve(&mut state, &pod, "n1").is_success());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("rt");
+        let s = rt.block_on(vb.pre_bind(&state, &Arc::new(pod.clone()), "n1"));
+        assert_eq!(s.code(), Code::Error);
+        assert!(
+            s.message()
+                .starts_with("binding volumes: cannot bind persistentvolume"),
+            "{}",
+            s.message()
+        );
+    }
+
+    #[test]
+    fn prebind_times_out_when_nothing_binds_the_claim() {
+        let (vb, _store, pod) = setup(Arc::new(AcceptingClient), 0);
+        let mut state = CycleState::new();
+        vb.pre_filter(&mut state, &pod, &Snapshot::default());
+        assert!(vb.filter(&state, &pod, &node("n1")).is_success());
+        assert!(vb.reserve(&mut state, &pod, "n1").is_success());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("rt");
+        let s = rt.block_on(vb.pre_bind(&state, &Arc::new(pod), "n1"));
+        assert_eq!(s.message(), "binding volumes: context deadline exceeded");
+    }
+}

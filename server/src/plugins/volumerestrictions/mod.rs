@@ -298,3 +298,38 @@ pub fn factory() -> PluginFactory {
         }))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::convert::{pod_from_k8s, SystemPriorities};
+
+    fn pod(volumes: &str) -> Pod {
+        let p = crate::yaml::from_str(&format!(
+            "metadata: {{name: p}}\nspec: {{containers: [{{name: c}}], volumes: {volumes}}}"
+        ))
+        .expect("yaml");
+        pod_from_k8s(&p, &SystemPriorities, || "u".into()).expect("pod")
+    }
+
+    #[test]
+    fn disk_conflicts_as_upstream() {
+        let gce_ro = pod("[{name: d, gcePersistentDisk: {pdName: x, readOnly: true}}]");
+        let gce_rw = pod("[{name: d, gcePersistentDisk: {pdName: x}}]");
+        let conflict = |a: &Pod, b: &Pod| a.spec.volumes.iter().any(|v| is_volume_conflict(v, b));
+        assert!(!conflict(&gce_ro, &gce_ro));
+        assert!(conflict(&gce_rw, &gce_ro));
+        let ebs = pod("[{name: d, awsElasticBlockStore: {volumeID: v, readOnly: true}}]");
+        assert!(conflict(&ebs, &ebs), "EBS conflicts even read-only");
+        let rbd_a = pod("[{name: d, rbd: {monitors: [a, b], image: i, readOnly: true}}]");
+        let rbd_b = pod("[{name: d, rbd: {monitors: [b, c], pool: rbd, image: i}}]");
+        let rbd_c = pod("[{name: d, rbd: {monitors: [c], image: i}}]");
+        assert!(
+            conflict(&rbd_a, &rbd_b),
+            "overlapping monitors, default pool"
+        );
+        assert!(!conflict(&rbd_a, &rbd_c), "no monitor in common");
+        let iscsi = pod("[{name: d, iscsi: {targetPortal: t, iqn: q, lun: 0}}]");
+        assert!(conflict(&iscsi, &iscsi));
+    }
+}
