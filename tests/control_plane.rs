@@ -438,11 +438,7 @@ fn runs_with_least_privilege_from_deploy_rbac() {
         .get("/apis/coordination.k8s.io/v1/namespaces/switchyard-system/leases/switchyard")
         .expect("lease");
     assert_eq!(lease["spec"]["holderIdentity"], "sy", "{lease}");
-    let (_, metrics) = sy.fetch("/metrics");
-    let refused: Vec<&str> = metrics
-        .lines()
-        .filter(|l| l.starts_with("switchyard_api_errors_total{"))
-        .collect();
+    let refused = sy.refused_api_calls();
     assert!(
         refused.is_empty(),
         "refused with deploy/rbac.yaml: {refused:?}"

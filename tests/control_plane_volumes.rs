@@ -260,11 +260,7 @@ fn statefulset_static_pvs_wffc_provisioning_and_a_missing_claim() {
             .is_some_and(|m| m.starts_with(want)),
         "{cond}"
     );
-    let (_, metrics) = sy.fetch("/metrics");
-    let refused: Vec<&str> = metrics
-        .lines()
-        .filter(|l| l.starts_with("switchyard_api_errors_total{"))
-        .collect();
+    let refused = sy.refused_api_calls();
     assert!(
         refused.is_empty(),
         "refused with deploy/rbac.yaml: {refused:?}"

@@ -81,6 +81,17 @@ impl SwitchyardRun {
     }
 
     /// Status and body of GET path on the health address ((0, "") if unreachable).
+    /// The API calls the server refused, as `switchyard_api_errors_total` lines of
+    /// `/metrics` (empty when every call was allowed).
+    pub fn refused_api_calls(&self) -> Vec<String> {
+        self.fetch("/metrics")
+            .1
+            .lines()
+            .filter(|l| l.starts_with("switchyard_api_errors_total{"))
+            .map(str::to_string)
+            .collect()
+    }
+
     pub fn fetch(&self, path: &str) -> (u16, String) {
         use std::io::{Read, Write};
         let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.health)) else {

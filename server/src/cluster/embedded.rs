@@ -294,13 +294,29 @@ impl EmbeddedCluster {
 
     /// Runs the embedded PV controller and provisioner once over unbound claims.
     pub fn sync_volumes(&self) {
+        let _ = self.storage_write(|s, nodes| {
+            let mut out = Vec::new();
+            s.sync(nodes, &mut out);
+            Ok(out)
+        });
+    }
+
+    /// A change to the storage objects, given the nodes; emits its events.
+    fn storage_write(
+        &self,
+        f: impl FnOnce(
+            &mut super::embedded_volumes::Storage,
+            &BTreeMap<Arc<str>, Arc<Node>>,
+        ) -> Result<Vec<WatchEvent>, String>,
+    ) -> Result<(), String> {
         let mut st = self.lock();
-        let nodes = st.nodes.clone();
-        let mut out = Vec::new();
-        st.storage.sync(&nodes, &mut out);
-        for ev in out {
+        let nodes = std::mem::take(&mut st.nodes);
+        let events = f(&mut st.storage, &nodes);
+        st.nodes = nodes;
+        for ev in events? {
             st.emit(ev);
         }
+        Ok(())
     }
 
     /// Creates what the StatefulSet controller would: claims from the templates and
@@ -858,16 +874,8 @@ impl ClusterClient for EmbeddedCluster {
         pv: &'a crate::model::storage::PersistentVolume,
     ) -> BoxFuture<'a, Result<(), ClientError>> {
         Box::pin(async move {
-            let mut st = self.lock();
-            let nodes = st.nodes.clone();
-            let events = st
-                .storage
-                .bind_volume(pv, &nodes)
-                .map_err(ClientError::Conflict)?;
-            for ev in events {
-                st.emit(ev);
-            }
-            Ok(())
+            self.storage_write(|s, nodes| s.bind_volume(pv, nodes))
+                .map_err(ClientError::Conflict)
         })
     }
 
@@ -877,16 +885,8 @@ impl ClusterClient for EmbeddedCluster {
         node: &'a str,
     ) -> BoxFuture<'a, Result<(), ClientError>> {
         Box::pin(async move {
-            let mut st = self.lock();
-            let nodes = st.nodes.clone();
-            let events = st
-                .storage
-                .select_node(&pvc.namespace, &pvc.name, node, &nodes)
-                .map_err(ClientError::NotFound)?;
-            for ev in events {
-                st.emit(ev);
-            }
-            Ok(())
+            self.storage_write(|s, nodes| s.select_node(&pvc.namespace, &pvc.name, node, nodes))
+                .map_err(ClientError::NotFound)
         })
     }
 

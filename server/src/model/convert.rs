@@ -1320,15 +1320,13 @@ fn pod_volumes(pod_name: &str, spec: &core::PodSpec) -> Result<Box<[PodVolume]>>
                 read_only: false,
                 ephemeral: true,
             });
-        } else if let Some(d) = &v.gce_persistent_disk {
-            out.push(PodVolume::GcePersistentDisk {
-                pd_name: d.pd_name.as_str().into(),
-                read_only: d.read_only.unwrap_or(false),
-            });
-        } else if let Some(d) = &v.aws_elastic_block_store {
-            out.push(PodVolume::AwsElasticBlockStore {
-                volume_id: d.volume_id.as_str().into(),
-            });
+        } else if let Some(m) = migratable_source(
+            v.aws_elastic_block_store.as_ref(),
+            v.gce_persistent_disk.as_ref(),
+            v.azure_disk.as_ref(),
+            v.cinder.as_ref().map(|c| c.volume_id.as_str()),
+        ) {
+            out.push(m);
         } else if let Some(d) = &v.iscsi {
             out.push(PodVolume::Iscsi {
                 iqn: d.iqn.as_str().into(),
@@ -1342,17 +1340,38 @@ fn pod_volumes(pod_name: &str, spec: &core::PodSpec) -> Result<Box<[PodVolume]>>
                 image: d.image.as_str().into(),
                 read_only: d.read_only.unwrap_or(false),
             });
-        } else if let Some(d) = &v.azure_disk {
-            out.push(PodVolume::AzureDisk {
-                disk_uri: d.disk_uri.as_str().into(),
-            });
-        } else if let Some(d) = &v.cinder {
-            out.push(PodVolume::Cinder {
-                volume_id: d.volume_id.as_str().into(),
-            });
         }
     }
     Ok(out.into())
+}
+
+/// The in-tree volume kinds with a CSI migration and attach limits, from a pod's
+/// volume or a PV's source (the same source types, but Cinder's).
+fn migratable_source(
+    ebs: Option<&core::AWSElasticBlockStoreVolumeSource>,
+    gce: Option<&core::GCEPersistentDiskVolumeSource>,
+    azure: Option<&core::AzureDiskVolumeSource>,
+    cinder_volume_id: Option<&str>,
+) -> Option<PodVolume> {
+    if let Some(d) = gce {
+        return Some(PodVolume::GcePersistentDisk {
+            pd_name: d.pd_name.as_str().into(),
+            read_only: d.read_only.unwrap_or(false),
+        });
+    }
+    if let Some(d) = ebs {
+        return Some(PodVolume::AwsElasticBlockStore {
+            volume_id: d.volume_id.as_str().into(),
+        });
+    }
+    if let Some(d) = azure {
+        return Some(PodVolume::AzureDisk {
+            disk_uri: d.disk_uri.as_str().into(),
+        });
+    }
+    cinder_volume_id.map(|id| PodVolume::Cinder {
+        volume_id: id.into(),
+    })
 }
 
 fn storage_bytes(q: Option<&K8sQuantity>, field: &str) -> Result<Option<i64>> {
@@ -1503,24 +1522,12 @@ pub fn pv_from_k8s(pv: &core::PersistentVolume) -> Result<PersistentVolume> {
             }
         }
         Some(s) => {
-            let inline = if let Some(d) = &s.aws_elastic_block_store {
-                Some(PodVolume::AwsElasticBlockStore {
-                    volume_id: d.volume_id.as_str().into(),
-                })
-            } else if let Some(d) = &s.gce_persistent_disk {
-                Some(PodVolume::GcePersistentDisk {
-                    pd_name: d.pd_name.as_str().into(),
-                    read_only: false,
-                })
-            } else if let Some(d) = &s.azure_disk {
-                Some(PodVolume::AzureDisk {
-                    disk_uri: d.disk_uri.as_str().into(),
-                })
-            } else {
-                s.cinder.as_ref().map(|d| PodVolume::Cinder {
-                    volume_id: d.volume_id.as_str().into(),
-                })
-            };
+            let inline = migratable_source(
+                s.aws_elastic_block_store.as_ref(),
+                s.gce_persistent_disk.as_ref(),
+                s.azure_disk.as_ref(),
+                s.cinder.as_ref().map(|c| c.volume_id.as_str()),
+            );
             match inline.as_ref().and_then(|v| v.migratable()) {
                 Some((plugin, driver, handle)) => PvSource::InTree {
                     plugin,
