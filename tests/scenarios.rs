@@ -33,13 +33,13 @@ fn main() {
     );
     // Every scenario runs twice: in process, and with TaintToleration served by the
     // sidecar built from plugins/tainttoleration (same placements, same messages).
-    let sidecar = switchyard_e2e::start_sidecar("switchyard-tainttoleration", "taint", &[]);
-    let endpoint = sidecar.endpoint.clone();
+    // A sidecar holds one scheduler's replica (a new Replicate stream starts it over),
+    // so each run gets its own: runs go in parallel.
     let remote_trials: Vec<Trial> = files
         .iter()
-        .map(|f| {
+        .enumerate()
+        .map(|(i, f)| {
             let f = f.clone();
-            let endpoint = endpoint.clone();
             let name = format!(
                 "sidecar::{}",
                 f.strip_prefix(&root)
@@ -50,6 +50,12 @@ fn main() {
                     .replace('/', "::")
             );
             Trial::test(name, move || {
+                let sidecar = switchyard_e2e::start_sidecar(
+                    "switchyard-tainttoleration",
+                    &format!("taint-{i}"),
+                    &[],
+                );
+                let endpoint = sidecar.endpoint.clone();
                 let adjust = |c: &mut switchyard::config::SchedulerConfig| {
                     c.rename_plugin("TaintToleration", "RemoteTaintToleration");
                     let mut ep = switchyard::remote::EndpointConfig::new(0, &endpoint)
@@ -57,7 +63,9 @@ fn main() {
                     ep.timeout = std::time::Duration::from_secs(5);
                     c.remote_plugins.push(ep);
                 };
-                switchyard_e2e::scenario::run_file_with(&f, &adjust).map_err(Failed::from)
+                let result = switchyard_e2e::scenario::run_file_with(&f, &adjust);
+                drop(sidecar);
+                result.map_err(Failed::from)
             })
         })
         .collect();
@@ -77,7 +85,5 @@ fn main() {
         })
         .collect();
     trials.extend(remote_trials);
-    let conclusion = libtest_mimic::run(&args, trials);
-    drop(sidecar);
-    conclusion.exit();
+    libtest_mimic::run(&args, trials).exit();
 }
