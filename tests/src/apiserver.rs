@@ -62,7 +62,7 @@ pub const LEASES: Kind = Kind {
     namespaced: true,
 };
 
-const KINDS: [Kind; 11] = [
+const KINDS: [Kind; 17] = [
     PODS,
     NODES,
     NAMESPACES,
@@ -103,6 +103,42 @@ const KINDS: [Kind; 11] = [
         plural: "priorityclasses",
         kind: "PriorityClass",
         namespaced: false,
+    },
+    Kind {
+        group_version: "v1",
+        plural: "persistentvolumeclaims",
+        kind: "PersistentVolumeClaim",
+        namespaced: true,
+    },
+    Kind {
+        group_version: "v1",
+        plural: "persistentvolumes",
+        kind: "PersistentVolume",
+        namespaced: false,
+    },
+    Kind {
+        group_version: "storage.k8s.io/v1",
+        plural: "storageclasses",
+        kind: "StorageClass",
+        namespaced: false,
+    },
+    Kind {
+        group_version: "storage.k8s.io/v1",
+        plural: "csinodes",
+        kind: "CSINode",
+        namespaced: false,
+    },
+    Kind {
+        group_version: "storage.k8s.io/v1",
+        plural: "csidrivers",
+        kind: "CSIDriver",
+        namespaced: false,
+    },
+    Kind {
+        group_version: "storage.k8s.io/v1",
+        plural: "csistoragecapacities",
+        kind: "CSIStorageCapacity",
+        namespaced: true,
     },
 ];
 

@@ -32,8 +32,8 @@ use crate::framework::interface::{
 use crate::framework::{Code, CycleState, Handle, NodeInfo, PluginFactory, Status};
 use crate::model::labels::Operator;
 use crate::model::storage::{
-    find_matching_volume, ClaimRef, PersistentVolume, PersistentVolumeClaim, PodVolume, PvPhase,
-    PvcPhase, StorageObject, ANN_BOUND_BY_CONTROLLER, ANN_SELECTED_NODE, NO_PROVISIONER,
+    find_matching_volume, ClaimRef, PersistentVolume, PersistentVolumeClaim, PodVolume, PvcPhase,
+    StorageObject, ANN_BOUND_BY_CONTROLLER, ANN_SELECTED_NODE, NO_PROVISIONER,
 };
 use crate::model::{Labels, Node, Pod};
 use crate::plugins::helper::decode_args;
@@ -257,7 +257,9 @@ impl VolumeBinding {
                 Some(_) => {}
             }
         }
-        if bound_ok && pvs_found && !claims.delayed.is_empty() {
+        // Upstream goes on to the delayed claims whatever the bound ones found, so a
+        // node can carry several reasons.
+        if !claims.delayed.is_empty() {
             let mut to_match = Vec::new();
             let mut to_provision = Vec::new();
             for c in &claims.delayed {
@@ -741,20 +743,6 @@ impl PreBindPlugin for VolumeBinding {
     }
 }
 
-/// What the scheduler planned for a claim, for reports: `(claim key, outcome)`.
-pub fn describe_claim(pvc: &PersistentVolumeClaim, pv: Option<&PersistentVolume>) -> String {
-    match (&pvc.volume_name, pv) {
-        (Some(v), Some(pv)) if pv.phase == PvPhase::Bound || pvc.is_fully_bound() => {
-            format!("Bound to {v}")
-        }
-        (Some(v), _) => format!("Pending, volume {v}"),
-        (None, _) => match pvc.selected_node() {
-            Some(n) => format!("Pending, provisioning on {n}"),
-            None => "Pending".into(),
-        },
-    }
-}
-
 pub fn factory() -> PluginFactory {
     Arc::new(|args, h: &Arc<Handle>| {
         let a: Args = decode_args(args)?;
@@ -779,6 +767,7 @@ mod tests {
     use crate::model::convert::{
         pod_from_k8s, pv_from_k8s, pvc_from_k8s, storage_class_from_k8s, SystemPriorities,
     };
+    use crate::model::storage::PvPhase;
 
     /// A client whose volume writes succeed and change nothing (no PV controller).
     struct AcceptingClient;
