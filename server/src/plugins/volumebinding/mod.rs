@@ -499,6 +499,11 @@ fn has_enough_capacity(
     })
 }
 
+/// The storage object an event carries.
+fn storage(o: Option<&crate::framework::events::EventObject>) -> Option<&StorageObject> {
+    o.and_then(|o| o.as_storage())
+}
+
 /// Upstream `GetBindVolumeToClaim`: the PV with its claimRef set to the claim.
 fn bind_volume_to_claim(pv: &PersistentVolume, claim: &PersistentVolumeClaim) -> PersistentVolume {
     let mut out = pv.clone();
@@ -557,7 +562,19 @@ impl Plugin for VolumeBinding {
     fn events_to_register(&self) -> Option<Vec<ClusterEventWithHint>> {
         let add_update = ActionType::ADD.union(ActionType::UPDATE);
         Some(vec![
-            ClusterEventWithHint::new(EventResource::StorageClass, add_update),
+            // Upstream `isSchedulableAfterStorageClassChange`: a new class, or new
+            // allowed topologies.
+            ClusterEventWithHint::with_hint(
+                EventResource::StorageClass,
+                add_update,
+                |_pod, old, new| match (storage(old), storage(new)) {
+                    (
+                        Some(StorageObject::StorageClass(o)),
+                        Some(StorageObject::StorageClass(n)),
+                    ) if o.allowed_topologies == n.allowed_topologies => QueueingHint::QueueSkip,
+                    _ => QueueingHint::Queue,
+                },
+            ),
             // Only the pod's own claims matter.
             ClusterEventWithHint::with_hint(
                 EventResource::PersistentVolumeClaim,
@@ -584,9 +601,60 @@ impl Plugin for VolumeBinding {
                 EventResource::Node,
                 ActionType::ADD.union(ActionType::UPDATE_NODE_LABEL),
             ),
-            ClusterEventWithHint::new(EventResource::CSINode, add_update),
-            ClusterEventWithHint::new(EventResource::CSIDriver, ActionType::UPDATE),
-            ClusterEventWithHint::new(EventResource::CSIStorageCapacity, add_update),
+            // Upstream `isSchedulableAfterCSINodeChange`: a new CSINode, or a change of
+            // the plugins migrated on it.
+            ClusterEventWithHint::with_hint(
+                EventResource::CSINode,
+                add_update,
+                |_pod, old, new| match (storage(old), storage(new)) {
+                    (Some(StorageObject::CsiNode(o)), Some(StorageObject::CsiNode(n)))
+                        if o.migrated_plugins == n.migrated_plugins =>
+                    {
+                        QueueingHint::QueueSkip
+                    }
+                    _ => QueueingHint::Queue,
+                },
+            ),
+            // Upstream `isSchedulableAfterCSIDriverChange`: a driver that stops asking
+            // for capacity checks (or starts: the hint cannot tell which of the pod's
+            // classes it serves without the store, so any change of the flag queues).
+            ClusterEventWithHint::with_hint(
+                EventResource::CSIDriver,
+                ActionType::UPDATE,
+                |_pod, old, new| match (storage(old), storage(new)) {
+                    (Some(StorageObject::CsiDriver(o)), Some(StorageObject::CsiDriver(n)))
+                        if o.storage_capacity == n.storage_capacity =>
+                    {
+                        QueueingHint::QueueSkip
+                    }
+                    _ => QueueingHint::Queue,
+                },
+            ),
+            // Upstream `isSchedulableAfterCSIStorageCapacityChange`: new capacity, more
+            // of it, or another class or topology.
+            ClusterEventWithHint::with_hint(
+                EventResource::CSIStorageCapacity,
+                add_update,
+                |_pod, old, new| match (storage(old), storage(new)) {
+                    (
+                        Some(StorageObject::CsiStorageCapacity(o)),
+                        Some(StorageObject::CsiStorageCapacity(n)),
+                    ) => {
+                        let limit = |c: &crate::model::storage::CsiStorageCapacity| {
+                            c.maximum_volume_size.or(c.capacity).unwrap_or(0)
+                        };
+                        if o.storage_class != n.storage_class
+                            || o.node_topology != n.node_topology
+                            || limit(n) > limit(o)
+                        {
+                            QueueingHint::Queue
+                        } else {
+                            QueueingHint::QueueSkip
+                        }
+                    }
+                    _ => QueueingHint::Queue,
+                },
+            ),
         ])
     }
 }
@@ -896,6 +964,52 @@ mod tests {
                 .starts_with("binding volumes: cannot bind persistentvolume"),
             "{}",
             s.message()
+        );
+    }
+
+    #[test]
+    fn queueing_hints_requeue_only_what_could_help() {
+        use crate::framework::events::EventObject;
+        let (vb, store, pod) = setup(Arc::new(crate::testing::NoopClient), 600);
+        let events = vb.events_to_register().expect("events");
+        let hint = |res: EventResource, old: Option<StorageObject>, new: Option<StorageObject>| {
+            let e = events
+                .iter()
+                .find(|e| e.event.resource == res)
+                .expect("registered");
+            let (o, n) = (old.map(EventObject::Storage), new.map(EventObject::Storage));
+            e.hint
+                .as_ref()
+                .map_or(QueueingHint::Queue, |h| h(&pod, o.as_ref(), n.as_ref()))
+        };
+        let own = store.read().pvc("default", "c").cloned().expect("claim");
+        let mut other = (*own).clone();
+        other.name = "someone-else".into();
+        assert_eq!(
+            hint(
+                EventResource::PersistentVolumeClaim,
+                None,
+                Some(StorageObject::Pvc(own))
+            ),
+            QueueingHint::Queue
+        );
+        assert_eq!(
+            hint(
+                EventResource::PersistentVolumeClaim,
+                None,
+                Some(StorageObject::Pvc(Arc::new(other)))
+            ),
+            QueueingHint::QueueSkip
+        );
+        let class = store.read().storage_class("local").cloned().expect("class");
+        let same = StorageObject::StorageClass(class.clone());
+        assert_eq!(
+            hint(EventResource::StorageClass, None, Some(same.clone())),
+            QueueingHint::Queue
+        );
+        assert_eq!(
+            hint(EventResource::StorageClass, Some(same.clone()), Some(same)),
+            QueueingHint::QueueSkip
         );
     }
 
