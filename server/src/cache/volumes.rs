@@ -30,7 +30,7 @@ pub struct VolumeState {
     pvs: BTreeMap<Arc<str>, Arc<PersistentVolume>>,
     assumed_pvs: FxHashSet<Arc<str>>,
     /// Effective PVs by storage class, in name order (the binder's candidates).
-    pvs_by_class: FxHashMap<Arc<str>, Arc<[Arc<PersistentVolume>]>>,
+    pvs_by_class: FxHashMap<Arc<str>, BTreeMap<Arc<str>, Arc<PersistentVolume>>>,
     classes: FxHashMap<Arc<str>, Arc<StorageClass>>,
     csi_nodes: FxHashMap<Arc<str>, Arc<CsiNode>>,
     csi_drivers: FxHashMap<Arc<str>, Arc<CsiDriver>>,
@@ -57,25 +57,17 @@ impl VolumeState {
         self.pvs.get(name)
     }
 
-    /// PVs of a class (empty name: PVs without a class), in name order.
+    /// PVs of a class (empty name: PVs without a class), in name order: a copy for
+    /// the cycle (upstream lists them per pod too).
     pub fn pvs_of_class(&self, class: &str) -> Arc<[Arc<PersistentVolume>]> {
         self.pvs_by_class
             .get(class)
-            .cloned()
+            .map(|m| m.values().cloned().collect())
             .unwrap_or_else(|| Arc::from(Vec::new()))
     }
 
     pub fn storage_class(&self, name: &str) -> Option<&Arc<StorageClass>> {
         self.classes.get(name)
-    }
-
-    /// The default class, as the DefaultStorageClass admission plugin picks it: the
-    /// newest-named of those marked default (upstream picks the newest by creation).
-    pub fn default_class(&self) -> Option<&Arc<StorageClass>> {
-        self.classes
-            .values()
-            .filter(|c| c.is_default)
-            .max_by(|a, b| a.name.cmp(&b.name))
     }
 
     pub fn csi_node(&self, name: &str) -> Option<&Arc<CsiNode>> {
@@ -90,33 +82,25 @@ impl VolumeState {
         self.capacities.values()
     }
 
-    pub fn pvcs(&self) -> impl Iterator<Item = &Arc<PersistentVolumeClaim>> {
-        self.pvcs.values()
-    }
-
-    fn reindex_class(&mut self, class: &Arc<str>) {
-        let list: Vec<Arc<PersistentVolume>> = self
-            .pvs
-            .values()
-            .filter(|pv| pv.storage_class == *class)
-            .cloned()
-            .collect();
-        if list.is_empty() {
-            self.pvs_by_class.remove(class);
-        } else {
-            self.pvs_by_class.insert(class.clone(), list.into());
-        }
-    }
-
     fn set_pv(&mut self, pv: Arc<PersistentVolume>) {
-        let old_class = self
-            .pvs
-            .insert(pv.name.clone(), pv.clone())
-            .map(|o| o.storage_class.clone());
-        if let Some(c) = old_class.filter(|c| *c != pv.storage_class) {
-            self.reindex_class(&c);
+        self.remove_pv(&pv.name);
+        self.pvs_by_class
+            .entry(pv.storage_class.clone())
+            .or_default()
+            .insert(pv.name.clone(), pv.clone());
+        self.pvs.insert(pv.name.clone(), pv);
+    }
+
+    fn remove_pv(&mut self, name: &str) {
+        let Some(old) = self.pvs.remove(name) else {
+            return;
+        };
+        if let Some(m) = self.pvs_by_class.get_mut(&old.storage_class) {
+            m.remove(name);
+            if m.is_empty() {
+                self.pvs_by_class.remove(&old.storage_class);
+            }
         }
-        self.reindex_class(&pv.storage_class);
     }
 }
 
@@ -201,9 +185,7 @@ impl VolumeStore {
             StorageObject::Pv(v) => {
                 st.assumed_pvs.remove(&v.name);
                 st.api_pvs.remove(&v.name);
-                if let Some(old) = st.pvs.remove(&v.name) {
-                    st.reindex_class(&old.storage_class);
-                }
+                st.remove_pv(&v.name);
             }
             StorageObject::StorageClass(c) => {
                 st.classes.remove(&c.name);
@@ -245,11 +227,7 @@ impl VolumeStore {
         }
         match st.api_pvs.get(name).cloned() {
             Some(api) => st.set_pv(api),
-            None => {
-                if let Some(old) = st.pvs.remove(name) {
-                    st.reindex_class(&old.storage_class);
-                }
-            }
+            None => st.remove_pv(name),
         }
     }
 

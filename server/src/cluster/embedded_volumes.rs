@@ -214,8 +214,11 @@ impl Storage {
         updated.claim_ref = pv.claim_ref.clone();
         updated.annotations = pv.annotations.clone();
         let mut out = Vec::new();
+        let claim = updated.claim_ref.clone();
         self.put_pv(updated, &mut out);
-        self.sync(nodes, &mut out);
+        if let Some(c) = claim {
+            self.sync_one(&c.namespace, &c.name, nodes, &mut out);
+        }
         Ok(out)
     }
 
@@ -234,7 +237,7 @@ impl Storage {
         updated.annotations = with_annotations(&current.annotations, &[(ANN_SELECTED_NODE, node)]);
         let mut out = Vec::new();
         self.put_pvc(updated, &mut out);
-        self.sync(nodes, &mut out);
+        self.sync_one(namespace, name, nodes, &mut out);
         Ok(out)
     }
 
@@ -329,52 +332,68 @@ impl Storage {
     }
 
     /// The PV controller's pass over unbound claims (`syncUnboundClaim`), and the
-    /// provisioner's over claims it may provision. Returns when nothing changes.
+    /// provisioner's over the claims it may provision: once over each claim.
     pub fn sync(&mut self, nodes: &BTreeMap<Arc<str>, Arc<Node>>, out: &mut Vec<WatchEvent>) {
-        let pending: Vec<Arc<PersistentVolumeClaim>> = self
-            .pvcs
-            .values()
-            .filter(|c| !c.is_fully_bound() && !c.deleting)
-            .cloned()
-            .collect();
+        let pending: Vec<Arc<PersistentVolumeClaim>> = self.pvcs.values().cloned().collect();
         for pvc in pending {
-            let class = self.classes.get(&pvc.storage_class).cloned();
-            let delayed = class.as_ref().is_some_and(|c| c.wait_for_first_consumer());
-            if let Some(name) = &pvc.volume_name {
-                // Pre-bound by the user: bind when the volume exists and is free.
-                if let Some(pv) = self.pvs.get(name).cloned() {
-                    if pv.claim_ref.is_none() || pv.claimed_by(&pvc) {
-                        self.bind(&pvc, &pv, false, out);
-                    }
-                }
-                continue;
-            }
-            let all: Vec<Arc<PersistentVolume>> = self.pvs.values().cloned().collect();
-            // A volume pre-bound to the claim (by its user, or by the scheduler).
-            if let Some(pv) = all.iter().find(|v| v.claimed_by(&pvc)).cloned() {
-                let by_controller = pv.annotations.contains_key(ANN_BOUND_BY_CONTROLLER);
-                self.bind(&pvc, &pv, by_controller, out);
-                continue;
-            }
-            if delayed {
-                let Some(class) = class else { continue };
-                let node = pvc.selected_node().and_then(|n| nodes.get(n)).cloned();
-                if let Some(node) = node {
-                    if !class.provisioner.is_empty() && *class.provisioner != *NO_PROVISIONER {
-                        self.provision(&pvc, &class, Some(&node), out);
-                    }
-                }
-                continue;
-            }
-            if let Some(pv) = find_matching_volume(&pvc, &all, None, &[], false) {
-                self.bind(&pvc, &pv, true, out);
-                continue;
-            }
-            if let Some(class) = class {
-                if !class.provisioner.is_empty() && *class.provisioner != *NO_PROVISIONER {
-                    self.provision(&pvc, &class, None, out);
+            self.sync_claim(&pvc, nodes, out);
+        }
+    }
+
+    /// [`sync`](Self::sync) for the claim `namespace/name` only: what a write the
+    /// scheduler makes for one claim can change.
+    fn sync_one(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        nodes: &BTreeMap<Arc<str>, Arc<Node>>,
+        out: &mut Vec<WatchEvent>,
+    ) {
+        if let Some(pvc) = self.pvcs.get(&(namespace.into(), name.into())).cloned() {
+            self.sync_claim(&pvc, nodes, out);
+        }
+    }
+
+    fn sync_claim(
+        &mut self,
+        pvc: &Arc<PersistentVolumeClaim>,
+        nodes: &BTreeMap<Arc<str>, Arc<Node>>,
+        out: &mut Vec<WatchEvent>,
+    ) {
+        if pvc.is_fully_bound() || pvc.deleting {
+            return;
+        }
+        if let Some(name) = &pvc.volume_name {
+            // Pre-bound by the user: bind when the volume exists and is free.
+            if let Some(pv) = self.pvs.get(name).cloned() {
+                if pv.claim_ref.is_none() || pv.claimed_by(pvc) {
+                    self.bind(pvc, &pv, false, out);
                 }
             }
+            return;
+        }
+        // A volume pre-bound to the claim (by its user, or by the scheduler).
+        if let Some(pv) = self.pvs.values().find(|v| v.claimed_by(pvc)).cloned() {
+            let by_controller = pv.annotations.contains_key(ANN_BOUND_BY_CONTROLLER);
+            self.bind(pvc, &pv, by_controller, out);
+            return;
+        }
+        let class = self.classes.get(&pvc.storage_class).cloned();
+        let provisions = class
+            .as_ref()
+            .is_some_and(|c| !c.provisioner.is_empty() && *c.provisioner != *NO_PROVISIONER);
+        if let Some(class) = class.as_ref().filter(|c| c.wait_for_first_consumer()) {
+            let node = pvc.selected_node().and_then(|n| nodes.get(n)).cloned();
+            if let (Some(node), true) = (node, provisions) {
+                self.provision(pvc, class, Some(&node), out);
+            }
+            return;
+        }
+        let all: Vec<Arc<PersistentVolume>> = self.pvs.values().cloned().collect();
+        if let Some(pv) = find_matching_volume(pvc, &all, None, &[], false) {
+            self.bind(pvc, &pv, true, out);
+        } else if let (Some(class), true) = (class, provisions) {
+            self.provision(pvc, &class, None, out);
         }
     }
 

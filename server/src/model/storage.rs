@@ -51,24 +51,6 @@ impl AccessModes {
     pub fn union(self, other: AccessModes) -> AccessModes {
         AccessModes(self.0 | other.0)
     }
-
-    pub fn is_empty(self) -> bool {
-        self.0 == 0
-    }
-
-    /// API names, in the API's order.
-    pub fn names(self) -> Vec<&'static str> {
-        [
-            (Self::RWO, "ReadWriteOnce"),
-            (Self::ROX, "ReadOnlyMany"),
-            (Self::RWX, "ReadWriteMany"),
-            (Self::RWOP, "ReadWriteOncePod"),
-        ]
-        .into_iter()
-        .filter(|(m, _)| self.contains(*m))
-        .map(|(_, n)| n)
-        .collect()
-    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -380,31 +362,6 @@ pub enum StorageObject {
     CsiNode(Arc<CsiNode>),
     CsiDriver(Arc<CsiDriver>),
     CsiStorageCapacity(Arc<CsiStorageCapacity>),
-}
-
-impl StorageObject {
-    pub fn kind(&self) -> &'static str {
-        match self {
-            StorageObject::Pvc(_) => "PersistentVolumeClaim",
-            StorageObject::Pv(_) => "PersistentVolume",
-            StorageObject::StorageClass(_) => "StorageClass",
-            StorageObject::CsiNode(_) => "CSINode",
-            StorageObject::CsiDriver(_) => "CSIDriver",
-            StorageObject::CsiStorageCapacity(_) => "CSIStorageCapacity",
-        }
-    }
-
-    /// `namespace/name`, or the name of cluster-scoped objects.
-    pub fn key(&self) -> String {
-        match self {
-            StorageObject::Pvc(c) => c.key(),
-            StorageObject::Pv(v) => v.name.to_string(),
-            StorageObject::StorageClass(s) => s.name.to_string(),
-            StorageObject::CsiNode(n) => n.name.to_string(),
-            StorageObject::CsiDriver(d) => d.name.to_string(),
-            StorageObject::CsiStorageCapacity(c) => format!("{}/{}", c.namespace, c.name),
-        }
-    }
 }
 
 /// Upstream `FindMatchingVolume` (component-helpers `pv_helpers.go`): the PV a claim

@@ -109,6 +109,35 @@ pub mod volumes {
         Ok(())
     }
 
+    /// The queueing hint for a claim added or updated: only pods that mount it
+    /// (through a `persistentVolumeClaim` volume, and with `ephemeral` through a
+    /// generic ephemeral volume too) may be helped.
+    pub fn claim_event_hint(
+        pod: &Pod,
+        new: Option<&crate::framework::events::EventObject>,
+        ephemeral: bool,
+    ) -> crate::framework::events::QueueingHint {
+        use crate::framework::events::QueueingHint;
+        use crate::model::storage::{PodVolume, StorageObject};
+        let Some(StorageObject::Pvc(c)) = new.and_then(|n| n.as_storage()) else {
+            return QueueingHint::Queue;
+        };
+        let mounts = c.namespace == pod.namespace
+            && pod.spec.volumes.iter().any(|v| match v {
+                PodVolume::Claim {
+                    claim,
+                    ephemeral: e,
+                    ..
+                } => *claim == c.name && (ephemeral || !*e),
+                _ => false,
+            });
+        if mounts {
+            QueueingHint::Queue
+        } else {
+            QueueingHint::QueueSkip
+        }
+    }
+
     /// A claim's class, or the lister's NotFound text.
     pub fn get_class(st: &VolumeState, name: &str) -> Result<Arc<StorageClass>, String> {
         st.storage_class(name)

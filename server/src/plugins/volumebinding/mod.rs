@@ -37,7 +37,9 @@ use crate::model::storage::{
 };
 use crate::model::{Labels, Node, Pod};
 use crate::plugins::helper::decode_args;
-use crate::plugins::helper::volumes::{ephemeral_claim_is_for_pod, pvc_not_found};
+use crate::plugins::helper::volumes::{
+    claim_event_hint, ephemeral_claim_is_for_pod, pvc_not_found,
+};
 
 pub const NAME: &str = "VolumeBinding";
 pub const ERR_REASON_BIND_CONFLICT: &str =
@@ -579,22 +581,7 @@ impl Plugin for VolumeBinding {
             ClusterEventWithHint::with_hint(
                 EventResource::PersistentVolumeClaim,
                 add_update,
-                |pod, _old, new| match new.and_then(|n| n.as_storage()) {
-                    Some(StorageObject::Pvc(c)) => {
-                        let mine = c.namespace == pod.namespace
-                            && pod
-                                .spec
-                                .volumes
-                                .iter()
-                                .any(|v| v.claim().is_some_and(|n| *n == c.name));
-                        if mine {
-                            QueueingHint::Queue
-                        } else {
-                            QueueingHint::QueueSkip
-                        }
-                    }
-                    _ => QueueingHint::Queue,
-                },
+                |pod, _old, new| claim_event_hint(pod, new, true),
             ),
             ClusterEventWithHint::new(EventResource::PersistentVolume, add_update),
             ClusterEventWithHint::new(

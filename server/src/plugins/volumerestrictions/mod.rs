@@ -12,9 +12,9 @@ use crate::framework::interface::{
     FilterPlugin, Plugin, PreFilterExtensions, PreFilterPlugin, PreFilterResult,
 };
 use crate::framework::{CycleState, Handle, NodeInfo, PluginFactory, Status};
-use crate::model::storage::{AccessModes, PodVolume, StorageObject};
+use crate::model::storage::{AccessModes, PodVolume};
 use crate::model::Pod;
-use crate::plugins::helper::volumes::get_pvc;
+use crate::plugins::helper::volumes::{claim_event_hint, get_pvc};
 
 pub const NAME: &str = "VolumeRestrictions";
 pub const ERR_REASON_DISK_CONFLICT: &str = "node(s) had no available disk";
@@ -159,20 +159,7 @@ impl Plugin for VolumeRestrictions {
             ClusterEventWithHint::with_hint(
                 EventResource::PersistentVolumeClaim,
                 ActionType::ADD,
-                |pod, _old, new| match new.and_then(|n| n.as_storage()) {
-                    Some(StorageObject::Pvc(c)) => {
-                        let mine = c.namespace == pod.namespace
-                            && pod.spec.volumes.iter().any(|v| {
-                                matches!(v, PodVolume::Claim { claim, ephemeral: false, .. } if *claim == c.name)
-                            });
-                        if mine {
-                            QueueingHint::Queue
-                        } else {
-                            QueueingHint::QueueSkip
-                        }
-                    }
-                    _ => QueueingHint::Queue,
-                },
+                |pod, _old, new| claim_event_hint(pod, new, false),
             ),
         ])
     }

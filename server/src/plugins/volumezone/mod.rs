@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use crate::cache::volumes::VolumeStore;
 use crate::cache::Snapshot;
-use crate::framework::events::{ActionType, ClusterEventWithHint, EventResource, QueueingHint};
+use crate::framework::events::{ActionType, ClusterEventWithHint, EventResource};
 use crate::framework::interface::{FilterPlugin, Plugin, PreFilterPlugin, PreFilterResult};
 use crate::framework::{CycleState, Handle, NodeInfo, PluginFactory, Status};
-use crate::model::storage::{PodVolume, StorageObject};
+use crate::model::storage::PodVolume;
 use crate::model::Pod;
-use crate::plugins::helper::volumes::{get_class, get_pvc};
+use crate::plugins::helper::volumes::{claim_event_hint, get_class, get_pvc};
 
 pub const NAME: &str = "VolumeZone";
 pub const ERR_REASON_CONFLICT: &str = "node(s) had no available volume zone";
@@ -105,14 +105,6 @@ impl Plugin for VolumeZone {
         Some(self)
     }
     fn events_to_register(&self) -> Option<Vec<ClusterEventWithHint>> {
-        let of_pod = |pod: &Pod, ns: &str, claim: &str| {
-            *pod.namespace == *ns
-                && pod
-                    .spec
-                    .volumes
-                    .iter()
-                    .any(|v| v.claim().is_some_and(|c| **c == *claim))
-        };
         Some(vec![
             // New storage classes may make unbound claims' mode known.
             ClusterEventWithHint::new(EventResource::StorageClass, ActionType::ADD),
@@ -124,12 +116,7 @@ impl Plugin for VolumeZone {
             ClusterEventWithHint::with_hint(
                 EventResource::PersistentVolumeClaim,
                 ActionType::ADD.union(ActionType::UPDATE),
-                move |pod, _old, new| match new.and_then(|n| n.as_storage()) {
-                    Some(StorageObject::Pvc(c)) if !of_pod(pod, &c.namespace, &c.name) => {
-                        QueueingHint::QueueSkip
-                    }
-                    _ => QueueingHint::Queue,
-                },
+                |pod, _old, new| claim_event_hint(pod, new, true),
             ),
             ClusterEventWithHint::new(
                 EventResource::PersistentVolume,
