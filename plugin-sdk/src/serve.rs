@@ -119,6 +119,9 @@ pub fn parse_listen_address(s: &str) -> Result<Listen, Error> {
         .map_err(|_| Error::Address(s.into()))
 }
 
+/// `off` keeps a sidecar from offering the `filter-batch` capability.
+pub const FILTER_BATCH_ENV: &str = "SWITCHYARD_PLUGIN_FILTER_BATCH";
+
 /// How the sidecar serves.
 #[derive(Clone, Debug)]
 pub struct ServeOptions {
@@ -129,6 +132,10 @@ pub struct ServeOptions {
     pub parallel_threshold: usize,
     /// Advertised batch limit (0 = none).
     pub max_batch_nodes: u32,
+    /// Offer the `filter-batch` capability: several pods' Filter calls per message
+    /// for node-local plugins (on by default; `SWITCHYARD_PLUGIN_FILTER_BATCH=off`
+    /// turns it off, to serve as an older sidecar would).
+    pub filter_batch: bool,
     /// Required for [`Listen::Tls`].
     pub tls: Option<ServerTls>,
 }
@@ -140,6 +147,7 @@ impl ServeOptions {
             generation_wait: Duration::from_secs(5),
             parallel_threshold: 2048,
             max_batch_nodes: 0,
+            filter_batch: true,
             tls: None,
         }
     }
@@ -148,6 +156,8 @@ impl ServeOptions {
     /// is an https:// address.
     pub fn from_env(listen: Listen) -> Result<Self, Error> {
         let mut o = ServeOptions::new(listen);
+        o.filter_batch = !std::env::var(FILTER_BATCH_ENV)
+            .is_ok_and(|v| matches!(v.trim(), "off" | "false" | "0"));
         if matches!(o.listen, Listen::Tls(_)) {
             o.tls = Some(ServerTls::from_env()?);
         }
@@ -189,6 +199,7 @@ pub async fn serve(
         options.generation_wait,
         options.parallel_threshold,
         options.max_batch_nodes,
+        options.filter_batch,
     );
     on_handle(svc.handle());
     let (health, health_status) = HealthService::new();

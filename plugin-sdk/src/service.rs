@@ -18,6 +18,7 @@ use crate::snapshot::{NodeInfo, Snapshot};
 use crate::state::CycleState;
 use crate::status::{Code, Status};
 use crate::{pb, Pod, PROTOCOL_VERSION};
+use switchyard_proto::CAPABILITY_FILTER_BATCH;
 
 type ReplyStream<T> = Pin<Box<dyn Stream<Item = Result<T, tonic::Status>> + Send + 'static>>;
 
@@ -79,6 +80,8 @@ pub(crate) struct Shared {
     generation_wait: Duration,
     parallel_threshold: usize,
     max_batch_nodes: u32,
+    /// Offers `FilterBatch` at handshake.
+    filter_batch: bool,
 }
 
 /// What a plugin uses to decide about pods waiting at Permit, from any thread.
@@ -158,6 +161,7 @@ impl PluginService {
         generation_wait: Duration,
         parallel_threshold: usize,
         max_batch_nodes: u32,
+        filter_batch: bool,
     ) -> Self {
         let by_name = plugins
             .iter()
@@ -176,6 +180,7 @@ impl PluginService {
                 generation_wait,
                 parallel_threshold,
                 max_batch_nodes,
+                filter_batch,
             }),
         }
     }
@@ -215,6 +220,8 @@ traced!(
     pb::ScoreRequest,
     pb::NormalizeScoreRequest
 );
+/// Each call of a batch carries its own trace context (see `filter_many`).
+impl Traced for pb::FilterBatchRequest {}
 impl Traced for pb::PreEnqueueRequest {}
 impl Traced for pb::QueueSortRequest {}
 
@@ -404,6 +411,21 @@ impl Shared {
             Err(s) => out.error = Some(s.to_pb()),
         }
         out
+    }
+
+    /// The calls of a `FilterBatch` message, each answered as it would be alone on
+    /// the Filter stream (with its own span), in order.
+    async fn filter_many(&self, req: pb::FilterBatchRequest) -> pb::FilterBatchResponse {
+        use tracing::Instrument;
+        let mut replies = Vec::with_capacity(req.calls.len());
+        for call in req.calls {
+            let span = call_span("Filter", &call);
+            replies.push(self.filter(call).instrument(span).await);
+        }
+        pb::FilterBatchResponse {
+            request_id: req.request_id,
+            replies,
+        }
     }
 
     /// PreScore (on a fork, so a later PreScore call is unaffected), Score and
@@ -997,6 +1019,12 @@ impl pb::plugin_server::Plugin for PluginService {
             protocol_version: PROTOCOL_VERSION.to_string(),
             plugins,
             max_batch_nodes: self.shared.max_batch_nodes,
+            // Batches are only sent for node-local plugins; offering it costs nothing.
+            capabilities: req
+                .capabilities
+                .into_iter()
+                .filter(|c| self.shared.filter_batch && c == CAPABILITY_FILTER_BATCH)
+                .collect(),
         }))
     }
 
@@ -1124,6 +1152,16 @@ impl pb::plugin_server::Plugin for PluginService {
             "Filter",
             |s, req| async move { s.filter(req).await },
         )
+    }
+
+    type FilterBatchStream = ReplyStream<pb::FilterBatchResponse>;
+    async fn filter_batch(
+        &self,
+        request: Request<Streaming<pb::FilterBatchRequest>>,
+    ) -> Result<Response<Self::FilterBatchStream>, tonic::Status> {
+        self.serve_stream(request, "FilterBatch", |s, req| async move {
+            s.filter_many(req).await
+        })
     }
 
     type PostFilterStream = ReplyStream<pb::PostFilterResponse>;

@@ -28,6 +28,10 @@ pub const TLS_CLIENT_CA_ENV: &str = "SWITCHYARD_PLUGIN_TLS_CLIENT_CA";
 /// The protocol version this crate speaks.
 pub const PROTOCOL_VERSION: &str = "v1";
 
+/// Handshake capability: the sidecar serves the `FilterBatch` stream (several pods'
+/// Filter calls per message, for node-local plugins).
+pub const CAPABILITY_FILTER_BATCH: &str = "filter-batch";
+
 /// The environment variable a sidecar reads its listen address from when it has no
 /// `--listen` flag; the scheduler sets it for sidecars it starts itself.
 pub const LISTEN_ENV: &str = "SWITCHYARD_PLUGIN_LISTEN";

@@ -973,6 +973,7 @@ mod sidecar {
                 node_local: true,
             }],
             max_batch_nodes: 512,
+            capabilities: vec!["filter-batch".into()],
         };
         let filter = pb::FilterResponse {
             request_id: 7,

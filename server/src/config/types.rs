@@ -291,6 +291,10 @@ pub struct RemotePluginEndpoint {
     /// TLS for `https://` endpoints.
     #[serde(default)]
     pub tls: Option<RemotePluginTls>,
+    /// Most pods whose Filter rounds go to a node-local sidecar in one message
+    /// (1..=64, default 16; 1: one pod ahead at a time, as with older sidecars).
+    #[serde(default)]
+    pub max_batch_pods: Option<u32>,
 }
 
 /// TLS settings of an `https://` sidecar endpoint (PEM files, read at every connect so

@@ -302,6 +302,16 @@ pub trait CycleHooks: Send + Sync {
     ) -> bool {
         false
     }
+    /// How many queued pods a lookahead may cover in one message to these plugins
+    /// (0: none; 1: one pod at a time).
+    fn lookahead_pods(&self) -> usize {
+        0
+    }
+    /// Lookahead Filters started until [`Self::end_lookahead_batch`] may travel in
+    /// one message (`snapshot` is the current attempt's).
+    fn begin_lookahead_batch(&self, _snapshot: &Snapshot) {}
+    /// Sends what was collected since [`Self::begin_lookahead_batch`].
+    fn end_lookahead_batch(&self) {}
 }
 
 /// A call in flight to a plugin that evaluates batches (remote plugins).

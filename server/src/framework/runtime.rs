@@ -494,6 +494,37 @@ impl Framework {
         Some(state)
     }
 
+    /// How many queued pods one lookahead may cover: the most any of this profile's
+    /// sidecars takes in one message (0 when none is node-local).
+    pub fn lookahead_pods(&self) -> usize {
+        self.cycle_hooks
+            .iter()
+            .map(|h| h.lookahead_pods())
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// [`Self::lookahead`] for several queued pods (cycle id, pod, first round's
+    /// nodes), their Filter calls to each sidecar travelling in one message.
+    pub fn lookahead_batch(
+        &self,
+        pods: &[(u64, Arc<Pod>, Vec<&NodeInfo>)],
+        snapshot: &Snapshot,
+        score_first: usize,
+    ) -> Vec<Option<CycleState>> {
+        for h in &self.cycle_hooks {
+            h.begin_lookahead_batch(snapshot);
+        }
+        let out = pods
+            .iter()
+            .map(|(id, pod, nodes)| self.lookahead(*id, pod, snapshot, nodes, score_first))
+            .collect();
+        for h in &self.cycle_hooks {
+            h.end_lookahead_batch();
+        }
+        out
+    }
+
     /// The score-ahead request for batch filter `i` (see [`ScoreAhead`]).
     fn ahead_for(&self, i: usize, score_first: usize) -> Option<ScoreAhead> {
         match self.filter_scores_ahead[i] {

@@ -44,6 +44,33 @@ impl PodHeap {
         self.items.first()
     }
 
+    /// The first `n` items in pop order, without popping: a best-first walk of the
+    /// heap (each popped item's children join the frontier), O(n²) for the small `n`
+    /// of a lookahead.
+    pub fn top(&self, n: usize) -> Vec<&QueuedPodInfo> {
+        let mut out = Vec::with_capacity(n.min(self.items.len()));
+        let mut frontier: Vec<usize> = Vec::with_capacity(2 * n + 1);
+        if !self.items.is_empty() {
+            frontier.push(0);
+        }
+        while out.len() < n && !frontier.is_empty() {
+            let mut best = 0;
+            for k in 1..frontier.len() {
+                if (self.less)(&self.items[frontier[k]], &self.items[frontier[best]]) {
+                    best = k;
+                }
+            }
+            let i = frontier.swap_remove(best);
+            out.push(&self.items[i]);
+            for c in [2 * i + 1, 2 * i + 2] {
+                if c < self.items.len() {
+                    frontier.push(c);
+                }
+            }
+        }
+        out
+    }
+
     /// Adds a pod, or replaces the entry with the same UID and restores the order.
     pub fn add_or_update(&mut self, p: QueuedPodInfo) {
         if let Some(&i) = self.index.get(&p.pod.uid) {
@@ -156,5 +183,29 @@ mod tests {
             .collect();
         assert_eq!(order, ["a", "b", "c", "e"]);
         assert!(h.is_empty());
+    }
+
+    #[test]
+    fn top_is_pop_order_without_popping() {
+        let mut h = PodHeap::new(Box::new(|a, b| a.pod.priority() > b.pod.priority()));
+        let now = Instant::now();
+        for i in 0..40 {
+            // A scrambled but distinct priority per pod.
+            let p = (i * 17) % 40;
+            h.add_or_update(QueuedPodInfo::new(
+                pod(&format!("p{p}")).priority(p).build(),
+                now,
+            ));
+        }
+        for n in [0, 1, 5, 40, 50] {
+            let top: Vec<String> = h.top(n).iter().map(|p| p.pod.name.to_string()).collect();
+            let want: Vec<String> = (0..n.min(40)).map(|k| format!("p{}", 39 - k)).collect();
+            assert_eq!(top, want, "top({n})");
+        }
+        assert_eq!(h.len(), 40);
+        assert_eq!(
+            h.pop().map(|p| p.pod.name.to_string()).as_deref(),
+            Some("p39")
+        );
     }
 }

@@ -413,18 +413,27 @@ impl SchedulingQueue {
         placement
     }
 
-    /// The pod `pop` would most likely return next, without taking it (backoff that
-    /// completes meanwhile or new pods may change that): for the lookahead.
-    pub fn peek(&self) -> Option<Arc<Pod>> {
+    /// The first `n` pods of activeQ in pop order (with activeQ empty, the one
+    /// `peek` gives), without taking them: for a lookahead over several pods.
+    pub fn peek_n(&self, n: usize) -> Vec<Arc<Pod>> {
         let inner = self.lock();
         if inner.closed {
-            return None;
+            return Vec::new();
+        }
+        if inner.active.is_empty() {
+            return inner
+                .backoff
+                .peek()
+                .map(|p| p.pod.clone())
+                .into_iter()
+                .collect();
         }
         inner
             .active
-            .peek()
-            .or_else(|| inner.backoff.peek())
+            .top(n)
+            .into_iter()
             .map(|p| p.pod.clone())
+            .collect()
     }
 
     /// Takes the next pod to schedule, blocking while there is none. With activeQ empty

@@ -27,6 +27,7 @@ impl Outbound {
             Outbound::QueueSort(r) => r.encoded_len(),
             Outbound::PreFilter(r) => r.encoded_len(),
             Outbound::Filter(r) => r.encoded_len(),
+            Outbound::FilterBatch(r) => r.encoded_len(),
             Outbound::PostFilter(r) => r.encoded_len(),
             Outbound::PreScore(r) => r.encoded_len(),
             Outbound::Score(r) => r.encoded_len(),
@@ -48,6 +49,7 @@ pub enum Reply {
     QueueSort(pb::QueueSortResponse),
     PreFilter(pb::PreFilterResponse),
     Filter(pb::FilterResponse),
+    FilterBatch(pb::FilterBatchResponse),
     PostFilter(pb::PostFilterResponse),
     Score(pb::ScoreResponse),
     Permit(pb::PermitResponse),
@@ -59,6 +61,7 @@ pub enum Outbound {
     QueueSort(pb::QueueSortRequest),
     PreFilter(pb::PreFilterRequest),
     Filter(pb::FilterRequest),
+    FilterBatch(pb::FilterBatchRequest),
     PostFilter(pb::PostFilterRequest),
     PreScore(pb::PreScoreRequest),
     Score(pb::ScoreRequest),
@@ -163,6 +166,8 @@ struct Router {
     queue_sort: Tx<pb::QueueSortRequest>,
     pre_filter: Tx<pb::PreFilterRequest>,
     filter: Tx<pb::FilterRequest>,
+    /// Open only when the handshake negotiated it.
+    filter_batch: Option<Tx<pb::FilterBatchRequest>>,
     post_filter: Tx<pb::PostFilterRequest>,
     pre_score: Tx<pb::PreScoreRequest>,
     score: Tx<pb::ScoreRequest>,
@@ -187,6 +192,10 @@ impl Router {
             Outbound::QueueSort(r) => self.queue_sort.send(r).is_ok(),
             Outbound::PreFilter(r) => self.pre_filter.send(r).is_ok(),
             Outbound::Filter(r) => self.filter.send(r).is_ok(),
+            Outbound::FilterBatch(r) => self
+                .filter_batch
+                .as_ref()
+                .is_some_and(|tx| tx.send(r).is_ok()),
             Outbound::PostFilter(r) => self.post_filter.send(r).is_ok(),
             Outbound::PreScore(r) => self.pre_score.send(r).is_ok(),
             Outbound::Score(r) => self.score.send(r).is_ok(),
@@ -300,6 +309,77 @@ impl Drop for Pending {
     }
 }
 
+/// The reply to one `FilterBatch` message, shared by the pods' calls it carries: the
+/// first call that needs its answer waits for the message, the others find theirs.
+pub struct BatchReply {
+    /// Whether the message went out; a call in a batch that did not is asked again.
+    sent: AtomicBool,
+    pending: Mutex<Option<Pending>>,
+    /// Each call's reply, taken by it; or why the whole message failed.
+    replies: Mutex<Option<Result<Vec<Option<pb::FilterResponse>>, String>>>,
+}
+
+impl BatchReply {
+    pub fn sent(&self) -> bool {
+        self.sent.load(Ordering::Acquire)
+    }
+
+    /// The reply to call `i` of the batch (its request id `id`), waiting for the
+    /// message if it has not come yet. A failure of the whole message (connection
+    /// lost, timeout, malformed) is every call's failure.
+    pub fn take(&self, i: usize, id: u64) -> Result<pb::FilterResponse, String> {
+        let mut replies = self
+            .replies
+            .lock()
+            .map_err(|_| "batch state poisoned".to_string())?;
+        if replies.is_none() {
+            let pending = self.pending.lock().ok().and_then(|mut p| p.take());
+            let r = match pending {
+                None => Err("the batch was not sent".to_string()),
+                Some(p) => match p.wait() {
+                    Ok(Reply::FilterBatch(b)) => Ok(b.replies.into_iter().map(Some).collect()),
+                    Ok(_) => Err("bad reply: not a FilterBatch reply".to_string()),
+                    Err(e) => Err(e),
+                },
+            };
+            *replies = Some(r);
+        }
+        match replies.as_mut() {
+            Some(Ok(v)) => {
+                let n = v.len();
+                match v.get_mut(i).and_then(Option::take) {
+                    Some(r) if r.request_id == id => Ok(r),
+                    Some(r) => Err(format!(
+                        "bad reply: item {i} of the FilterBatch reply answers request {}, not {id}",
+                        r.request_id
+                    )),
+                    None => Err(format!(
+                        "bad reply: the FilterBatch reply has {n} items, none for call {i}"
+                    )),
+                }
+            }
+            Some(Err(e)) => Err(e.clone()),
+            None => Err("reply lost".into()),
+        }
+    }
+}
+
+/// A `FilterBatch` message being assembled (see [`Endpoint::begin_batch`]).
+struct BatchBuilder {
+    streams: Streams,
+    calls: Vec<pb::FilterRequest>,
+    reply: Arc<BatchReply>,
+}
+
+/// How many pods a batch goes ahead (K), adapted to how its answers are used.
+#[derive(Default)]
+struct BatchDepth {
+    /// The current K (0 before the first batch).
+    pods: usize,
+    /// Answers used since K last changed.
+    used: usize,
+}
+
 struct ConnState {
     streams: Option<Streams>,
     last_error: String,
@@ -324,6 +404,8 @@ pub(crate) struct Inner {
     strays: AtomicU64,
     calls_at_connect: AtomicU64,
     decisions_in_flight: std::sync::atomic::AtomicUsize,
+    batch: Mutex<Option<BatchBuilder>>,
+    depth: Mutex<BatchDepth>,
 }
 
 /// Counters for one endpoint. Bytes are gRPC message bytes (the protobuf encoding
@@ -457,6 +539,8 @@ impl Endpoint {
             strays: AtomicU64::new(0),
             calls_at_connect: AtomicU64::new(0),
             decisions_in_flight: Default::default(),
+            batch: Mutex::new(None),
+            depth: Mutex::new(BatchDepth::default()),
         });
         let i = inner.clone();
         std::thread::Builder::new()
@@ -520,6 +604,114 @@ impl Endpoint {
 
     /// Whether the latest handshake lists extension point `point` for `plugin`;
     /// `None` before the first handshake. Reads it in place (no copy).
+    /// Whether the sidecar serves `FilterBatch` (negotiated at handshake).
+    pub fn batches_pods(&self) -> bool {
+        self.inner.handshake.lock().is_ok_and(|h| {
+            h.as_ref().is_some_and(|h| {
+                h.capabilities
+                    .iter()
+                    .any(|c| c == switchyard_proto::CAPABILITY_FILTER_BATCH)
+            })
+        })
+    }
+
+    /// How many pods the next lookahead may cover on this endpoint: 1 without
+    /// `FilterBatch`; otherwise K, which doubles (up to `maxBatchPods`) each time K
+    /// answers in a row were used and halves at every answer dropped, so a workload
+    /// whose answers go unused falls back to one pod ahead.
+    pub fn lookahead_pods(&self) -> usize {
+        if !self.batches_pods() {
+            return 1;
+        }
+        let max = self.inner.config.max_batch_pods.max(1);
+        self.inner.depth.lock().map_or(1, |mut d| {
+            if d.pods == 0 {
+                d.pods = 2.min(max);
+            }
+            d.pods.min(max)
+        })
+    }
+
+    /// Records whether a lookahead answer was used (see [`Self::lookahead_pods`]).
+    pub fn lookahead_outcome(&self, used: bool) {
+        let max = self.inner.config.max_batch_pods.max(1);
+        if let Ok(mut d) = self.inner.depth.lock() {
+            let k = d.pods.max(1);
+            if used {
+                d.used += 1;
+                if d.used >= k {
+                    d.pods = (k * 2).min(max);
+                    d.used = 0;
+                }
+            } else {
+                d.pods = (k / 2).max(1);
+                d.used = 0;
+            }
+        }
+    }
+
+    /// Starts collecting Filter calls into one `FilterBatch` message on `streams`'
+    /// connection; false when the sidecar does not serve it.
+    pub fn begin_batch(&self, streams: &Streams) -> bool {
+        if !self.batches_pods() {
+            return false;
+        }
+        let Ok(mut b) = self.inner.batch.lock() else {
+            return false;
+        };
+        *b = Some(BatchBuilder {
+            streams: streams.clone(),
+            calls: Vec::new(),
+            reply: Arc::new(BatchReply {
+                sent: AtomicBool::new(false),
+                pending: Mutex::new(None),
+                replies: Mutex::new(None),
+            }),
+        });
+        true
+    }
+
+    /// Adds a Filter call to the batch being collected on `epoch`'s connection: its
+    /// reply and index, or the request back when no batch is open there.
+    pub fn add_to_batch(
+        &self,
+        epoch: u64,
+        req: pb::FilterRequest,
+    ) -> Result<(Arc<BatchReply>, usize), pb::FilterRequest> {
+        let Ok(mut b) = self.inner.batch.lock() else {
+            return Err(req);
+        };
+        match b.as_mut() {
+            Some(b) if b.streams.epoch == epoch => {
+                b.calls.push(req);
+                Ok((b.reply.clone(), b.calls.len() - 1))
+            }
+            _ => Err(req),
+        }
+    }
+
+    /// Sends the batch collected since [`Self::begin_batch`] as one message.
+    pub fn send_batch(&self) {
+        let Some(b) = self.inner.batch.lock().ok().and_then(|mut b| b.take()) else {
+            return;
+        };
+        if b.calls.is_empty() {
+            return;
+        }
+        let id = self.next_request_id();
+        let m = Outbound::FilterBatch(pb::FilterBatchRequest {
+            request_id: id,
+            calls: b.calls,
+        });
+        // One round trip, counted once (`calls` counts messages that get a reply).
+        if let Ok(p) = self.start_call(&b.streams, id, m) {
+            if let Ok(mut slot) = b.reply.pending.lock() {
+                *slot = Some(p);
+                b.reply.sent.store(true, Ordering::Release);
+            }
+        }
+    }
+
     pub fn implements(&self, plugin: &str, point: pb::ExtensionPoint) -> Option<bool> {
         let h = self.inner.handshake.lock().ok()?;
         let h = h.as_ref()?;
@@ -724,6 +916,7 @@ async fn connect_once(inner: &Arc<Inner>) -> String {
         client.handshake(pb::HandshakeRequest {
             protocol_versions: vec![switchyard_proto::PROTOCOL_VERSION.to_string()],
             scheduler: format!("switchyard {}", env!("CARGO_PKG_VERSION")),
+            capabilities: vec![switchyard_proto::CAPABILITY_FILTER_BATCH.to_string()],
         }),
     )
     .await;
@@ -843,6 +1036,11 @@ async fn connect_once(inner: &Arc<Inner>) -> String {
         queue_sort: open!(queue_sort, pb::QueueSortRequest, QueueSort),
         pre_filter: open!(pre_filter, pb::PreFilterRequest, PreFilter),
         filter: open!(filter, pb::FilterRequest, Filter),
+        filter_batch: hs
+            .capabilities
+            .iter()
+            .any(|c| c == switchyard_proto::CAPABILITY_FILTER_BATCH)
+            .then(|| open!(filter_batch, pb::FilterBatchRequest, FilterBatch)),
         post_filter: open!(post_filter, pb::PostFilterRequest, PostFilter),
         pre_score: open!(pre_score, pb::PreScoreRequest, Status),
         score: open!(score, pb::ScoreRequest, Score),

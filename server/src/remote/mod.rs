@@ -45,7 +45,13 @@ pub struct EndpointConfig {
     pub auto_enable: bool,
     /// Set for `https://` endpoints.
     pub tls: Option<TlsFiles>,
+    /// Upper bound on the pods of one `FilterBatch` message (`maxBatchPods`).
+    pub max_batch_pods: usize,
 }
+
+/// `maxBatchPods` when unset, and its upper bound.
+pub const DEFAULT_MAX_BATCH_PODS: u32 = 16;
+pub const MAX_BATCH_PODS_LIMIT: u32 = 64;
 
 /// The PEM files of a TLS endpoint, checked readable when the configuration is
 /// loaded and read again at every connect.
@@ -162,8 +168,21 @@ impl EndpointConfig {
                 ))
             }
         };
+        let max_batch_pods = match r.max_batch_pods {
+            None => DEFAULT_MAX_BATCH_PODS,
+            Some(n) if (1..=MAX_BATCH_PODS_LIMIT).contains(&n) => n,
+            Some(n) => {
+                return Err((
+                    "maxBatchPods".into(),
+                    format!(
+                        "Invalid value: {n}: must be between 1 and {MAX_BATCH_PODS_LIMIT} (1 sends one pod ahead at a time)"
+                    ),
+                ))
+            }
+        } as usize;
         Ok(EndpointConfig {
             index,
+            max_batch_pods,
             endpoint: e.to_string(),
             timeout: dur(&r.timeout, "timeout", Duration::from_secs(1))?,
             failure_policy,

@@ -11,7 +11,7 @@ use std::time::Duration;
 use smallvec::SmallVec;
 use switchyard_proto::v1 as pb;
 
-use super::client::{Outbound, Pending, Reply, Streams};
+use super::client::{BatchReply, Outbound, Pending, Reply, Streams};
 use super::replicate::Replicator;
 use super::{convert, Endpoint, FailurePolicy};
 use crate::cache::Snapshot;
@@ -187,6 +187,24 @@ impl CycleHooks for EndpointHooks {
         };
         self.record(state, g, streams.epoch, snapshot);
         true
+    }
+
+    fn lookahead_pods(&self) -> usize {
+        if self.ep.all_node_local() {
+            self.ep.lookahead_pods()
+        } else {
+            0
+        }
+    }
+
+    fn begin_lookahead_batch(&self, _snapshot: &Snapshot) {
+        if let Ok(streams) = self.ep.streams() {
+            self.ep.begin_batch(&streams);
+        }
+    }
+
+    fn end_lookahead_batch(&self) {
+        self.ep.send_batch();
     }
 
     fn cycle_end(&self, state: &CycleState) {
@@ -568,12 +586,14 @@ impl RemotePlugin {
     /// `from_snapshot`: the nodes are the attempt's snapshot's own, not what-if copies;
     /// while the sidecar holds that snapshot none of them needs a delta, and checking
     /// each (a cache miss per node) is skipped.
+    /// `batched`: the call may join the `FilterBatch` message being collected.
     fn start_filter_call(
         &self,
         state: &CycleState,
         nodes: &[&NodeInfo],
         ahead: Option<ScoreAhead>,
         from_snapshot: bool,
+        batched: bool,
     ) -> Result<RemoteFilterCall, Status> {
         let (cycle, g, streams) = self.cycle(state)?;
         let mut deltas = Vec::new();
@@ -608,22 +628,33 @@ impl RemotePlugin {
             None => (0, false, None),
         };
         let (span, traceparent) = self.call_trace(state, "Filter", nodes.len());
-        let req = |id| {
-            Outbound::Filter(pb::FilterRequest {
-                request_id: id,
-                plugin: self.meta.name.to_string(),
-                cycle,
-                generation: g,
-                nodes: ids,
-                deltas,
-                score_first,
-                pre_score,
-                traceparent,
-            })
+        let req = pb::FilterRequest {
+            request_id: self.ep().next_request_id(),
+            plugin: self.meta.name.to_string(),
+            cycle,
+            generation: g,
+            nodes: ids,
+            deltas,
+            score_first,
+            pre_score,
+            traceparent,
+        };
+        let id = req.request_id;
+        let source = match batched {
+            true => self.ep().add_to_batch(streams.epoch, req),
+            false => Err(req),
+        };
+        let source = match source {
+            Ok((batch, i)) => FilterSource::Batch(batch, i, id),
+            Err(req) => FilterSource::Call(
+                self.ep()
+                    .start_call(&streams, id, Outbound::Filter(req))
+                    .map_err(|e| self.meta.error("send", e))?,
+            ),
         };
         Ok(RemoteFilterCall {
             _span: span,
-            pending: Some(self.send(&streams, req)?),
+            pending: Some(source),
             n: nodes.len(),
             g,
             meta: self.meta.clone(),
@@ -632,10 +663,18 @@ impl RemotePlugin {
     }
 }
 
+/// Where a Filter call's reply comes from.
+enum FilterSource {
+    /// Its own message on the Filter stream.
+    Call(Pending),
+    /// Item `.1` (request id `.2`) of a `FilterBatch` message.
+    Batch(Arc<BatchReply>, usize, u64),
+}
+
 struct RemoteFilterCall {
     /// Ends when the call does.
     _span: tracing::Span,
-    pending: Option<Pending>,
+    pending: Option<FilterSource>,
     n: usize,
     g: u64,
     meta: Arc<Meta>,
@@ -648,9 +687,14 @@ impl RemoteFilterCall {
         let Some(p) = self.pending.take() else {
             return Ok(Vec::new());
         };
-        let r = match p.wait().map_err(|e| self.meta.error("Filter", e))? {
-            Reply::Filter(r) => r,
-            other => return Err(self.meta.unexpected(other)),
+        let r = match p {
+            FilterSource::Call(p) => match p.wait().map_err(|e| self.meta.error("Filter", e))? {
+                Reply::Filter(r) => r,
+                other => return Err(self.meta.unexpected(other)),
+            },
+            FilterSource::Batch(b, i, id) => {
+                b.take(i, id).map_err(|e| self.meta.error("Filter", e))?
+            }
         };
         if let Some(e) = &r.error {
             let s = convert::status_from_pb(Some(e));
@@ -1027,7 +1071,7 @@ impl FilterPlugin for RemotePlugin {
             return Status::success();
         }
         let r = self
-            .start_filter_call(state, &[node], None, false)
+            .start_filter_call(state, &[node], None, false, false)
             .and_then(|mut c| c.result());
         match self.policy(r, Vec::new) {
             Ok(v) => v
@@ -1060,7 +1104,12 @@ impl RemotePlugin {
             v.swap_remove(i)
         };
         let epoch = self.cycle(state).ok().map(|(_, _, streams)| streams.epoch);
-        let same = epoch == Some(la.epoch)
+        let sent = match &la.call.pending {
+            Some(FilterSource::Batch(b, ..)) => b.sent(),
+            _ => true,
+        };
+        let same = sent
+            && epoch == Some(la.epoch)
             && la.ahead == ahead
             && la.nodes.len() == nodes.len()
             && la
@@ -1069,6 +1118,7 @@ impl RemotePlugin {
                 .zip(nodes)
                 .all(|(&(id, g), n)| id == n.id && g == n.generation);
         let stats = &self.ep().inner.stats;
+        self.ep().lookahead_outcome(same);
         if same {
             stats.lookahead_hits.fetch_add(1, Ordering::Relaxed);
             Some(la.call)
@@ -1090,7 +1140,7 @@ impl BatchFilter for RemotePlugin {
         if self.absent(pb::ExtensionPoint::Filter) {
             return false;
         }
-        let Ok(call) = self.start_filter_call(state, nodes, ahead, true) else {
+        let Ok(call) = self.start_filter_call(state, nodes, ahead, true, true) else {
             return false;
         };
         // The call went out on the cycle's connection (start_filter_call checked it).
@@ -1125,7 +1175,7 @@ impl BatchFilter for RemotePlugin {
         let started = if self.absent(pb::ExtensionPoint::Filter) {
             Err(Status::success())
         } else {
-            self.start_filter_call(state, nodes, ahead, from_snapshot)
+            self.start_filter_call(state, nodes, ahead, from_snapshot, false)
         };
         match started {
             Ok(c) => Ok(Box::new(c)),

@@ -4,6 +4,7 @@
 //! binding cycle: wait on Permit, PreBind, Bind, PostBind. Failures unreserve, forget
 //! the assumed pod and requeue it; every pod ends bound or queued with a reason.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -81,8 +82,9 @@ pub struct LoopState {
     scores: ScoreBuffer,
     filter_failures: Vec<(usize, Status)>,
     rng: SplitMix64,
-    /// The next pod's Filter, sent to node-local sidecars during this pod's cycle.
-    lookahead: Option<Lookahead>,
+    /// The next pods' Filters, sent to node-local sidecars ahead of their cycles, in
+    /// queue order.
+    lookahead: VecDeque<Lookahead>,
     /// Nodes the previous attempt's Filter went through (see `Scheduler::lookahead`).
     last_processed: usize,
 }
@@ -95,15 +97,25 @@ struct Lookahead {
     state: CycleState,
 }
 
-impl Lookahead {
-    /// The state for `pod`'s attempt if the lookahead was for it; otherwise the
-    /// sidecars are told to drop its cycle.
-    fn adopt(self, pod: &Arc<Pod>) -> Option<CycleState> {
-        if Arc::ptr_eq(&self.pod, pod) {
-            Some(self.state)
-        } else {
-            self.fw.end_cycle(&self.state);
-            None
+impl LoopState {
+    /// The state `pod`'s attempt begins with, if a lookahead covered it. Lookaheads
+    /// for pods before it, which the queue did not give first after all, are dropped
+    /// (the sidecars are told to end their cycles).
+    fn adopt_lookahead(&mut self, pod: &Arc<Pod>) -> Option<CycleState> {
+        let i = self
+            .lookahead
+            .iter()
+            .position(|la| Arc::ptr_eq(&la.pod, pod))?;
+        for la in self.lookahead.drain(..i) {
+            la.fw.end_cycle(&la.state);
+        }
+        self.lookahead.pop_front().map(|la| la.state)
+    }
+
+    /// Drops every lookahead, ending their cycles.
+    fn drop_lookahead(&mut self) {
+        for la in self.lookahead.drain(..) {
+            la.fw.end_cycle(&la.state);
         }
     }
 }
@@ -116,7 +128,7 @@ impl LoopState {
             scores: ScoreBuffer::default(),
             filter_failures: Vec::new(),
             rng: SplitMix64(seed),
-            lookahead: None,
+            lookahead: VecDeque::new(),
             last_processed: 0,
         }
     }
@@ -215,16 +227,14 @@ pub fn run_scheduling_loop(sched: &Arc<Scheduler>) {
     while let Some(p) = sched.queue.pop() {
         sched.schedule_one(&mut st, p);
     }
-    if let Some(la) = st.lookahead.take() {
-        la.fw.end_cycle(&la.state);
-    }
+    st.drop_lookahead();
 }
 
 impl Scheduler {
     /// One scheduling cycle for a popped pod (upstream `ScheduleOne`).
     pub fn schedule_one(self: &Arc<Self>, st: &mut LoopState, pinfo: QueuedPodInfo) {
         let pod = pinfo.pod.clone();
-        let ahead = st.lookahead.take().and_then(|la| la.adopt(&pod));
+        let ahead = st.adopt_lookahead(&pod);
         let Some(fw) = self.profiles.get(&pod.spec.scheduler_name).cloned() else {
             tracing::error!(pod = %pod.key(), scheduler = %pod.spec.scheduler_name, "profile not found for scheduler name");
             self.queue.done(&pod.uid);
@@ -573,28 +583,35 @@ impl Scheduler {
         }
     }
 
-    /// Sends the queue's next pod's first Filter round to node-local sidecars now, so
-    /// their answer is ready when its attempt begins (see [`Framework::lookahead`]).
-    /// Only when that round cannot include the nodes this attempt and the previous
-    /// one went through (`processed` nodes back from the start index, then the
-    /// previous attempt's): the pod placed now changes one of those, and the previous
-    /// pod's binding, likely still in flight, another; either voids the answer. So
-    /// small clusters, where rounds wrap around quickly, do not look ahead.
+    /// Sends the first Filter round of the queue's next pods to node-local sidecars
+    /// now, so their answers are ready when their attempts begin (see
+    /// [`Framework::lookahead`]). Up to K pods are covered (K from the sidecars, see
+    /// [`Framework::lookahead_pods`]); once half of them are used, the next ones go
+    /// in one message, so an answer is computed while the ones before it are used
+    /// and the scheduling thread does not wait for the sidecar.
+    ///
+    /// Pod j after this one (j = 1, 2, ...) is expected to start where the j-1 before
+    /// it stopped, each going through as many nodes as this one did (`processed`).
+    /// A pod is covered only when its round cannot reach the nodes this attempt and
+    /// the previous one went through, nor those of the pods before it: each of those
+    /// places a pod on one of its nodes (the previous one's binding is likely still in
+    /// flight), and any change voids the answer. So small clusters, where rounds wrap
+    /// around quickly, look ahead less or not at all.
     fn lookahead(&self, st: &mut LoopState, processed: usize) {
-        let Some(next) = self.queue.peek() else {
-            return;
-        };
-        if next.nominated_node_name.is_some() || next.deletion_timestamp.is_some() {
+        let mut covered = st.lookahead.len();
+        let n = st.snapshot.node_infos().len();
+        if n == 0 {
             return;
         }
-        let Some(fw) = self.profiles.get(&next.spec.scheduler_name) else {
+        let Some(first) = self.queue.peek_n(covered + 1).into_iter().nth(covered) else {
+            return;
+        };
+        let Some(fw) = self.profiles.get(&first.spec.scheduler_name) else {
             return;
         };
         if !fw.has_batch_filters() {
             return;
         }
-        let nodes = st.snapshot.node_infos();
-        let n = nodes.len();
         let percentage = fw
             .percentage_of_nodes_to_score()
             .unwrap_or(self.percentage_of_nodes_to_score);
@@ -603,22 +620,66 @@ impl Scheduler {
         } else {
             1
         };
-        // The first round of `find_nodes_that_pass_filters` for it.
+        // The first round of `find_nodes_that_pass_filters` for each.
         let round = filter_round(to_find, n);
-        if n == 0 || processed + st.last_processed + round > n {
+        let step = processed.max(1);
+        let behind = processed + st.last_processed + round;
+        // The most pods whose rounds stay clear (j from 1 to `reach`).
+        let reach = if behind > n {
+            0
+        } else {
+            (n - behind) / step + 1
+        };
+        let target = fw.lookahead_pods().min(reach);
+        if covered >= target || covered > target / 2 {
             return;
         }
-        let start = st.next_start_node_index;
-        let window: Vec<&NodeInfo> = (0..round).map(|i| &*nodes[(start + i) % n]).collect();
-        let score_first = if to_find > 1 { to_find } else { 0 };
-        if let Some(state) =
-            fw.lookahead(next_cycle_id(), &next, &st.snapshot, &window, score_first)
+        let mut next = self.queue.peek_n(target);
+        let still = next.len() >= covered
+            && st
+                .lookahead
+                .iter()
+                .zip(&next)
+                .all(|(la, p)| Arc::ptr_eq(&la.pod, p));
+        if !still {
+            // The queue changed order: these answers would go unused.
+            st.drop_lookahead();
+            covered = 0;
+        }
+        let nodes = st.snapshot.node_infos();
+        let mut pods: Vec<(u64, Arc<Pod>, Vec<&NodeInfo>)> = Vec::new();
+        for (j, pod) in next
+            .drain(..)
+            .enumerate()
+            .skip(covered)
+            .map(|(i, p)| (i + 1, p))
         {
-            st.lookahead = Some(Lookahead {
-                pod: next,
-                fw: fw.clone(),
-                state,
-            });
+            if pod.nominated_node_name.is_some()
+                || pod.deletion_timestamp.is_some()
+                || !self
+                    .profiles
+                    .get(&pod.spec.scheduler_name)
+                    .is_some_and(|f| Arc::ptr_eq(f, fw))
+            {
+                break;
+            }
+            let start = st.next_start_node_index + (j - 1) * step;
+            let window: Vec<&NodeInfo> = (0..round).map(|i| &*nodes[(start + i) % n]).collect();
+            pods.push((next_cycle_id(), pod, window));
+        }
+        if pods.is_empty() {
+            return;
+        }
+        let score_first = if to_find > 1 { to_find } else { 0 };
+        let states = fw.lookahead_batch(&pods, &st.snapshot, score_first);
+        for ((_, pod, _), state) in pods.into_iter().zip(states) {
+            if let Some(state) = state {
+                st.lookahead.push_back(Lookahead {
+                    pod,
+                    fw: fw.clone(),
+                    state,
+                });
+            }
         }
     }
 
