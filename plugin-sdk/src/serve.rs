@@ -119,8 +119,8 @@ pub fn parse_listen_address(s: &str) -> Result<Listen, Error> {
         .map_err(|_| Error::Address(s.into()))
 }
 
-/// `off` keeps a sidecar from offering the `filter-batch` capability.
-pub const FILTER_BATCH_ENV: &str = "SWITCHYARD_PLUGIN_FILTER_BATCH";
+/// `off` keeps a sidecar from offering any optional capability.
+pub const CAPABILITIES_ENV: &str = "SWITCHYARD_PLUGIN_CAPABILITIES";
 
 /// How the sidecar serves.
 #[derive(Clone, Debug)]
@@ -132,10 +132,11 @@ pub struct ServeOptions {
     pub parallel_threshold: usize,
     /// Advertised batch limit (0 = none).
     pub max_batch_nodes: u32,
-    /// Offer the `filter-batch` capability: several pods' Filter calls per message
-    /// for node-local plugins (on by default; `SWITCHYARD_PLUGIN_FILTER_BATCH=off`
-    /// turns it off, to serve as an older sidecar would).
-    pub filter_batch: bool,
+    /// Offer the optional capabilities (`filter-batch`: several pods' Filter calls
+    /// per message for node-local plugins; `replicate-batch`). On by default;
+    /// `SWITCHYARD_PLUGIN_CAPABILITIES=off` turns them off, to serve as an older
+    /// sidecar would.
+    pub capabilities: bool,
     /// Required for [`Listen::Tls`].
     pub tls: Option<ServerTls>,
 }
@@ -147,7 +148,7 @@ impl ServeOptions {
             generation_wait: Duration::from_secs(5),
             parallel_threshold: 2048,
             max_batch_nodes: 0,
-            filter_batch: true,
+            capabilities: true,
             tls: None,
         }
     }
@@ -156,7 +157,7 @@ impl ServeOptions {
     /// is an https:// address.
     pub fn from_env(listen: Listen) -> Result<Self, Error> {
         let mut o = ServeOptions::new(listen);
-        o.filter_batch = !std::env::var(FILTER_BATCH_ENV)
+        o.capabilities = !std::env::var(CAPABILITIES_ENV)
             .is_ok_and(|v| matches!(v.trim(), "off" | "false" | "0"));
         if matches!(o.listen, Listen::Tls(_)) {
             o.tls = Some(ServerTls::from_env()?);
@@ -199,7 +200,7 @@ pub async fn serve(
         options.generation_wait,
         options.parallel_threshold,
         options.max_batch_nodes,
-        options.filter_batch,
+        options.capabilities,
     );
     on_handle(svc.handle());
     let (health, health_status) = HealthService::new();

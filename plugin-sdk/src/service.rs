@@ -18,7 +18,7 @@ use crate::snapshot::{NodeInfo, Snapshot};
 use crate::state::CycleState;
 use crate::status::{Code, Status};
 use crate::{pb, Pod, PROTOCOL_VERSION};
-use switchyard_proto::CAPABILITY_FILTER_BATCH;
+use switchyard_proto::{CAPABILITY_FILTER_BATCH, CAPABILITY_REPLICATE_BATCH};
 
 type ReplyStream<T> = Pin<Box<dyn Stream<Item = Result<T, tonic::Status>> + Send + 'static>>;
 
@@ -80,8 +80,8 @@ pub(crate) struct Shared {
     generation_wait: Duration,
     parallel_threshold: usize,
     max_batch_nodes: u32,
-    /// Offers `FilterBatch` at handshake.
-    filter_batch: bool,
+    /// Offers the optional capabilities at handshake.
+    capabilities: bool,
 }
 
 /// What a plugin uses to decide about pods waiting at Permit, from any thread.
@@ -161,7 +161,7 @@ impl PluginService {
         generation_wait: Duration,
         parallel_threshold: usize,
         max_batch_nodes: u32,
-        filter_batch: bool,
+        capabilities: bool,
     ) -> Self {
         let by_name = plugins
             .iter()
@@ -180,7 +180,7 @@ impl PluginService {
                 generation_wait,
                 parallel_threshold,
                 max_batch_nodes,
-                filter_batch,
+                capabilities,
             }),
         }
     }
@@ -1019,11 +1019,15 @@ impl pb::plugin_server::Plugin for PluginService {
             protocol_version: PROTOCOL_VERSION.to_string(),
             plugins,
             max_batch_nodes: self.shared.max_batch_nodes,
-            // Batches are only sent for node-local plugins; offering it costs nothing.
+            // Pod batches are only sent for node-local plugins; offering them costs
+            // nothing.
             capabilities: req
                 .capabilities
                 .into_iter()
-                .filter(|c| self.shared.filter_batch && c == CAPABILITY_FILTER_BATCH)
+                .filter(|c| {
+                    self.shared.capabilities
+                        && (c == CAPABILITY_FILTER_BATCH || c == CAPABILITY_REPLICATE_BATCH)
+                })
                 .collect(),
         }))
     }
@@ -1040,17 +1044,32 @@ impl pb::plugin_server::Plugin for PluginService {
             let mut expect = None;
             loop {
                 match inbound.message().await {
-                    Ok(Some(msg)) => {
-                        let (g, ack) = (msg.generation, msg.ack);
-                        if let Err(e) = shared.apply(msg, &mut expect) {
+                    Ok(Some(mut first)) => {
+                        let more = std::mem::take(&mut first.more);
+                        let mut failed = None;
+                        for msg in std::iter::once(first).chain(more) {
+                            let (g, ack) = (msg.generation, msg.ack);
+                            let r = if msg.more.is_empty() {
+                                shared.apply(msg, &mut expect)
+                            } else {
+                                Err(format!(
+                                    "generation {g}: a message inside `more` has `more`"
+                                ))
+                            };
+                            if let Err(e) = r {
+                                failed = Some(e);
+                                break;
+                            }
+                            if ack {
+                                let _ = tx.send(Ok(pb::ReplicateResponse {
+                                    applied_generation: g,
+                                }));
+                            }
+                        }
+                        if let Some(e) = failed {
                             tracing::warn!(error = %e, "replication failed; closing the stream");
                             let _ = tx.send(Err(tonic::Status::failed_precondition(e)));
                             break;
-                        }
-                        if ack {
-                            let _ = tx.send(Ok(pb::ReplicateResponse {
-                                applied_generation: g,
-                            }));
                         }
                     }
                     Ok(None) => break,

@@ -32,6 +32,10 @@ pub const PROTOCOL_VERSION: &str = "v1";
 /// Filter calls per message, for node-local plugins).
 pub const CAPABILITY_FILTER_BATCH: &str = "filter-batch";
 
+/// Handshake capability: the sidecar applies `ReplicateRequest.more` (several
+/// Replicate messages in one gRPC message).
+pub const CAPABILITY_REPLICATE_BATCH: &str = "replicate-batch";
+
 /// The environment variable a sidecar reads its listen address from when it has no
 /// `--listen` flag; the scheduler sets it for sidecars it starts itself.
 pub const LISTEN_ENV: &str = "SWITCHYARD_PLUGIN_LISTEN";

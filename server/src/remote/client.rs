@@ -99,6 +99,8 @@ pub struct Streams {
     stats: Arc<EndpointStats>,
     tx: Tx<Wire>,
     held: Arc<Mutex<Vec<pb::ReplicateRequest>>>,
+    /// The sidecar takes several Replicate messages in one (`more`).
+    coalesce: bool,
 }
 
 /// How long a Replicate message may wait for a call to go out with.
@@ -122,14 +124,26 @@ impl Streams {
         self.flush() && self.tx.send(Wire::Call(m)).is_ok()
     }
 
-    /// Sends the held-back Replicate messages.
+    /// Sends the held-back Replicate messages: as one gRPC message when the sidecar
+    /// takes `more`.
     fn flush(&self) -> bool {
-        match self.held.lock() {
-            Ok(mut held) => held
-                .drain(..)
-                .all(|m| self.tx.send(Wire::Replicate(m)).is_ok()),
-            Err(_) => false,
+        let Ok(mut held) = self.held.lock() else {
+            return false;
+        };
+        if self.coalesce && held.len() > 1 {
+            let mut rest = held.drain(..);
+            let Some(mut first) = rest.next() else {
+                return true;
+            };
+            first.more = rest.collect();
+            // Each message was counted when queued, with a 5-byte gRPC prefix: about
+            // what its tag and length take inside `more`.
+            return self.tx.send(Wire::Replicate(first)).is_ok();
         }
+        let ok = held
+            .drain(..)
+            .all(|m| self.tx.send(Wire::Replicate(m)).is_ok());
+        ok
     }
 
     /// Queues a Replicate message: it goes out with the next call.
@@ -916,7 +930,10 @@ async fn connect_once(inner: &Arc<Inner>) -> String {
         client.handshake(pb::HandshakeRequest {
             protocol_versions: vec![switchyard_proto::PROTOCOL_VERSION.to_string()],
             scheduler: format!("switchyard {}", env!("CARGO_PKG_VERSION")),
-            capabilities: vec![switchyard_proto::CAPABILITY_FILTER_BATCH.to_string()],
+            capabilities: vec![
+                switchyard_proto::CAPABILITY_FILTER_BATCH.to_string(),
+                switchyard_proto::CAPABILITY_REPLICATE_BATCH.to_string(),
+            ],
         }),
     )
     .await;
@@ -1059,6 +1076,10 @@ async fn connect_once(inner: &Arc<Inner>) -> String {
         stats: inner.stats.clone(),
         tx,
         held: Arc::new(Mutex::new(Vec::new())),
+        coalesce: hs
+            .capabilities
+            .iter()
+            .any(|c| c == switchyard_proto::CAPABILITY_REPLICATE_BATCH),
     };
     // Held-back Replicate messages go out within HOLD even when no call follows.
     let holding = {

@@ -139,6 +139,7 @@ impl CycleHooks for EndpointHooks {
                     generation: g,
                     kind: Some(pb::replicate_request::Kind::Delta(d)),
                     ack: false,
+                    more: Vec::new(),
                 }) {
                     return;
                 }
@@ -229,6 +230,7 @@ impl CycleHooks for EndpointHooks {
                     cycle: state.cycle_id,
                 })),
                 ack: false,
+                more: Vec::new(),
             });
         }
     }
@@ -253,6 +255,7 @@ fn send_cycle_start(
                 profile: profile.to_string(),
             })),
             ack: false,
+            more: Vec::new(),
         })
         .then_some(g)
 }

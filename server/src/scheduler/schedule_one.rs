@@ -583,6 +583,11 @@ impl Scheduler {
         }
     }
 
+    /// How many covered pods are enough lead for the sidecar to answer the next
+    /// message before its first answer is needed (a pod's cycle here takes longer
+    /// than the sidecar's work for two).
+    const LOOKAHEAD_LEAD: usize = 2;
+
     /// Sends the first Filter round of the queue's next pods to node-local sidecars
     /// now, so their answers are ready when their attempts begin (see
     /// [`Framework::lookahead`]). Up to K pods are covered (K from the sidecars, see
@@ -623,7 +628,7 @@ impl Scheduler {
         // The first round of `find_nodes_that_pass_filters` for each.
         let round = filter_round(to_find, n);
         let step = processed.max(1);
-        let behind = processed + st.last_processed + round;
+        let behind = processed + 2 * st.last_processed + round;
         // The most pods whose rounds stay clear (j from 1 to `reach`).
         let reach = if behind > n {
             0
@@ -631,7 +636,7 @@ impl Scheduler {
             (n - behind) / step + 1
         };
         let target = fw.lookahead_pods().min(reach);
-        if covered >= target || covered > target / 2 {
+        if covered >= target || covered > (target / 2).min(Self::LOOKAHEAD_LEAD) {
             return;
         }
         let mut next = self.queue.peek_n(target);
