@@ -39,6 +39,9 @@ PROTOCOL_VERSION = "v1"
 # As the Rust SDK's ServeOptions defaults.
 GENERATION_WAIT_SECS = 5.0
 MAX_BATCH_NODES = 0
+# Optional parts of the contract this sidecar serves when the scheduler offers them
+# (see proto/README.md, "Capabilities").
+CAPABILITIES = ["filter-batch", "replicate-batch"]
 MAX_MESSAGE_BYTES = 64 << 20
 # How long shutdown lets replies in flight finish. Streams are long-lived, so they
 # never end on their own: this is always waited in full, then they are cancelled.
@@ -554,20 +557,37 @@ class PluginService(pb_grpc.PluginServicer):
                     events=[pb.ClusterEvent(resource=r, actions=a) for r, a in getattr(p, "events", [])],
                 )
             )
-        return pb.HandshakeResponse(protocol_version=PROTOCOL_VERSION, plugins=infos, max_batch_nodes=MAX_BATCH_NODES)
+        # Optional parts of the contract this sidecar serves, of those offered:
+        # several pods' Filter calls per message, several Replicate messages per
+        # message. SWITCHYARD_PLUGIN_CAPABILITIES=off serves as an older sidecar.
+        offered = set(request.capabilities)
+        served = [] if os.environ.get("SWITCHYARD_PLUGIN_CAPABILITIES", "").strip() in ("off", "false", "0") else CAPABILITIES
+        return pb.HandshakeResponse(
+            protocol_version=PROTOCOL_VERSION,
+            plugins=infos,
+            max_batch_nodes=MAX_BATCH_NODES,
+            capabilities=[c for c in served if c in offered],
+        )
 
     # ------------------------------------------------------------ replication
 
     async def Replicate(self, request_iterator, context):
         expect = None  # the next generation; None until the first (full) snapshot
-        async for msg in request_iterator:
-            try:
-                expect = await self.apply(msg, expect)
-            except ReplicationError as e:
-                log(f"replication failed; closing the stream: {e}")
-                await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
-            if msg.ack:
-                yield pb.ReplicateResponse(applied_generation=msg.generation)
+        async for first in request_iterator:
+            # With replicate-batch, `more` holds the messages that follow, each
+            # applied as if it came alone.
+            more = list(first.more)
+            first.ClearField("more")
+            for msg in [first] + more:
+                try:
+                    if len(msg.more):
+                        raise ReplicationError(f"generation {msg.generation}: a message inside `more` has `more`")
+                    expect = await self.apply(msg, expect)
+                except ReplicationError as e:
+                    log(f"replication failed; closing the stream: {e}")
+                    await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
+                if msg.ack:
+                    yield pb.ReplicateResponse(applied_generation=msg.generation)
 
     async def apply(self, msg, expect):
         g = msg.generation
@@ -615,6 +635,17 @@ class PluginService(pb_grpc.PluginServicer):
     QueueSort = _stream("queue_sort")
     PreFilter = _stream("pre_filter")
     Filter = _stream("filter")
+
+    async def FilterBatch(self, request_iterator, context):
+        """Several pods' Filter calls in one message (filter-batch): each answered as
+        it would be alone on the Filter stream, in its own span, in order."""
+        async for req in request_iterator:
+            replies = []
+            for call in req.calls:
+                with call_span("Filter", call):
+                    replies.append(await self.filter(call))
+            yield pb.FilterBatchResponse(request_id=req.request_id, replies=replies)
+
     PostFilter = _stream("post_filter")
     PreScore = _stream("pre_score")
     Score = _stream("score")

@@ -490,6 +490,60 @@ async def check_tls():
     check(p.returncode == 1 and b"needs SWITCHYARD_PLUGIN_TLS_KEY" in err, "https:// without a key", err)
 
 
+async def check_capabilities(stub, served):
+    """The optional capabilities: offered and served (or withheld under
+    SWITCHYARD_PLUGIN_CAPABILITIES=off); Replicate messages inside `more`; a
+    FilterBatch answering each call as the Filter stream does, in order."""
+    offer = ["filter-batch", "replicate-batch", "not-a-capability"]
+    hs = await stub.Handshake(pb.HandshakeRequest(protocol_versions=["v1"], capabilities=offer), timeout=REPLY_SECS)
+    want = ["filter-batch", "replicate-batch"] if served else []
+    check(list(hs.capabilities) == want, "capabilities served", hs.capabilities)
+    hs = await stub.Handshake(pb.HandshakeRequest(protocol_versions=["v1"]), timeout=REPLY_SECS)
+    check(list(hs.capabilities) == [], "no capability unless offered", hs.capabilities)
+    if not served:
+        return
+    rep = Stream(stub.Replicate())
+    snap = pb.SnapshotDelta(
+        full=True,
+        upsert_nodes=[
+            node(1, "node-drain", **{"energy.switchyard.dev/draining": "true"}),
+            node(2, "node-green", **{"energy.switchyard.dev/efficiency": "80"}),
+        ],
+    )
+    # Generations 1..4 in one message; only the last asks for an acknowledgement.
+    first = pb.ReplicateRequest(generation=1, delta=snap)
+    first.more.extend(
+        [
+            pb.ReplicateRequest(generation=2, cycle_start=pb.CycleStart(cycle=31, pod=pod("p31"))),
+            pb.ReplicateRequest(generation=3, cycle_start=pb.CycleStart(cycle=32, pod=pod("p32"))),
+            pb.ReplicateRequest(generation=4, cycle_end=pb.CycleEnd(cycle=31), ack=True),
+        ]
+    )
+    r = await rep.ask(first)
+    check(r.applied_generation == 4, "a message with `more` applies them all", r)
+    batch = Stream(stub.FilterBatch())
+    calls = [
+        cycle_ids(pb.FilterRequest, 41, 32, 3, nodes=[1, 2], score_first=1),
+        cycle_ids(pb.FilterRequest, 42, 31, 2, nodes=[2]),
+        cycle_ids(pb.FilterRequest, 43, 32, 3, nodes=[2, 1]),
+    ]
+    b = await batch.ask(pb.FilterBatchRequest(request_id=40, calls=calls))
+    check(b.request_id == 40 and [x.request_id for x in b.replies] == [41, 42, 43], "batch reply ids", b)
+    if len(b.replies) == 3:
+        one, ended, three = b.replies
+        check([x.index for x in one.failures] == [0] and list(one.score.scores) == [80], "batch call 1", one)
+        check(one.generation == 3 and one.evaluated == 2, "batch call 1 generation", one)
+        check(ended.HasField("error") and "31" in reasons(ended.error), "an ended cycle fails alone", ended)
+        check([x.index for x in three.failures] == [1] and not three.HasField("error"), "batch call 3", three)
+    # Nested `more` is refused: the stream ends.
+    bad = pb.ReplicateRequest(generation=5, cycle_end=pb.CycleEnd(cycle=32))
+    inner = pb.ReplicateRequest(generation=6, cycle_end=pb.CycleEnd(cycle=32))
+    inner.more.append(pb.ReplicateRequest(generation=7, cycle_end=pb.CycleEnd(cycle=32)))
+    bad.more.append(inner)
+    await rep.send(bad)
+    check(await rep.ended_with() == grpc.StatusCode.FAILED_PRECONDITION, "nested `more` ends the stream")
+
+
 async def main():
     check_addresses()
     check_node_local_without_pre_filter()
@@ -519,10 +573,17 @@ async def main():
 
     # Without the node-local declaration every call is pinned to its cycle's generation.
     sock2 = os.path.join(tmp, "strict.sock")
-    env2 = dict(os.environ, SWITCHYARD_PLUGIN_LISTEN=f"unix://{sock2}", SWITCHYARD_ENERGY_LOOKAHEAD="off")
+    env2 = dict(
+        os.environ,
+        SWITCHYARD_PLUGIN_LISTEN=f"unix://{sock2}",
+        SWITCHYARD_ENERGY_LOOKAHEAD="off",
+        SWITCHYARD_PLUGIN_CAPABILITIES="off",
+    )
     proc, _, lines, _ = await start_sidecar([], env=env2)
     try:
         await scenario(f"unix:{sock2}", node_local=False)
+        async with grpc.aio.insecure_channel(f"unix:{sock2}") as ch:
+            await check_capabilities(pb_grpc.PluginStub(ch), served=False)
     finally:
         await stop_sidecar(proc)
         if failed:
@@ -537,6 +598,7 @@ async def main():
         async with grpc.aio.insecure_channel(shown[len("tcp://") :]) as ch:
             hs = await pb_grpc.PluginStub(ch).Handshake(pb.HandshakeRequest(protocol_versions=["v1"]), timeout=START_SECS)
             check(hs.plugins[0].name == PLUGIN, "handshake over TCP")
+            await check_capabilities(pb_grpc.PluginStub(ch), served=True)
     finally:
         await stop_sidecar(proc)
 
