@@ -163,14 +163,34 @@ struct BenchArgs {
     )]
     workload_name: String,
 
-    /// Runs to make, comma-separated: in-process, sidecar-uds, sidecar-tcp.
+    /// Runs to make, comma-separated: in-process, sidecar-uds, sidecar-tcp (the
+    /// TaintToleration sidecar), sidecar-quota (the TenantQuota sidecar, on
+    /// --quota-workload), sidecar-python (the Python EnergyAware sidecar; needs
+    /// grpcio, see scripts/demo.sh).
     #[arg(
         long,
         value_name = "LIST",
         value_delimiter = ',',
-        default_value = "in-process,sidecar-uds,sidecar-tcp"
+        default_value = "in-process,sidecar-uds,sidecar-tcp,sidecar-quota"
     )]
     runs: Vec<String>,
+
+    /// The workload file of the sidecar-quota run: its pods have tenants and its
+    /// nodes limits (the labels of plugins/quota).
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = "examples/workloads/tenant-quota.yaml"
+    )]
+    quota_workload: PathBuf,
+
+    /// The workload of --quota-workload to run, as `Case/Workload`.
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "TenantQuota/5000Nodes_10000Pods"
+    )]
+    quota_workload_name: String,
 
     /// Make the runs this many times, interleaved (in-process, sidecar-uds, ...,
     /// in-process, ...), and report each run's median. Throughput on a shared machine
@@ -502,13 +522,6 @@ fn fuzz(args: FuzzArgs) -> anyhow::Result<ExitCode> {
 fn demo_sidecars() -> anyhow::Result<Vec<String>> {
     let exe = std::env::current_exe().context("cannot locate this binary")?;
     let cosched = exe.with_file_name("switchyard-coscheduling");
-    let script = [
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../plugins/python-energy/sidecar.py"),
-        PathBuf::from("plugins/python-energy/sidecar.py"),
-    ]
-    .into_iter()
-    .find(|p| p.exists());
     let fix = "run scripts/demo.sh (it builds the sidecars and installs grpcio), or pass --cluster/--config to run without them";
     if !cosched.exists() {
         anyhow::bail!(
@@ -516,11 +529,7 @@ fn demo_sidecars() -> anyhow::Result<Vec<String>> {
             cosched.display()
         );
     }
-    let Some(script) = script else {
-        anyhow::bail!("the demo starts plugins/python-energy/sidecar.py, which is not here: {fix}");
-    };
-    let python = std::env::var("SWITCHYARD_PYTHON").unwrap_or_else(|_| "python3".into());
-    check_python_grpc(&python)?;
+    let energy = energy_sidecar_command()?;
     Ok(vec![
         exec_command(
             &cosched.display().to_string(),
@@ -531,8 +540,24 @@ fn demo_sidecars() -> anyhow::Result<Vec<String>> {
                 "1",
             ],
         ),
-        exec_command(&python, &[&script.display().to_string()]),
+        energy,
     ])
+}
+
+/// The command that starts the Python EnergyAware sidecar from the source tree, with
+/// the interpreter `SWITCHYARD_PYTHON` names (checked for grpcio).
+fn energy_sidecar_command() -> anyhow::Result<String> {
+    let script = [
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../plugins/python-energy/sidecar.py"),
+        PathBuf::from("plugins/python-energy/sidecar.py"),
+    ]
+    .into_iter()
+    .find(|p| p.exists())
+    .context("plugins/python-energy/sidecar.py is not here: run from the repository root")?;
+    let python = std::env::var("SWITCHYARD_PYTHON").unwrap_or_else(|_| "python3".into());
+    check_python_grpc(&python)?;
+    Ok(exec_command(&python, &[&script.display().to_string()]))
 }
 
 /// Checks before starting the Python sidecar that its interpreter exists and has
@@ -713,12 +738,36 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
             exec_command(&bin.display().to_string(), &[])
         }
     };
+    let exe = std::env::current_exe().context("cannot locate this binary")?;
+    let quota = exe.with_file_name("switchyard-quota");
+    if modes.contains(&Mode::SidecarQuota) {
+        if !quota.exists() {
+            anyhow::bail!(
+                "{} not found (the sidecar-quota run): build it with `cargo build --release --workspace`, or leave sidecar-quota out of --runs",
+                quota.display()
+            );
+        }
+        if !args.quota_workload.exists() {
+            anyhow::bail!(
+                "--quota-workload {}: no such file; run from the repository root or pass --quota-workload",
+                args.quota_workload.display()
+            );
+        }
+    }
+    let python_command = if modes.contains(&Mode::SidecarPython) {
+        energy_sidecar_command()?
+    } else {
+        String::new()
+    };
     let opts = BenchOptions {
         workload: args.workload,
         workload_name: args.workload_name,
         modes,
         repeat: args.repeat,
         sidecar_command,
+        quota_command: exec_command(&quota.display().to_string(), &[]),
+        quota_workload: (args.quota_workload, args.quota_workload_name),
+        python_command,
         threads: args.threads,
         seed: args.seed,
         timeout: Duration::from_secs(args.timeout),

@@ -103,6 +103,10 @@ pub struct Streams {
     coalesce: bool,
 }
 
+/// How long a caller yields its core before it parks to wait for a reply (unless
+/// replies take longer than that).
+const YIELD_US: u64 = 250;
+
 /// How long a Replicate message may wait for a call to go out with.
 const HOLD: Duration = Duration::from_millis(20);
 
@@ -251,6 +255,8 @@ struct SyncSlot {
     done: AtomicBool,
     value: Mutex<Option<Result<Reply, String>>>,
     thread: Thread,
+    /// When the call went out (about: when its waiter was registered).
+    sent: Instant,
 }
 
 impl Waiter {
@@ -286,7 +292,10 @@ impl Pending {
         // is cheaper than a park/unpark round through the kernel, and unlike a busy
         // spin it leaves the core to the sidecar and the connection thread (measured
         // on 2 cores: 4,200 pods/s spinning 50 µs, 4,500-5,300 yielding 200-500 µs).
-        let yield_until = Instant::now() + Duration::from_micros(250);
+        // A sidecar whose replies take longer than that (a slow plugin, Python)
+        // would only be robbed of CPU by the yields: then park at once.
+        let slow = self.inner.reply_us.load(Ordering::Relaxed) > YIELD_US;
+        let yield_until = Instant::now() + Duration::from_micros(if slow { 0 } else { YIELD_US });
         loop {
             if self.slot.done.load(Ordering::Acquire) {
                 break;
@@ -420,6 +429,8 @@ pub(crate) struct Inner {
     decisions_in_flight: std::sync::atomic::AtomicUsize,
     batch: Mutex<Option<BatchBuilder>>,
     depth: Mutex<BatchDepth>,
+    /// Recent reply latency in µs (a moving average): how a caller waits.
+    reply_us: AtomicU64,
 }
 
 /// Counters for one endpoint. Bytes are gRPC message bytes (the protobuf encoding
@@ -493,6 +504,14 @@ impl Inner {
     fn dispatch(&self, id: u64, r: Reply) -> bool {
         match self.pending_remove(id) {
             Some(w) => {
+                if let Waiter::Sync(s) = &w {
+                    // A moving average over about the last 8 replies, as they arrive
+                    // (not when they are used: batch replies wait for their pods).
+                    let us = s.sent.elapsed().as_micros().min(u64::MAX as u128) as u64;
+                    let avg = self.reply_us.load(Ordering::Relaxed);
+                    self.reply_us
+                        .store(avg - avg / 8 + us / 8, Ordering::Relaxed);
+                }
                 w.complete(Ok(r));
                 true
             }
@@ -555,6 +574,7 @@ impl Endpoint {
             decisions_in_flight: Default::default(),
             batch: Mutex::new(None),
             depth: Mutex::new(BatchDepth::default()),
+            reply_us: AtomicU64::new(0),
         });
         let i = inner.clone();
         std::thread::Builder::new()
@@ -762,6 +782,7 @@ impl Endpoint {
             done: AtomicBool::new(false),
             value: Mutex::new(None),
             thread: std::thread::current(),
+            sent: Instant::now(),
         });
         if let Ok(mut p) = self.inner.pending.lock() {
             p.insert(id, Waiter::Sync(slot.clone()));

@@ -1,6 +1,9 @@
-//! `switchyard bench`: one workload run three ways — every plugin in process; one
+//! `switchyard bench`: one workload run several ways — every plugin in process; one
 //! Filter+Score plugin (TaintToleration) served by a Rust sidecar over a Unix socket;
-//! the same over TCP — to show what moving a plugin out of process costs.
+//! the same over TCP — to show what moving a plugin out of process costs; then a
+//! stateful sidecar (TenantQuota, PreFilter with AddPod/RemovePod and Filter, not
+//! node-local) and, on request, the Python EnergyAware sidecar, each added to the
+//! default profile.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -24,16 +27,28 @@ pub enum Mode {
     InProcess,
     SidecarUds,
     SidecarTcp,
+    /// TenantQuota (Rust) over a Unix socket, on [`BenchOptions::quota_workload`].
+    SidecarQuota,
+    /// EnergyAware (Python) over a Unix socket.
+    SidecarPython,
 }
 
 impl Mode {
-    pub const ALL: [Mode; 3] = [Mode::InProcess, Mode::SidecarUds, Mode::SidecarTcp];
+    pub const ALL: [Mode; 5] = [
+        Mode::InProcess,
+        Mode::SidecarUds,
+        Mode::SidecarTcp,
+        Mode::SidecarQuota,
+        Mode::SidecarPython,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Mode::InProcess => "in-process",
             Mode::SidecarUds => "sidecar-uds",
             Mode::SidecarTcp => "sidecar-tcp",
+            Mode::SidecarQuota => "sidecar-quota",
+            Mode::SidecarPython => "sidecar-python",
         }
     }
 
@@ -52,6 +67,12 @@ pub struct BenchOptions {
     /// Command that starts the TaintToleration sidecar (it reads its listen address
     /// from `SWITCHYARD_PLUGIN_LISTEN`).
     pub sidecar_command: String,
+    /// Command that starts the TenantQuota sidecar, and the workload (file, name)
+    /// its run schedules: one whose pods have tenants and whose nodes have limits.
+    pub quota_command: String,
+    pub quota_workload: (PathBuf, String),
+    /// Command that starts the Python EnergyAware sidecar.
+    pub python_command: String,
     pub threads: usize,
     pub seed: u64,
     pub timeout: Duration,
@@ -171,28 +192,43 @@ fn run_one(
     mode: Mode,
 ) -> Result<BenchRun, SimulateError> {
     let mut config = SchedulerConfig::default_config();
+    let (workload, workload_name) = match mode {
+        Mode::SidecarQuota => opts.quota_workload.clone(),
+        _ => (opts.workload.clone(), opts.workload_name.clone()),
+    };
+    // The sidecar's command, socket name, and the plugin it serves (replacing the
+    // built-in TaintToleration, or added to the profile).
     let sidecar = match mode {
         Mode::InProcess => None,
-        Mode::SidecarUds | Mode::SidecarTcp => {
-            let listen = if mode == Mode::SidecarUds {
-                Listen::Unix(socket_dir().join("bench-taint.sock"))
-            } else {
+        Mode::SidecarUds | Mode::SidecarTcp | Mode::SidecarQuota | Mode::SidecarPython => {
+            let (command, socket, plugin) = match mode {
+                Mode::SidecarQuota => (&opts.quota_command, "bench-quota.sock", "TenantQuota"),
+                Mode::SidecarPython => (&opts.python_command, "bench-energy.sock", "EnergyAware"),
+                _ => (&opts.sidecar_command, "bench-taint.sock", REMOTE),
+            };
+            let listen = if mode == Mode::SidecarTcp {
                 Listen::free_tcp().map_err(|e| {
                     SimulateError::Remote(format!("cannot find a free TCP port: {e}"))
                 })?
+            } else {
+                Listen::Unix(socket_dir().join(socket))
             };
-            let p = SidecarProcess::start(&opts.sidecar_command, listen, Duration::from_secs(30))
+            let p = SidecarProcess::start(command, listen, Duration::from_secs(30))
                 .map_err(SimulateError::Remote)?;
             let mut ep = EndpointConfig::new(0, &p.endpoint).map_err(SimulateError::Remote)?;
-            ep.plugins = vec![REMOTE.to_string()];
+            ep.plugins = vec![plugin.to_string()];
+            if plugin == REMOTE {
+                config.rename_plugin(BUILT_IN, REMOTE);
+            } else {
+                ep.auto_enable = true;
+            }
             config.remote_plugins.push(ep);
-            config.rename_plugin(BUILT_IN, REMOTE);
             Some(p)
         }
     };
     let sim = SimulateOptions {
-        workload: Some(opts.workload.clone()),
-        workload_name: Some(opts.workload_name.clone()),
+        workload: Some(workload),
+        workload_name: Some(workload_name),
         scheduler_config: Some(config),
         seed: opts.seed,
         threads: opts.threads,
