@@ -13,14 +13,17 @@ use switchyard::plugins::in_tree_registry;
 use switchyard::simulate::{self, SimulateOptions};
 use switchyard_plugin_sdk::pb;
 
-fn run(adjust: impl FnOnce(&mut switchyard::config::SchedulerConfig)) -> simulate::Report {
+fn run(
+    workload: &str,
+    adjust: impl FnOnce(&mut switchyard::config::SchedulerConfig),
+) -> simulate::Report {
     let mut config = switchyard::config::SchedulerConfig::default_config();
     adjust(&mut config);
     let opts = SimulateOptions {
         workload: Some(
             switchyard_e2e::workspace_root().join("tests/fixtures/lookahead/workload.yaml"),
         ),
-        workload_name: Some("Lookahead/3000Nodes".into()),
+        workload_name: Some(format!("Lookahead/{workload}")),
         scheduler_config: Some(config),
         seed: 7,
         timeout: Duration::from_secs(120),
@@ -36,11 +39,19 @@ fn placements(r: &simulate::Report) -> BTreeMap<String, Option<String>> {
         .collect()
 }
 
-#[test]
-fn lookahead_answers_are_used_and_change_no_placement() {
-    let in_process = run(|_| {});
-    let sidecar = switchyard_e2e::start_sidecar("switchyard-tainttoleration", "lookahead", &[]);
-    let remote = run(|c| {
+/// The workload in process and with TaintToleration in its sidecar (started with
+/// `env`): both reports, and the sidecar's stats. Placements must be equal.
+fn in_process_and_remote(
+    workload: &str,
+    env: &[(&str, &str)],
+) -> (simulate::Report, switchyard::simulate::report::RemoteReport) {
+    let in_process = run(workload, |_| {});
+    let sidecar = switchyard_e2e::start_sidecar(
+        "switchyard-tainttoleration",
+        &format!("lookahead-{}", workload.to_lowercase()),
+        env,
+    );
+    let remote = run(workload, |c| {
         c.rename_plugin("TaintToleration", "RemoteTaintToleration");
         let mut ep =
             switchyard::remote::EndpointConfig::new(0, &sidecar.endpoint).expect("endpoint");
@@ -48,17 +59,31 @@ fn lookahead_answers_are_used_and_change_no_placement() {
         c.remote_plugins.push(ep);
     });
     drop(sidecar);
-
     assert!(in_process.invariants.ok && remote.invariants.ok);
-    assert_eq!(in_process.summary.bound, 460);
     let [ep] = &remote.remote[..] else {
         panic!("one sidecar: {:?}", remote.remote);
     };
     assert_eq!(ep.errors, 0, "{ep:?}");
     eprintln!(
-        "lookahead used {}, dropped {}, {} calls",
-        ep.lookahead_hits, ep.lookahead_misses, ep.calls
+        "{workload}: lookahead used {}, dropped {}, {} calls for {} pods",
+        ep.lookahead_hits, ep.lookahead_misses, ep.calls, remote.summary.bound
     );
+    let (a, b) = (placements(&in_process), placements(&remote));
+    let differ: Vec<_> = a
+        .iter()
+        .filter(|(k, v)| b.get(*k) != Some(v))
+        .take(5)
+        .collect();
+    assert!(differ.is_empty(), "placements differ, e.g. {differ:?}");
+    assert_eq!(a.len(), b.len());
+    let ep = ep.clone();
+    (remote, ep)
+}
+
+#[test]
+fn lookahead_answers_are_used_and_change_no_placement() {
+    let (remote, ep) = in_process_and_remote("3000Nodes", &[]);
+    assert_eq!(remote.summary.bound, 460);
     // With 3000 nodes a pod checks 991 from where the previous one stopped, past the
     // nodes that one went through: most pods' answers were sent ahead and used.
     assert!(
@@ -73,14 +98,36 @@ fn lookahead_answers_are_used_and_change_no_placement() {
         "lookahead dropped {} times ({ep:?})",
         ep.lookahead_misses
     );
-    let (a, b) = (placements(&in_process), placements(&remote));
-    let differ: Vec<_> = a
-        .iter()
-        .filter(|(k, v)| b.get(*k) != Some(v))
-        .take(5)
-        .collect();
-    assert!(differ.is_empty(), "placements differ, e.g. {differ:?}");
-    assert_eq!(a.len(), b.len());
+}
+
+/// On 6000 nodes several pods' rounds fit before they wrap around: their Filter calls
+/// go to the sidecar in FilterBatch messages, and placements stay the in-process ones.
+/// A sidecar that offers no capability (as one built before them) is called one pod
+/// at a time, as before, with the same placements: the batches save round trips.
+#[test]
+fn several_pods_per_round_trip_change_no_placement() {
+    let (remote, batched) = in_process_and_remote("6000Nodes", &[]);
+    assert_eq!(remote.summary.bound, 660);
+    assert!(
+        batched.lookahead_hits >= 400 && batched.lookahead_misses >= 50,
+        "answers used {} times, dropped {} ({batched:?})",
+        batched.lookahead_hits,
+        batched.lookahead_misses
+    );
+    let (remote, single) =
+        in_process_and_remote("6000Nodes", &[("SWITCHYARD_PLUGIN_CAPABILITIES", "off")]);
+    assert_eq!(remote.summary.bound, 660);
+    assert!(single.lookahead_hits >= 300, "{single:?}");
+    assert!(
+        single.calls >= 660,
+        "one message per pod without filter-batch: {single:?}"
+    );
+    assert!(
+        batched.calls * 10 < single.calls * 8,
+        "{} round trips with batches, {} without",
+        batched.calls,
+        single.calls
+    );
 }
 
 /// The contract side: a node-local plugin's calls may name a generation after their
@@ -109,6 +156,7 @@ fn node_local_calls_may_name_a_later_generation() {
             .handshake(pb::HandshakeRequest {
                 protocol_versions: vec!["v1".into()],
                 scheduler: "lookahead-test".into(),
+                capabilities: Vec::new(),
             })
             .await
             .expect("handshake")
@@ -133,6 +181,7 @@ fn node_local_calls_may_name_a_later_generation() {
             generation,
             kind: Some(kind),
             ack: generation == 3,
+            more: Vec::new(),
         };
         use pb::replicate_request::Kind;
         // 1: two clean nodes. 2: the cycle. 3: node b tainted after the cycle began.

@@ -88,6 +88,7 @@ async fn dry_run_deltas_go_through_add_pod_and_remove_pod() {
         .handshake(pb::HandshakeRequest {
             protocol_versions: vec!["v1".into()],
             scheduler: "quota-test".into(),
+            capabilities: Vec::new(),
         })
         .await
         .expect("handshake")
@@ -128,6 +129,7 @@ async fn dry_run_deltas_go_through_add_pod_and_remove_pod() {
             generation: 1,
             kind: Some(pb::replicate_request::Kind::Delta(delta)),
             ack: false,
+            more: Vec::new(),
         },
         pb::ReplicateRequest {
             generation: 2,
@@ -137,6 +139,7 @@ async fn dry_run_deltas_go_through_add_pod_and_remove_pod() {
                 profile: "default-scheduler".into(),
             })),
             ack: false,
+            more: Vec::new(),
         },
         pb::ReplicateRequest {
             generation: 3,
@@ -146,6 +149,7 @@ async fn dry_run_deltas_go_through_add_pod_and_remove_pod() {
                 profile: "default-scheduler".into(),
             })),
             ack: true,
+            more: Vec::new(),
         },
     ];
     let mut acks = client

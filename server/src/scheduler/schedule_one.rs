@@ -629,12 +629,16 @@ impl Scheduler {
         // The first round of `find_nodes_that_pass_filters` for each.
         let round = filter_round(to_find, n);
         let step = processed.max(1);
-        let behind = processed + 2 * st.last_processed + round;
-        // The most pods whose rounds stay clear (j from 1 to `reach`).
+        // The most pods whose rounds stay clear (j from 1 to `reach`). From the
+        // second on, an answer waits longer before it is used: the binding of the pod
+        // before the previous one must be kept clear of too.
+        let behind = processed + st.last_processed + round;
         let reach = if behind > n {
             0
+        } else if behind + st.last_processed > n {
+            1
         } else {
-            (n - behind) / step + 1
+            (n - behind - st.last_processed) / step + 1
         };
         let target = fw.lookahead_pods().min(reach);
         if covered >= target || covered > (target / 2).min(Self::LOOKAHEAD_LEAD) {
