@@ -20,6 +20,9 @@ use switchyard_e2e::{binary, run_with_deadline, sidecar_socket, start_sidecar, w
 const NODES: usize = 8;
 const REJECTED: [&str; 2] = ["node-0", "node-1"];
 const PODS: u64 = 120;
+/// The cluster where several pods' Filter calls go in one message (see `die_in_batch`).
+const LARGE_NODES: usize = 6000;
+const LARGE_PODS: u64 = 300;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Policy {
@@ -34,6 +37,16 @@ struct Run {
 
 impl Run {
     fn new(name: &str, policy: Policy) -> Run {
+        Run::with(
+            name,
+            policy,
+            NODES,
+            "  - {opcode: createPods, count: 40}\n  - {opcode: sleep, duration: 1500ms}\n  - {opcode: createPods, count: 40}\n  - {opcode: sleep, duration: 1500ms}\n  - {opcode: createPods, count: 40}\n",
+        )
+    }
+
+    /// `nodes` nodes (two of them rejected by the sidecar) and the workload's ops.
+    fn with(name: &str, policy: Policy, node_count: usize, ops: &str) -> Run {
         let dir = std::env::temp_dir().join(format!(
             "switchyard-faults-{}-{name}-{policy:?}",
             std::process::id()
@@ -43,7 +56,7 @@ impl Run {
         let socket_name = format!("faulty-{name}-{policy:?}");
         let socket = sidecar_socket(&socket_name);
         let mut nodes = String::new();
-        for i in 0..NODES {
+        for i in 0..node_count {
             let label = if REJECTED.contains(&format!("node-{i}").as_str()) {
                 ", labels: {faults.switchyard.dev/reject: \"true\"}"
             } else {
@@ -64,7 +77,7 @@ impl Run {
         std::fs::write(
             dir.join("workload.yaml"),
             format!(
-                "- name: Faults\n  defaultPodTemplatePath: {}\n  workloadTemplate:\n  - {{opcode: createPods, count: 40}}\n  - {{opcode: sleep, duration: 1500ms}}\n  - {{opcode: createPods, count: 40}}\n  - {{opcode: sleep, duration: 1500ms}}\n  - {{opcode: createPods, count: 40}}\n  workloads:\n  - name: waves\n",
+                "- name: Faults\n  defaultPodTemplatePath: {}\n  workloadTemplate:\n{ops}  workloads:\n  - name: waves\n",
                 template.display()
             ),
         )
@@ -111,12 +124,20 @@ impl Drop for Run {
 
 /// The report, after checking what every run must satisfy.
 fn finish(sim: std::thread::JoinHandle<std::process::Output>, policy: Policy) -> Value {
+    finish_with(sim, policy, PODS)
+}
+
+fn finish_with(
+    sim: std::thread::JoinHandle<std::process::Output>,
+    policy: Policy,
+    pods: u64,
+) -> Value {
     let out = sim.join().expect("simulation thread");
     let v = switchyard_e2e::json_output(&out);
     assert_eq!(v["invariants"]["ok"], true, "{}", v["invariants"]);
     assert_eq!(v["invariants"]["assumedPods"], 0);
     assert_eq!(
-        v["summary"]["bound"], PODS,
+        v["summary"]["bound"], pods,
         "every pod bound: {}",
         v["summary"]
     );
@@ -202,6 +223,51 @@ fn garbage_replies(policy: Policy) {
         "out-of-range scores were rejected: {}",
         remote(&v)
     );
+}
+
+/// The sidecar aborts in the middle of a Filter while the scheduler has several pods'
+/// Filter calls out in one message (6000 nodes, a node-local plugin): every call of
+/// that batch fails under the policy, the scheduler reconnects to the restarted
+/// sidecar, and every pod ends bound once, none on a node the plugin rejects (Fail).
+fn died_with_a_batch_in_flight(policy: Policy) {
+    let run = Run::with(
+        "batch",
+        policy,
+        LARGE_NODES,
+        &format!("  - {{opcode: createPods, count: {LARGE_PODS}}}\n"),
+    );
+    let mut sidecar = run.start_sidecar("die-in-batch");
+    let sim = run.simulate();
+    // It dies after about 100 pods' worth of nodes filtered; restarted here.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !sidecar.exited() && std::time::Instant::now() < deadline {
+        sleep(Duration::from_millis(20));
+    }
+    assert!(sidecar.exited(), "the sidecar died as planned");
+    sleep(Duration::from_millis(300));
+    let back = run.start_sidecar("ok");
+    let v = finish_with(sim, policy, LARGE_PODS);
+    let r = remote(&v);
+    assert!(errors(&v) > 0, "the lost batch was counted: {r}");
+    assert!(
+        r["lookaheadHits"].as_u64().unwrap_or(0) > 0,
+        "answers were sent ahead: {r}"
+    );
+    assert!(
+        policy == Policy::Ignore || r["reconnects"].as_u64().unwrap_or(0) >= 1,
+        "reconnected to the restarted sidecar: {r}"
+    );
+    drop(back);
+}
+
+#[test]
+fn sidecar_died_with_a_batch_in_flight_fail() {
+    died_with_a_batch_in_flight(Policy::Fail);
+}
+
+#[test]
+fn sidecar_died_with_a_batch_in_flight_ignore() {
+    died_with_a_batch_in_flight(Policy::Ignore);
 }
 
 #[test]

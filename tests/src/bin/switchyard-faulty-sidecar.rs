@@ -1,8 +1,11 @@
 //! A sidecar for the fault tests, served by the Rust SDK: plugin `FaultyFilter`, whose
 //! Filter rejects nodes labelled `faults.switchyard.dev/reject: "true"` and whose Score
 //! is 7 everywhere. `FAULTY_MODE=bad-score` makes Score answer 1000, outside 0..=100
-//! (a reply the scheduler must reject) in the first attempt of every pod. Hangs and crashes are done to it from outside
-//! (SIGSTOP, SIGKILL).
+//! (a reply the scheduler must reject) in the first attempt of every pod.
+//! `FAULTY_MODE=die-in-batch` declares the plugin node-local (so the scheduler sends
+//! several pods' Filter calls per message on large clusters) and aborts the process
+//! in the middle of a Filter, once it has filtered `FAULTY_DIE_AFTER` nodes (default
+//! 40000). Other hangs and crashes are done to it from outside (SIGSTOP, SIGKILL).
 
 use switchyard_plugin_sdk::{
     Cycle, CycleState, FilterPlugin, NodeInfo, Plugin, ScorePlugin, Status,
@@ -12,6 +15,9 @@ pub const REJECT_LABEL: &str = "faults.switchyard.dev/reject";
 
 struct Faulty {
     bad_score: bool,
+    /// Abort once this many nodes were filtered (die-in-batch).
+    die_after: Option<u64>,
+    filtered: std::sync::atomic::AtomicU64,
     /// Pods whose first attempt got the bad score (the cycle that did).
     spoiled: std::sync::Mutex<std::collections::HashMap<String, u64>>,
 }
@@ -26,10 +32,22 @@ impl Plugin for Faulty {
     fn as_score(&self) -> Option<&dyn ScorePlugin> {
         Some(self)
     }
+    fn node_local(&self) -> bool {
+        self.die_after.is_some()
+    }
 }
 
 impl FilterPlugin for Faulty {
     fn filter(&self, _: &Cycle, _: &CycleState, node: &NodeInfo) -> Status {
+        if let Some(limit) = self.die_after {
+            let n = self
+                .filtered
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if n == limit {
+                eprintln!("switchyard-faulty-sidecar: dying after {n} nodes filtered");
+                std::process::abort();
+            }
+        }
         if node.node.labels.get(REJECT_LABEL).map(String::as_str) == Some("true") {
             Status::unresolvable("node rejected by FaultyFilter")
         } else {
@@ -53,9 +71,17 @@ impl ScorePlugin for Faulty {
 }
 
 fn main() {
-    let bad_score = std::env::var("FAULTY_MODE").is_ok_and(|m| m == "bad-score");
+    let mode = std::env::var("FAULTY_MODE").unwrap_or_default();
+    let die_after = (mode == "die-in-batch").then(|| {
+        std::env::var("FAULTY_DIE_AFTER")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(40_000)
+    });
     if let Err(e) = switchyard_plugin_sdk::run(vec![std::sync::Arc::new(Faulty {
-        bad_score,
+        bad_score: mode == "bad-score",
+        die_after,
+        filtered: Default::default(),
         spoiled: Default::default(),
     })]) {
         eprintln!("switchyard-faulty-sidecar: {e}");
