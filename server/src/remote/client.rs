@@ -705,23 +705,18 @@ impl Endpoint {
         true
     }
 
-    /// Adds a Filter call to the batch being collected on `epoch`'s connection: its
-    /// reply and index, or the request back when no batch is open there.
+    /// Adds a Filter call to the batch being collected on `epoch`'s connection (taking
+    /// it out of `req`): its reply and index; None, `req` untouched, when no batch is
+    /// open there.
     pub fn add_to_batch(
         &self,
         epoch: u64,
-        req: pb::FilterRequest,
-    ) -> Result<(Arc<BatchReply>, usize), pb::FilterRequest> {
-        let Ok(mut b) = self.inner.batch.lock() else {
-            return Err(req);
-        };
-        match b.as_mut() {
-            Some(b) if b.streams.epoch == epoch => {
-                b.calls.push(req);
-                Ok((b.reply.clone(), b.calls.len() - 1))
-            }
-            _ => Err(req),
-        }
+        req: &mut Option<pb::FilterRequest>,
+    ) -> Option<(Arc<BatchReply>, usize)> {
+        let mut b = self.inner.batch.lock().ok()?;
+        let b = b.as_mut().filter(|b| b.streams.epoch == epoch)?;
+        b.calls.push(req.take()?);
+        Some((b.reply.clone(), b.calls.len() - 1))
     }
 
     /// Sends the batch collected since [`Self::begin_batch`] as one message.
