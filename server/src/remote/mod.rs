@@ -330,6 +330,22 @@ mod tests {
         assert_eq!(c.timeout, Duration::from_millis(250));
         assert_eq!(c.failure_policy, FailurePolicy::Ignore);
         assert_eq!(c.tls, None);
+        assert_eq!(c.max_batch_pods, DEFAULT_MAX_BATCH_PODS as usize);
+        for (n, ok) in [(0, false), (1, true), (64, true), (65, false)] {
+            let r = RemotePluginEndpoint {
+                endpoint: "unix:///tmp/x.sock".into(),
+                max_batch_pods: Some(n),
+                ..Default::default()
+            };
+            match EndpointConfig::resolve(0, &r) {
+                Ok(c) => assert!(ok && c.max_batch_pods == n as usize, "{n}"),
+                Err((f, m)) => {
+                    assert!(!ok, "{n}: {m}");
+                    assert_eq!(f, "maxBatchPods");
+                    assert!(m.contains("between 1 and 64"), "{m}");
+                }
+            }
+        }
     }
 
     #[test]
