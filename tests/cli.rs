@@ -254,6 +254,9 @@ fn help_describes_every_simulate_flag() {
         "--sidecar-command",
         "--output-format",
         "--workload",
+        "--quota-workload",
+        "--quota-workload-name",
+        "sidecar-python",
     ] {
         assert!(text.contains(flag), "bench --help lacks {flag}");
     }
@@ -268,14 +271,23 @@ fn bench_reports_each_run_as_json() {
         "--workload-name",
         "SchedulingBasic/500Nodes",
         "--runs",
-        "in-process,sidecar-uds",
+        "in-process,sidecar-uds,sidecar-quota",
+        "--quota-workload-name",
+        "TenantQuota/500Nodes",
         "--output-format",
         "json",
     ]);
     let v = switchyard_e2e::json_output(&out);
     let runs = v["runs"].as_array().expect("runs");
     let names: Vec<&str> = runs.iter().filter_map(|r| r["name"].as_str()).collect();
-    assert_eq!(names, ["in-process", "sidecar-uds"]);
+    assert_eq!(names, ["in-process", "sidecar-uds", "sidecar-quota"]);
+    // TenantQuota is not node-local: a PreFilter and a Filter round trip per pod.
+    let quota = &runs[2];
+    assert!(
+        quota["remote_calls_per_pod"].as_f64().unwrap() >= 2.0,
+        "{quota}"
+    );
+    assert_eq!(quota["pods"], 1500, "{quota}");
     for r in runs {
         assert!(r["pods_per_second"].as_f64().unwrap() > 0.0, "{r}");
         assert!(

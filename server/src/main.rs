@@ -60,11 +60,14 @@ enum Command {
     /// Measure what an out-of-process plugin costs: run a scheduler_perf workload
     /// (SchedulingBasic, 5000 nodes, 10000 pods by default) with every plugin in
     /// process, then with TaintToleration (a Filter+Score plugin) served by the Rust
-    /// sidecar `switchyard-tainttoleration` over a Unix socket, then over TCP. Prints
-    /// pods/s, attempt latency, remote calls per pod, gRPC bytes per pod, and CPU per
-    /// pod (scheduler process + sidecar process, user and system, Linux).
+    /// sidecar `switchyard-tainttoleration` over a Unix socket, then over TCP, then
+    /// with the stateful TenantQuota sidecar added (on a tenant-labelled cluster,
+    /// --quota-workload); sidecar-python adds the Python EnergyAware sidecar on
+    /// request. Prints pods/s, attempt latency, remote calls per pod, gRPC bytes per
+    /// pod, Filter answers sent ahead and used, and CPU per pod (scheduler process +
+    /// sidecar process, user and system, Linux).
     ///
-    /// Build the sidecar first: `cargo build --release --workspace`.
+    /// Build the sidecars first: `cargo build --release --workspace`.
     Bench(BenchArgs),
 
     /// Fuzz every input surface (manifests, KubeSchedulerConfiguration, workloads,
@@ -711,7 +714,7 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let mut modes = Vec::new();
     for r in &args.runs {
         let m = Mode::parse(r.trim()).with_context(|| {
-            format!("--runs: unknown run {r:?}; expected in-process, sidecar-uds or sidecar-tcp")
+            format!("--runs: unknown run {r:?}; expected in-process, sidecar-uds, sidecar-tcp, sidecar-quota or sidecar-python")
         })?;
         modes.push(m);
     }
