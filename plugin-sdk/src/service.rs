@@ -293,18 +293,7 @@ impl Shared {
         generation: u64,
         relaxed: bool,
     ) -> Result<Arc<CycleEntry>, Status> {
-        let mut rx = self.applied.subscribe();
-        let reached = tokio::time::timeout(self.generation_wait, rx.wait_for(|&g| g >= generation));
-        match reached.await {
-            Ok(Ok(_)) => {}
-            _ => {
-                return Err(Status::error(format!(
-                    "generation {generation} not reached within {:?} (replica at {})",
-                    self.generation_wait,
-                    *self.applied.borrow()
-                )))
-            }
-        }
+        self.reached(generation).await?;
         let entry = lock(&self.cycles).get(&cycle).cloned();
         match entry {
             Some(e) if e.generation == generation || (relaxed && e.generation <= generation) => {
@@ -316,6 +305,23 @@ impl Shared {
             ))),
             None => Err(Status::error(format!(
                 "cycle {cycle} is unknown (never started, or already ended)"
+            ))),
+        }
+    }
+
+    /// Waits (bounded) until the replica has applied `generation`.
+    async fn reached(&self, generation: u64) -> Result<(), Status> {
+        let mut rx = self.applied.subscribe();
+        let ok = matches!(
+            tokio::time::timeout(self.generation_wait, rx.wait_for(|&g| g >= generation)).await,
+            Ok(Ok(_))
+        );
+        match ok {
+            true => Ok(()),
+            false => Err(Status::error(format!(
+                "generation {generation} not reached within {:?} (replica at {})",
+                self.generation_wait,
+                *self.applied.borrow()
             ))),
         }
     }
@@ -418,6 +424,23 @@ impl Shared {
     async fn filter_many(&self, req: pb::FilterBatchRequest) -> pb::FilterBatchResponse {
         use tracing::Instrument;
         let mut replies = Vec::with_capacity(req.calls.len());
+        // One bounded wait for the latest generation the calls name: a replica that
+        // never gets there fails them all at once, not one wait after another.
+        let latest = req.calls.iter().map(|c| c.generation).max().unwrap_or(0);
+        if let Err(s) = self.reached(latest).await {
+            for call in req.calls {
+                replies.push(pb::FilterResponse {
+                    request_id: call.request_id,
+                    generation: call.generation,
+                    error: Some(s.to_pb()),
+                    ..Default::default()
+                });
+            }
+            return pb::FilterBatchResponse {
+                request_id: req.request_id,
+                replies,
+            };
+        }
         for call in req.calls {
             let span = call_span("Filter", &call);
             replies.push(self.filter(call).instrument(span).await);

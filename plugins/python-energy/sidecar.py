@@ -478,6 +478,17 @@ class PluginService(pb_grpc.PluginServicer):
         """The cycle a call names, once the replica has reached its generation (waiting
         at most GENERATION_WAIT_SECS). A node-local plugin's call (`relaxed`) may name
         any generation from the cycle's start on; others must name exactly it."""
+        await self.reached(generation)
+        entry = self.cycles.get(cycle_id)
+        if entry is None:
+            raise CallError(error(f"cycle {cycle_id} is unknown (never started, or already ended)"))
+        if entry.generation != generation and not (relaxed and entry.generation <= generation):
+            raise CallError(error(f"cycle {cycle_id} started at generation {entry.generation}, not {generation}"))
+        return entry
+
+    async def reached(self, generation):
+        """Waits until the replica has applied `generation`, at most
+        GENERATION_WAIT_SECS; a CallError after that."""
         if self.applied < generation:
             try:
                 async with self.applied_changed:
@@ -492,12 +503,6 @@ class PluginService(pb_grpc.PluginServicer):
                         f"(replica at {self.applied})"
                     )
                 ) from None
-        entry = self.cycles.get(cycle_id)
-        if entry is None:
-            raise CallError(error(f"cycle {cycle_id} is unknown (never started, or already ended)"))
-        if entry.generation != generation and not (relaxed and entry.generation <= generation):
-            raise CallError(error(f"cycle {cycle_id} started at generation {entry.generation}, not {generation}"))
-        return entry
 
     def replica_at(self, entry, relaxed=False):
         """The replica for a scheduling-cycle call: still at the cycle's generation,
@@ -640,8 +645,21 @@ class PluginService(pb_grpc.PluginServicer):
         """Several pods' Filter calls in one message (filter-batch): each answered as
         it would be alone on the Filter stream, in its own span, in order."""
         async for req in request_iterator:
+            # One bounded wait for the latest generation the calls name: a replica
+            # that never gets there fails them all at once, not one wait after another.
+            latest = max((c.generation for c in req.calls), default=0)
+            try:
+                await self.reached(latest)
+                missed = None
+            except CallError as e:
+                missed = e.status
             replies = []
             for call in req.calls:
+                if missed is not None:
+                    r = pb.FilterResponse(request_id=call.request_id, generation=call.generation)
+                    r.error.CopyFrom(missed)
+                    replies.append(r)
+                    continue
                 with call_span("Filter", call):
                     replies.append(await self.filter(call))
             yield pb.FilterBatchResponse(request_id=req.request_id, replies=replies)

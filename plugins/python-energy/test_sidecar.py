@@ -535,6 +535,19 @@ async def check_capabilities(stub, served):
         check(one.generation == 3 and one.evaluated == 2, "batch call 1 generation", one)
         check(ended.HasField("error") and "31" in reasons(ended.error), "an ended cycle fails alone", ended)
         check([x.index for x in three.failures] == [1] and not three.HasField("error"), "batch call 3", three)
+    # A generation the replica never reaches fails every call of the batch after one
+    # bounded wait, not one wait per call.
+    t0 = time.monotonic()
+    far = [cycle_ids(pb.FilterRequest, 50 + i, 32, 99, nodes=[1]) for i in range(3)]
+    b = await batch.ask(pb.FilterBatchRequest(request_id=49, calls=far), timeout=REPLY_SECS + 15)
+    waited = time.monotonic() - t0
+    check(
+        [x.request_id for x in b.replies] == [50, 51, 52]
+        and all("generation 99 not reached" in reasons(x.error) for x in b.replies),
+        "an unreached generation fails the whole batch",
+        b,
+    )
+    check(waited < 9, "one wait for the whole batch", waited)
     # Nested `more` is refused: the stream ends.
     bad = pb.ReplicateRequest(generation=5, cycle_end=pb.CycleEnd(cycle=32))
     inner = pb.ReplicateRequest(generation=6, cycle_end=pb.CycleEnd(cycle=32))
