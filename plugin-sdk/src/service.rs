@@ -423,27 +423,24 @@ impl Shared {
     /// the Filter stream (with its own span), in order.
     async fn filter_many(&self, req: pb::FilterBatchRequest) -> pb::FilterBatchResponse {
         use tracing::Instrument;
-        let mut replies = Vec::with_capacity(req.calls.len());
         // One bounded wait for the latest generation the calls name: a replica that
         // never gets there fails them all at once, not one wait after another.
         let latest = req.calls.iter().map(|c| c.generation).max().unwrap_or(0);
-        if let Err(s) = self.reached(latest).await {
-            for call in req.calls {
-                replies.push(pb::FilterResponse {
+        let missed = self.reached(latest).await.err();
+        let mut replies = Vec::with_capacity(req.calls.len());
+        for call in req.calls {
+            replies.push(match &missed {
+                Some(s) => pb::FilterResponse {
                     request_id: call.request_id,
                     generation: call.generation,
                     error: Some(s.to_pb()),
                     ..Default::default()
-                });
-            }
-            return pb::FilterBatchResponse {
-                request_id: req.request_id,
-                replies,
-            };
-        }
-        for call in req.calls {
-            let span = call_span("Filter", &call);
-            replies.push(self.filter(call).instrument(span).await);
+                },
+                None => {
+                    let span = call_span("Filter", &call);
+                    self.filter(call).instrument(span).await
+                }
+            });
         }
         pb::FilterBatchResponse {
             request_id: req.request_id,

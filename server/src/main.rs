@@ -714,7 +714,11 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let mut modes = Vec::new();
     for r in &args.runs {
         let m = Mode::parse(r.trim()).with_context(|| {
-            format!("--runs: unknown run {r:?}; expected in-process, sidecar-uds, sidecar-tcp, sidecar-quota or sidecar-python")
+            let names: Vec<&str> = Mode::ALL.iter().map(|m| m.name()).collect();
+            format!(
+                "--runs: unknown run {r:?}; expected one of {}",
+                names.join(", ")
+            )
         })?;
         modes.push(m);
     }

@@ -308,8 +308,8 @@ pub trait CycleHooks: Send + Sync {
         0
     }
     /// Lookahead Filters started until [`Self::end_lookahead_batch`] may travel in
-    /// one message (`snapshot` is the current attempt's).
-    fn begin_lookahead_batch(&self, _snapshot: &Snapshot) {}
+    /// one message.
+    fn begin_lookahead_batch(&self) {}
     /// Sends what was collected since [`Self::begin_lookahead_batch`].
     fn end_lookahead_batch(&self) {}
 }

@@ -513,7 +513,7 @@ impl Framework {
         score_first: usize,
     ) -> Vec<Option<CycleState>> {
         for h in &self.cycle_hooks {
-            h.begin_lookahead_batch(snapshot);
+            h.begin_lookahead_batch();
         }
         let out = pods
             .iter()

@@ -413,8 +413,9 @@ impl SchedulingQueue {
         placement
     }
 
-    /// The first `n` pods of activeQ in pop order (with activeQ empty, the one
-    /// `peek` gives), without taking them: for a lookahead over several pods.
+    /// The first `n` pods `pop` would most likely return, without taking them (backoff
+    /// that completes meanwhile or new pods may change that): activeQ's first `n` in
+    /// pop order, or with activeQ empty the first pod of backoffQ. For the lookahead.
     pub fn peek_n(&self, n: usize) -> Vec<Arc<Pod>> {
         let inner = self.lock();
         if inner.closed {

@@ -395,9 +395,8 @@ struct BatchBuilder {
 }
 
 /// How many pods a batch goes ahead (K), adapted to how its answers are used.
-#[derive(Default)]
 struct BatchDepth {
-    /// The current K (0 before the first batch).
+    /// The current K, from 1 to `maxBatchPods`; 2 (or the bound) at first.
     pods: usize,
     /// Answers used since K last changed.
     used: usize,
@@ -553,6 +552,10 @@ impl Endpoint {
     /// Starts the connection thread; it keeps reconnecting until the endpoint is
     /// dropped by [`Endpoint::stop`].
     pub fn start(config: EndpointConfig) -> Result<Endpoint, String> {
+        let depth = BatchDepth {
+            pods: config.max_batch_pods.clamp(1, 2),
+            used: 0,
+        };
         let inner = Arc::new(Inner {
             config,
             conn: Mutex::new(ConnState {
@@ -573,7 +576,7 @@ impl Endpoint {
             calls_at_connect: AtomicU64::new(0),
             decisions_in_flight: Default::default(),
             batch: Mutex::new(None),
-            depth: Mutex::new(BatchDepth::default()),
+            depth: Mutex::new(depth),
             reply_us: AtomicU64::new(0),
         });
         let i = inner.clone();
@@ -636,16 +639,11 @@ impl Endpoint {
         })
     }
 
-    /// Whether the latest handshake lists extension point `point` for `plugin`;
-    /// `None` before the first handshake. Reads it in place (no copy).
     /// Whether the sidecar serves `FilterBatch` (negotiated at handshake).
     pub fn batches_pods(&self) -> bool {
         self.inner.handshake.lock().is_ok_and(|h| {
-            h.as_ref().is_some_and(|h| {
-                h.capabilities
-                    .iter()
-                    .any(|c| c == switchyard_proto::CAPABILITY_FILTER_BATCH)
-            })
+            h.as_ref()
+                .is_some_and(|h| serves(h, switchyard_proto::CAPABILITY_FILTER_BATCH))
         })
     }
 
@@ -657,20 +655,14 @@ impl Endpoint {
         if !self.batches_pods() {
             return 1;
         }
-        let max = self.inner.config.max_batch_pods.max(1);
-        self.inner.depth.lock().map_or(1, |mut d| {
-            if d.pods == 0 {
-                d.pods = 2.min(max);
-            }
-            d.pods.min(max)
-        })
+        self.inner.depth.lock().map_or(1, |d| d.pods)
     }
 
     /// Records whether a lookahead answer was used (see [`Self::lookahead_pods`]).
     pub fn lookahead_outcome(&self, used: bool) {
         let max = self.inner.config.max_batch_pods.max(1);
         if let Ok(mut d) = self.inner.depth.lock() {
-            let k = d.pods.max(1);
+            let k = d.pods;
             if used {
                 d.used += 1;
                 if d.used >= k {
@@ -705,18 +697,24 @@ impl Endpoint {
         true
     }
 
-    /// Adds a Filter call to the batch being collected on `epoch`'s connection (taking
-    /// it out of `req`): its reply and index; None, `req` untouched, when no batch is
-    /// open there.
+    /// Adds a Filter call to the batch being collected on `epoch`'s connection: its
+    /// reply and index, or the request back when no batch is open there.
+    #[allow(clippy::result_large_err)] // the Err is the caller's request, handed back
     pub fn add_to_batch(
         &self,
         epoch: u64,
-        req: &mut Option<pb::FilterRequest>,
-    ) -> Option<(Arc<BatchReply>, usize)> {
-        let mut b = self.inner.batch.lock().ok()?;
-        let b = b.as_mut().filter(|b| b.streams.epoch == epoch)?;
-        b.calls.push(req.take()?);
-        Some((b.reply.clone(), b.calls.len() - 1))
+        req: pb::FilterRequest,
+    ) -> Result<(Arc<BatchReply>, usize), pb::FilterRequest> {
+        let Ok(mut b) = self.inner.batch.lock() else {
+            return Err(req);
+        };
+        match b.as_mut().filter(|b| b.streams.epoch == epoch) {
+            Some(b) => {
+                b.calls.push(req);
+                Ok((b.reply.clone(), b.calls.len() - 1))
+            }
+            None => Err(req),
+        }
     }
 
     /// Sends the batch collected since [`Self::begin_batch`] as one message.
@@ -741,6 +739,8 @@ impl Endpoint {
         }
     }
 
+    /// Whether the latest handshake lists extension point `point` for `plugin`;
+    /// `None` before the first handshake. Reads it in place (no copy).
     pub fn implements(&self, plugin: &str, point: pb::ExtensionPoint) -> Option<bool> {
         let h = self.inner.handshake.lock().ok()?;
         let h = h.as_ref()?;
@@ -845,6 +845,11 @@ impl Endpoint {
         self.inner.stats.errors.fetch_add(1, Ordering::Relaxed);
         self.inner.stats.set_last_error(message);
     }
+}
+
+/// Whether the sidecar's handshake accepted capability `cap`.
+fn serves(hs: &pb::HandshakeResponse, cap: &str) -> bool {
+    hs.capabilities.iter().any(|c| c == cap)
 }
 
 fn connection_thread(inner: Arc<Inner>) {
@@ -1069,10 +1074,7 @@ async fn connect_once(inner: &Arc<Inner>) -> String {
         queue_sort: open!(queue_sort, pb::QueueSortRequest, QueueSort),
         pre_filter: open!(pre_filter, pb::PreFilterRequest, PreFilter),
         filter: open!(filter, pb::FilterRequest, Filter),
-        filter_batch: hs
-            .capabilities
-            .iter()
-            .any(|c| c == switchyard_proto::CAPABILITY_FILTER_BATCH)
+        filter_batch: serves(&hs, switchyard_proto::CAPABILITY_FILTER_BATCH)
             .then(|| open!(filter_batch, pb::FilterBatchRequest, FilterBatch)),
         post_filter: open!(post_filter, pb::PostFilterRequest, PostFilter),
         pre_score: open!(pre_score, pb::PreScoreRequest, Status),
@@ -1092,10 +1094,7 @@ async fn connect_once(inner: &Arc<Inner>) -> String {
         stats: inner.stats.clone(),
         tx,
         held: Arc::new(Mutex::new(Vec::new())),
-        coalesce: hs
-            .capabilities
-            .iter()
-            .any(|c| c == switchyard_proto::CAPABILITY_REPLICATE_BATCH),
+        coalesce: serves(&hs, switchyard_proto::CAPABILITY_REPLICATE_BATCH),
     };
     // Held-back Replicate messages go out within HOLD even when no call follows.
     let holding = {

@@ -198,7 +198,7 @@ impl CycleHooks for EndpointHooks {
         }
     }
 
-    fn begin_lookahead_batch(&self, _snapshot: &Snapshot) {
+    fn begin_lookahead_batch(&self) {
         if let Ok(streams) = self.ep.streams() {
             self.ep.begin_batch(&streams);
         }
@@ -643,18 +643,17 @@ impl RemotePlugin {
             traceparent,
         };
         let id = req.request_id;
-        let mut req = Some(req);
-        let joined = batched
-            .then(|| self.ep().add_to_batch(streams.epoch, &mut req))
-            .flatten();
-        let source = match (joined, req) {
-            (Some((batch, i)), _) => FilterSource::Batch(batch, i, id),
-            (None, Some(req)) => FilterSource::Call(
+        let joined = match batched {
+            true => self.ep().add_to_batch(streams.epoch, req),
+            false => Err(req),
+        };
+        let source = match joined {
+            Ok((batch, i)) => FilterSource::Batch(batch, i, id),
+            Err(req) => FilterSource::Call(
                 self.ep()
                     .start_call(&streams, id, Outbound::Filter(req))
                     .map_err(|e| self.meta.error("send", e))?,
             ),
-            (None, None) => return Err(self.meta.error("send", "the call was lost")),
         };
         Ok(RemoteFilterCall {
             _span: span,

@@ -606,7 +606,8 @@ impl Scheduler {
     fn lookahead(&self, st: &mut LoopState, processed: usize) {
         let mut covered = st.lookahead.len();
         let n = st.snapshot.node_infos().len();
-        if n == 0 {
+        // Enough pods are covered whatever K is (and no queue lock is taken).
+        if n == 0 || covered > Self::LOOKAHEAD_LEAD {
             return;
         }
         let Some(first) = self.queue.peek_n(covered + 1).into_iter().nth(covered) else {
