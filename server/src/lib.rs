@@ -19,6 +19,7 @@ pub mod cache;
 pub mod clock;
 pub mod cluster;
 pub mod config;
+pub mod conformance;
 pub mod framework;
 pub mod fuzz;
 pub mod invariants;

@@ -91,6 +91,36 @@ enum Command {
     /// lease was lost (as kube-scheduler, so that two replicas never schedule at
     /// once).
     Run(RunArgs),
+
+    /// Check a plugin sidecar against the plugin contract before a scheduler runs it:
+    /// plays the scheduler on its own connections (handshake and capabilities,
+    /// snapshots, deltas, gaps and reconnects, every declared extension point,
+    /// what-if deltas, concurrent cycles, FilterBatch, health) and prints one line
+    /// per clause of proto/README.md ("Clauses") with PASS, FAIL (what was seen and
+    /// what to fix) or SKIP (nothing the sidecar declares exercises it). It checks
+    /// that the plugin is consistent, not what its policy decides.
+    ///
+    /// Run it against a sidecar no scheduler is using. Exit status: 0 when no clause
+    /// failed, 1 when one did or on bad input.
+    Conformance(ConformanceArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct ConformanceArgs {
+    /// The sidecar: a Unix socket (unix:///path/to.sock or a path) or http://host:port.
+    #[arg(value_name = "ENDPOINT")]
+    endpoint: String,
+    /// Cluster manifests (files or directories) to replicate to the sidecar: Nodes,
+    /// Pods (those with spec.nodeName are placed, the others are scheduled one cycle
+    /// each, at most 12) and PriorityClasses. Default: the demo cluster
+    /// (examples/demo/cluster.yaml). Use objects your plugin cares about.
+    #[arg(long, value_name = "PATH", num_args = 1..)]
+    cluster: Vec<PathBuf>,
+    /// How long one call may take before it counts as unanswered.
+    #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
+    timeout: f64,
+    #[arg(short, long, value_enum, default_value_t = OutputFormat::Table)]
+    output_format: OutputFormat,
 }
 
 #[derive(clap::Args, Debug)]
@@ -473,6 +503,33 @@ fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn conformance(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
+    use switchyard::conformance;
+    if !(args.timeout > 0.0 && args.timeout <= 600.0) {
+        anyhow::bail!("--timeout {}: must be more than 0 and at most 600 seconds", args.timeout);
+    }
+    let opts = conformance::Options {
+        endpoint: args.endpoint,
+        cluster: args.cluster,
+        timeout: Duration::from_secs_f64(args.timeout),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let report = runtime.block_on(conformance::run(&opts))?;
+    match args.output_format {
+        OutputFormat::Table => print!("{}", report.table()),
+        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+    }
+    Ok(if report.failed() == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 fn fuzz(args: FuzzArgs) -> anyhow::Result<ExitCode> {
@@ -864,6 +921,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => bench(a),
         Command::Fuzz(a) => fuzz(a),
         Command::Run(a) => run(a),
+        Command::Conformance(a) => conformance(a),
     };
     if let Some(g) = trace_guard.as_mut() {
         g.shutdown();

@@ -78,7 +78,14 @@ struct Book {
     failed: HashSet<String>,
     /// When each group's first member was enqueued: the group's place in the queue.
     group_since: HashMap<String, Instant>,
+    /// When each pod in no group was first keyed (upstream's InitialAttemptTimestamp:
+    /// an update does not move the pod back). Bounded: forgotten all at once past
+    /// `MAX_DATED_PODS`, so the same pod gets the same key until then.
+    pod_since: HashMap<String, Instant>,
 }
+
+/// Pods in no group whose first enqueue is remembered.
+const MAX_DATED_PODS: usize = 100_000;
 
 impl Book {
     fn forget(&mut self, uid: &str) {
@@ -174,12 +181,19 @@ impl Gangs {
     ///
     /// Upstream dates a group by its PodGroup's creationTimestamp; the sidecar has no
     /// API server, so a group is dated by its first member's enqueue. A pod in no group
-    /// is dated by `now` (its enqueue or latest update).
+    /// is dated by its first enqueue, as upstream's InitialAttemptTimestamp: the same
+    /// pod keeps its key when it is updated or keyed again.
     pub fn sort_key(&self, pod: &Pod, now: Instant) -> Vec<u8> {
         let group = group_key(pod);
         let since = match &group {
             Some(k) => *self.book().group_since.entry(k.clone()).or_insert(now),
-            None => now,
+            None => {
+                let mut book = self.book();
+                if book.pod_since.len() >= MAX_DATED_PODS && !book.pod_since.contains_key(&pod.uid) {
+                    book.pod_since.clear();
+                }
+                *book.pod_since.entry(pod.uid.clone()).or_insert(now)
+            }
         };
         let name = group.unwrap_or_else(|| format!("{}/{}", pod.namespace, pod.name));
         let mut key = Vec::with_capacity(12 + name.len());
@@ -397,6 +411,17 @@ mod tests {
         p.annotations
             .insert(MIN_MEMBER_ANNOTATION.into(), min.into());
         Arc::new(p)
+    }
+
+    #[test]
+    fn a_pod_in_no_group_keeps_its_first_enqueue_date() {
+        let g = gangs();
+        let t0 = Instant::now();
+        let first = g.sort_key(&pod("s", None, ""), t0);
+        let again = g.sort_key(&pod("s", None, ""), t0 + Duration::from_secs(3));
+        assert_eq!(first, again, "keyed again (an update), the pod keeps its place");
+        let other = g.sort_key(&pod("t", None, ""), t0 + Duration::from_secs(1));
+        assert!(first < other, "the pod enqueued first goes first");
     }
 
     #[test]

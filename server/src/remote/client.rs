@@ -887,7 +887,7 @@ fn connection_thread(inner: Arc<Inner>) {
     });
 }
 
-async fn channel(
+pub(crate) async fn channel(
     endpoint: &str,
     tls: Option<&super::TlsFiles>,
 ) -> Result<tonic::transport::Channel, String> {
