@@ -508,7 +508,10 @@ fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
 fn conformance(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
     use switchyard::conformance;
     if !(args.timeout > 0.0 && args.timeout <= 600.0) {
-        anyhow::bail!("--timeout {}: must be more than 0 and at most 600 seconds", args.timeout);
+        anyhow::bail!(
+            "--timeout {}: must be more than 0 and at most 600 seconds",
+            args.timeout
+        );
     }
     let opts = conformance::Options {
         endpoint: args.endpoint,

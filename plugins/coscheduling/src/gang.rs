@@ -189,7 +189,8 @@ impl Gangs {
             Some(k) => *self.book().group_since.entry(k.clone()).or_insert(now),
             None => {
                 let mut book = self.book();
-                if book.pod_since.len() >= MAX_DATED_PODS && !book.pod_since.contains_key(&pod.uid) {
+                if book.pod_since.len() >= MAX_DATED_PODS && !book.pod_since.contains_key(&pod.uid)
+                {
                     book.pod_since.clear();
                 }
                 *book.pod_since.entry(pod.uid.clone()).or_insert(now)
@@ -419,7 +420,10 @@ mod tests {
         let t0 = Instant::now();
         let first = g.sort_key(&pod("s", None, ""), t0);
         let again = g.sort_key(&pod("s", None, ""), t0 + Duration::from_secs(3));
-        assert_eq!(first, again, "keyed again (an update), the pod keeps its place");
+        assert_eq!(
+            first, again,
+            "keyed again (an update), the pod keeps its place"
+        );
         let other = g.sort_key(&pod("t", None, ""), t0 + Duration::from_secs(1));
         assert!(first < other, "the pod enqueued first goes first");
     }

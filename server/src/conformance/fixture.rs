@@ -101,9 +101,8 @@ impl Fixture {
                 }
                 Object::Pod(p) => {
                     let i = pods.len();
-                    let pod =
-                        convert::pod_from_k8s(p, &classes, || format!("conformance-pod-{i}"))
-                            .map_err(|e| field(o, e))?;
+                    let pod = convert::pod_from_k8s(p, &classes, || format!("conformance-pod-{i}"))
+                        .map_err(|e| field(o, e))?;
                     pods.push(wire::pod(&pod));
                 }
                 _ => {}
@@ -160,7 +159,10 @@ impl Fixture {
         let mut deltas = Vec::new();
         let n = next.nodes.len();
         // Node 0 takes the labels and taints of the last node.
-        let (labels, taints) = (next.nodes[n - 1].labels.clone(), next.nodes[n - 1].taints.clone());
+        let (labels, taints) = (
+            next.nodes[n - 1].labels.clone(),
+            next.nodes[n - 1].taints.clone(),
+        );
         next.nodes[0].labels = labels;
         next.nodes[0].taints = taints;
         deltas.push(pb::SnapshotDelta {
@@ -244,7 +246,11 @@ mod tests {
         assert!(deltas.len() >= 5);
         // Every placed pod of the changed fixture sits on one of its nodes.
         for p in &next.placed {
-            assert!(next.nodes.iter().any(|n| n.name == p.node_name), "{}", p.name);
+            assert!(
+                next.nodes.iter().any(|n| n.name == p.node_name),
+                "{}",
+                p.name
+            );
         }
         assert_eq!(next.nodes.len(), f.nodes.len());
     }
@@ -260,7 +266,10 @@ mod tests {
         )
         .unwrap();
         let e = Fixture::load(&[path]).unwrap_err().to_string();
-        assert!(e.contains("nodes.yaml") && e.contains("at least two Nodes"), "{e}");
+        assert!(
+            e.contains("nodes.yaml") && e.contains("at least two Nodes"),
+            "{e}"
+        );
         std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -117,15 +117,26 @@ pub struct Report {
 
 impl Report {
     pub fn failed(&self) -> usize {
-        self.outcomes.iter().filter(|o| o.verdict == Verdict::Fail).count()
+        self.outcomes
+            .iter()
+            .filter(|o| o.verdict == Verdict::Fail)
+            .count()
     }
 
     pub fn table(&self) -> String {
         let mut out = format!(
             "conformance of {} (plugins: {}; capabilities: {})\n",
             self.endpoint,
-            if self.plugins.is_empty() { "none".into() } else { self.plugins.join(", ") },
-            if self.capabilities.is_empty() { "none".into() } else { self.capabilities.join(", ") },
+            if self.plugins.is_empty() {
+                "none".into()
+            } else {
+                self.plugins.join(", ")
+            },
+            if self.capabilities.is_empty() {
+                "none".into()
+            } else {
+                self.capabilities.join(", ")
+            },
         );
         for o in &self.outcomes {
             let tag = match o.verdict {
@@ -140,8 +151,16 @@ impl Report {
                 }
             }
         }
-        let pass = self.outcomes.iter().filter(|o| o.verdict == Verdict::Pass).count();
-        let skip = self.outcomes.iter().filter(|o| o.verdict == Verdict::Skip).count();
+        let pass = self
+            .outcomes
+            .iter()
+            .filter(|o| o.verdict == Verdict::Pass)
+            .count();
+        let skip = self
+            .outcomes
+            .iter()
+            .filter(|o| o.verdict == Verdict::Skip)
+            .count();
         out.push_str(&format!(
             "{pass} passed, {} failed, {skip} not exercised\n",
             self.failed()
@@ -244,7 +263,9 @@ struct Lane<Q, R> {
 
 impl<Q, R: Reply> Lane<Q, R> {
     fn send(&self, q: Q) -> Result<(), String> {
-        self.tx.send(q).map_err(|_| "the stream is closed".to_string())
+        self.tx
+            .send(q)
+            .map_err(|_| "the stream is closed".to_string())
     }
 
     async fn recv(&mut self, id: u64, timeout: Duration) -> Result<R, String> {
@@ -375,9 +396,13 @@ async fn handshake(
 impl Conn {
     async fn open(endpoint: &str, timeout: Duration) -> Result<Conn, String> {
         let mut c = client(endpoint).await?;
-        let hs = handshake(&mut c, vec![switchyard_proto::PROTOCOL_VERSION.into()], timeout)
-            .await
-            .map_err(|e| format!("handshake failed: {e}"))?;
+        let hs = handshake(
+            &mut c,
+            vec![switchyard_proto::PROTOCOL_VERSION.into()],
+            timeout,
+        )
+        .await
+        .map_err(|e| format!("handshake failed: {e}"))?;
         let broken: Broken = Default::default();
         let (rtx, rrx) = mpsc::unbounded_channel::<pb::ReplicateRequest>();
         let (atx, arx) = mpsc::unbounded_channel();
@@ -423,7 +448,11 @@ impl Conn {
             queue_sort: lane!(c, broken, queue_sort),
             pre_filter: lane!(c, broken, pre_filter),
             filter: lane!(c, broken, filter),
-            filter_batch: if batch { Some(lane!(c, broken, filter_batch)) } else { None },
+            filter_batch: if batch {
+                Some(lane!(c, broken, filter_batch))
+            } else {
+                None
+            },
             _post_filter: lane!(c, broken, post_filter),
             pre_score: lane!(c, broken, pre_score),
             score: lane!(c, broken, score),
@@ -468,7 +497,12 @@ impl Conn {
         let deadline = tokio::time::Instant::now() + self.timeout;
         loop {
             match tokio::time::timeout_at(deadline, self.acks.recv()).await {
-                Err(_) => return Err(format!("generation {g} not acknowledged within {:?}", self.timeout)),
+                Err(_) => {
+                    return Err(format!(
+                        "generation {g} not acknowledged within {:?}",
+                        self.timeout
+                    ))
+                }
                 Ok(None) => return Err("the Replicate stream is closed".into()),
                 Ok(Some(Err(why))) => return Err(format!("the Replicate stream ended: {why}")),
                 Ok(Some(Ok(a))) if a >= g => return Ok(()),
@@ -607,7 +641,11 @@ pub async fn run(opts: &Options) -> Result<Report, ConformanceError> {
     }
     report.outcomes = k.checks.outcomes();
     if k.unreachable {
-        for o in report.outcomes.iter_mut().filter(|o| o.verdict == Verdict::Skip) {
+        for o in report
+            .outcomes
+            .iter_mut()
+            .filter(|o| o.verdict == Verdict::Skip)
+        {
             o.detail = "not checked: the sidecar could not be reached".into();
         }
     }
@@ -675,13 +713,20 @@ impl Kit {
             }
         };
         let broken = a.broken_streams();
-        self.checks.check("S1", broken.is_empty(), || broken.join("; "));
+        self.checks
+            .check("S1", broken.is_empty(), || broken.join("; "));
         drop(a);
         // Connection B: the original fixture again: answers as on connection 1 (R6).
         if let Some(mut b) = self.reconnect().await {
             if self.full_snapshot(&mut b, &base).await.is_ok() {
                 let again = self.all_pods(&mut b, &base, "connection 2").await;
-                self.compare("R6", &baseline, &again, "connection 1", "a new connection with the same snapshot");
+                self.compare(
+                    "R6",
+                    &baseline,
+                    &again,
+                    "connection 1",
+                    "a new connection with the same snapshot",
+                );
             }
             self.what_if(&mut b, &base).await;
             self.stale_replicate(&mut b).await;
@@ -691,7 +736,13 @@ impl Kit {
         if let (Some(incremental), Some(mut c)) = (after_change, self.reconnect().await) {
             if self.full_snapshot(&mut c, &changed).await.is_ok() {
                 let fresh = self.all_pods(&mut c, &changed, "a fresh snapshot").await;
-                self.compare("R4", &incremental, &fresh, "after the deltas", "a full snapshot of the same state");
+                self.compare(
+                    "R4",
+                    &incremental,
+                    &fresh,
+                    "after the deltas",
+                    "a full snapshot of the same state",
+                );
             }
         }
         self.first_message_not_full().await;
@@ -702,7 +753,8 @@ impl Kit {
         match Conn::open(&self.endpoint, self.timeout).await {
             Ok(c) => Some(c),
             Err(e) => {
-                self.checks.fail("R6", format!("a second connection failed: {e}"));
+                self.checks
+                    .fail("R6", format!("a second connection failed: {e}"));
                 None
             }
         }
@@ -720,42 +772,56 @@ impl Kit {
         self.checks.check("H2", r.is_err(), || {
             format!(
                 "offered only \"v0-conformance\", the sidecar answered {:?}",
-                r.as_ref().map(|h| h.protocol_version.clone()).unwrap_or_default()
+                r.as_ref()
+                    .map(|h| h.protocol_version.clone())
+                    .unwrap_or_default()
             )
         });
     }
 
     fn check_handshake(&mut self, hs: &pb::HandshakeResponse) {
         let offered = offered();
-        self.checks.check("H1", hs.protocol_version == switchyard_proto::PROTOCOL_VERSION, || {
-            format!("chose protocol {:?}", hs.protocol_version)
-        });
+        self.checks.check(
+            "H1",
+            hs.protocol_version == switchyard_proto::PROTOCOL_VERSION,
+            || format!("chose protocol {:?}", hs.protocol_version),
+        );
         for c in &hs.capabilities {
-            self.checks
-                .check("H1", offered.contains(c), || format!("answered capability {c:?}, which was not offered"));
+            self.checks.check("H1", offered.contains(c), || {
+                format!("answered capability {c:?}, which was not offered")
+            });
         }
-        self.checks
-            .check("H3", !hs.plugins.is_empty(), || "declares no plugin".to_string());
+        self.checks.check("H3", !hs.plugins.is_empty(), || {
+            "declares no plugin".to_string()
+        });
         let mut names = std::collections::HashSet::new();
         for p in &hs.plugins {
             let n = &p.name;
-            self.checks.check("H3", !n.is_empty(), || "a plugin has no name".into());
-            self.checks.check("H3", names.insert(n.clone()), || format!("plugin {n:?} is declared twice"));
+            self.checks
+                .check("H3", !n.is_empty(), || "a plugin has no name".into());
+            self.checks.check("H3", names.insert(n.clone()), || {
+                format!("plugin {n:?} is declared twice")
+            });
             for &e in &p.extension_points {
-                self.checks.check("H3", matches!(Ep::try_from(e), Ok(x) if x != Ep::Unspecified), || {
-                    format!("plugin {n:?}: unknown extension point {e}")
-                });
+                self.checks.check(
+                    "H3",
+                    matches!(Ep::try_from(e), Ok(x) if x != Ep::Unspecified),
+                    || format!("plugin {n:?}: unknown extension point {e}"),
+                );
             }
             let has = |x: Ep| p.extension_points.contains(&(x as i32));
-            self.checks.check("H3", !(p.node_local && has(Ep::PreFilter)), || {
-                format!("plugin {n:?} is node-local but declares PreFilter")
-            });
-            self.checks.check("H3", !p.normalize_score || has(Ep::Score), || {
-                format!("plugin {n:?} declares NormalizeScore without Score")
-            });
-            self.checks.check("H3", !p.pre_filter_extensions || has(Ep::PreFilter), || {
-                format!("plugin {n:?} declares AddPod/RemovePod without PreFilter")
-            });
+            self.checks
+                .check("H3", !(p.node_local && has(Ep::PreFilter)), || {
+                    format!("plugin {n:?} is node-local but declares PreFilter")
+                });
+            self.checks
+                .check("H3", !p.normalize_score || has(Ep::Score), || {
+                    format!("plugin {n:?} declares NormalizeScore without Score")
+                });
+            self.checks
+                .check("H3", !p.pre_filter_extensions || has(Ep::PreFilter), || {
+                    format!("plugin {n:?} declares AddPod/RemovePod without PreFilter")
+                });
             if let Err(e) = crate::remote::convert::events(&p.events) {
                 self.checks.fail("H3", format!("plugin {n:?}: {e}"));
             }
@@ -775,15 +841,18 @@ impl Kit {
         let mut h = HealthClient::new(ch);
         let r = tokio::time::timeout(
             self.timeout,
-            h.check(HealthCheckRequest { service: String::new() }),
+            h.check(HealthCheckRequest {
+                service: String::new(),
+            }),
         )
         .await;
         match r {
             Ok(Ok(r)) => {
                 let s = r.into_inner().status;
-                self.checks.check("HL1", s == ServingStatus::Serving as i32, || {
-                    format!("status {s}, not SERVING")
-                });
+                self.checks
+                    .check("HL1", s == ServingStatus::Serving as i32, || {
+                        format!("status {s}, not SERVING")
+                    });
             }
             Ok(Err(s)) => self.checks.fail("HL1", switchyard_proto::status_text(&s)),
             Err(_) => self.checks.fail("HL1", "no answer".to_string()),
@@ -802,7 +871,11 @@ impl Kit {
 
     /// Sends the change's deltas: as one message with `more` when replicate-batch was
     /// negotiated (R5), else one by one.
-    async fn apply_change(&mut self, c: &mut Conn, deltas: &[pb::SnapshotDelta]) -> Result<(), String> {
+    async fn apply_change(
+        &mut self,
+        c: &mut Conn,
+        deltas: &[pb::SnapshotDelta],
+    ) -> Result<(), String> {
         let batch = c.negotiated(switchyard_proto::CAPABILITY_REPLICATE_BATCH);
         let mut msgs: Vec<pb::ReplicateRequest> = deltas
             .iter()
@@ -828,13 +901,14 @@ impl Kit {
             m.ack = true;
         }
         for m in msgs {
-            c.replicate.send(m).map_err(|_| "the Replicate stream is closed".to_string())?;
+            c.replicate
+                .send(m)
+                .map_err(|_| "the Replicate stream is closed".to_string())?;
         }
-        c.acked(last).await.map_err(|e| {
+        c.acked(last).await.inspect_err(|e| {
             if batch {
                 self.checks.fail("R5", e.clone());
             }
-            e
         })
     }
 
@@ -846,7 +920,8 @@ impl Kit {
             match self.one_pod(c, f, pod).await {
                 Ok(a) => out.push(a),
                 Err(e) => {
-                    self.checks.fail("F1", format!("{run}: pod {}: {e}", pod.name));
+                    self.checks
+                        .fail("F1", format!("{run}: pod {}: {e}", pod.name));
                     out.push(PodAnswers::default());
                 }
             }
@@ -854,7 +929,12 @@ impl Kit {
         out
     }
 
-    async fn one_pod(&mut self, c: &mut Conn, f: &Fixture, pod: &pb::Pod) -> Result<PodAnswers, String> {
+    async fn one_pod(
+        &mut self,
+        c: &mut Conn,
+        f: &Fixture,
+        pod: &pb::Pod,
+    ) -> Result<PodAnswers, String> {
         let plugins = c.hs.plugins.clone();
         let t = self.timeout;
         let mut nodes = f.node_ids();
@@ -865,10 +945,20 @@ impl Kit {
             let id = c.id();
             let r = c
                 .pre_enqueue
-                .call(id, pb::PreEnqueueRequest { request_id: id, plugin: p.name.clone(), pod: Some(pod.clone()) }, t)
+                .call(
+                    id,
+                    pb::PreEnqueueRequest {
+                        request_id: id,
+                        plugin: p.name.clone(),
+                        pod: Some(pod.clone()),
+                    },
+                    t,
+                )
                 .await;
             let ok = matches!(&r, Ok(r) if r.status.as_ref().is_none_or(|s| valid_code(s.code)));
-            self.checks.check("E1", ok, || format!("plugin {}: pod {}: {:?}", p.name, pod.name, r.err()));
+            self.checks.check("E1", ok, || {
+                format!("plugin {}: pod {}: {:?}", p.name, pod.name, r.err())
+            });
         }
         let (cycle, g) = c.start_cycle(pod)?;
         let mut answers = PodAnswers::default();
@@ -878,11 +968,24 @@ impl Kit {
             let id = c.id();
             let r = c
                 .pre_filter
-                .call(id, pb::PreFilterRequest { request_id: id, plugin: p.name.clone(), cycle, generation: g, traceparent: String::new() }, t)
+                .call(
+                    id,
+                    pb::PreFilterRequest {
+                        request_id: id,
+                        plugin: p.name.clone(),
+                        cycle,
+                        generation: g,
+                        traceparent: String::new(),
+                    },
+                    t,
+                )
                 .await?;
             let code = r.status.as_ref().map(|s| s.code).unwrap_or(0);
-            let unknown: Vec<&String> =
-                r.node_names.iter().filter(|n| !f.nodes.iter().any(|x| &x.name == *n)).collect();
+            let unknown: Vec<&String> = r
+                .node_names
+                .iter()
+                .filter(|n| !f.nodes.iter().any(|x| &x.name == *n))
+                .collect();
             self.checks.check("P1", r.generation == g && valid_code(code) && unknown.is_empty(), || {
                 format!(
                     "plugin {} pod {}: generation {} (sent {g}), code {}, unknown nodes {unknown:?}",
@@ -899,7 +1002,11 @@ impl Kit {
             } else if code != pb::Code::Success as i32 {
                 rejected = true;
             } else if r.has_node_names {
-                nodes.retain(|id| f.nodes.iter().any(|n| n.id == *id && r.node_names.contains(&n.name)));
+                nodes.retain(|id| {
+                    f.nodes
+                        .iter()
+                        .any(|n| n.id == *id && r.node_names.contains(&n.name))
+                });
             }
         }
         let filters: Vec<&pb::PluginInfo> = plugins
@@ -917,14 +1024,22 @@ impl Kit {
             let r2 = c.filter(again).await?;
             let a2 = FilterAnswer::of(&r2);
             self.checks.check("F2", a == a2, || {
-                format!("plugin {} pod {}: Filter answered {a:?}, then {a2:?}", p.name, pod.name)
+                format!(
+                    "plugin {} pod {}: Filter answered {a:?}, then {a2:?}",
+                    p.name, pod.name
+                )
             });
             answers.filter.insert(p.name.clone(), a);
         }
         let feasible: Vec<u32> = nodes
             .iter()
             .copied()
-            .filter(|n| answers.filter.values().all(|a| a.passing(&nodes).contains(n)))
+            .filter(|n| {
+                answers
+                    .filter
+                    .values()
+                    .all(|a| a.passing(&nodes).contains(n))
+            })
             .collect();
         for p in plugins.iter().filter(|p| has(p, Ep::Score) && !rejected) {
             let passing = match answers.filter.get(&p.name) {
@@ -936,13 +1051,18 @@ impl Kit {
             }
             let s = self.score(c, p, pod, cycle, g, &passing).await?;
             if has(p, Ep::Filter) {
-                self.score_ahead(c, p, pod, cycle, g, &nodes, &passing, &s).await?;
+                self.score_ahead(c, p, pod, cycle, g, &nodes, &passing, &s)
+                    .await?;
             }
             answers.score.insert(p.name.clone(), s);
         }
-        self.binding_points(c, &plugins, pod, cycle, g, &f.nodes, &feasible).await;
+        self.binding_points(c, &plugins, pod, cycle, g, &f.nodes, &feasible)
+            .await;
         // F4: once the CycleEnd is applied (acknowledged), the cycle's calls are refused.
-        let end = c.send(pb::replicate_request::Kind::CycleEnd(pb::CycleEnd { cycle }), true)?;
+        let end = c.send(
+            pb::replicate_request::Kind::CycleEnd(pb::CycleEnd { cycle }),
+            true,
+        )?;
         c.acked(end).await?;
         if let Some(p) = plugins.iter().find(|p| has(p, Ep::Filter)) {
             let mut req = c.filter_request(&p.name, cycle, g, &nodes);
@@ -951,33 +1071,65 @@ impl Kit {
             }
             let r = c.filter(req).await?;
             self.checks.check("F4", r.error.is_some(), || {
-                format!("plugin {} answered a Filter of cycle {cycle} after its CycleEnd: {:?}", p.name, FilterAnswer::of(&r))
+                format!(
+                    "plugin {} answered a Filter of cycle {cycle} after its CycleEnd: {:?}",
+                    p.name,
+                    FilterAnswer::of(&r)
+                )
             });
         }
         Ok(answers)
     }
 
-    fn check_filter(&mut self, p: &pb::PluginInfo, pod: &pb::Pod, req: &pb::FilterRequest, r: &pb::FilterResponse) {
+    fn check_filter(
+        &mut self,
+        p: &pb::PluginInfo,
+        pod: &pb::Pod,
+        req: &pb::FilterRequest,
+        r: &pb::FilterResponse,
+    ) {
         let who = format!("plugin {} pod {}", p.name, pod.name);
         if let Some(e) = &r.error {
-            self.checks.fail("F1", format!("{who}: the call failed: {}", e.reasons.join("; ")));
+            self.checks.fail(
+                "F1",
+                format!("{who}: the call failed: {}", e.reasons.join("; ")),
+            );
             return;
         }
         let n = req.nodes.len();
-        self.checks.check("F1", r.request_id == req.request_id, || format!("{who}: request_id {} for {}", r.request_id, req.request_id));
-        self.checks.check("F1", r.generation == req.generation, || {
-            format!("{who}: answered at generation {} for a call at {}", r.generation, req.generation)
+        self.checks.check("F1", r.request_id == req.request_id, || {
+            format!("{who}: request_id {} for {}", r.request_id, req.request_id)
         });
-        self.checks.check("F1", r.evaluated as usize == n, || format!("{who}: evaluated {} of {n} nodes", r.evaluated));
+        self.checks.check("F1", r.generation == req.generation, || {
+            format!(
+                "{who}: answered at generation {} for a call at {}",
+                r.generation, req.generation
+            )
+        });
+        self.checks.check("F1", r.evaluated as usize == n, || {
+            format!("{who}: evaluated {} of {n} nodes", r.evaluated)
+        });
         let mut seen = std::collections::HashSet::new();
         for f in &r.failures {
             let code = f.status.as_ref().map(|s| s.code).unwrap_or(0);
-            self.checks.check("F1", (f.index as usize) < n && seen.insert(f.index), || {
-                format!("{who}: failure index {} (of {n} items, or repeated)", f.index)
-            });
-            self.checks.check("F1", valid_code(code) && code != pb::Code::Success as i32, || {
-                format!("{who}: failure of item {} with code {}", f.index, code_name(code))
-            });
+            self.checks
+                .check("F1", (f.index as usize) < n && seen.insert(f.index), || {
+                    format!(
+                        "{who}: failure index {} (of {n} items, or repeated)",
+                        f.index
+                    )
+                });
+            self.checks.check(
+                "F1",
+                valid_code(code) && code != pb::Code::Success as i32,
+                || {
+                    format!(
+                        "{who}: failure of item {} with code {}",
+                        f.index,
+                        code_name(code)
+                    )
+                },
+            );
         }
     }
 
@@ -1025,9 +1177,14 @@ impl Kit {
                 c.pre_score.send(pr)?;
                 let r = c.pre_score.recv(id, t).await?;
                 let code = r.status.as_ref().map(|s| s.code).unwrap_or(0);
-                self.checks.check("SC1", valid_code(code) && r.generation == g, || {
-                    format!("{who}: PreScore answered code {} at generation {}", code_name(code), r.generation)
-                });
+                self.checks
+                    .check("SC1", valid_code(code) && r.generation == g, || {
+                        format!(
+                            "{who}: PreScore answered code {} at generation {}",
+                            code_name(code),
+                            r.generation
+                        )
+                    });
             }
             let id = req.request_id;
             let r = c.score.call(id, req.clone(), t).await?;
@@ -1037,20 +1194,44 @@ impl Kit {
         let code = first.status.as_ref().map(|s| s.code).unwrap_or(0);
         let skipped = code == pb::Code::Skip as i32;
         let ok_code = code == pb::Code::Success as i32 || skipped;
-        self.checks.check("SC1", ok_code && first.generation == g, || {
-            format!("{who}: Score answered {} at generation {} (sent {g})", code_name(code), first.generation)
-        });
-        if ok_code && !skipped {
-            self.checks.check("SC1", first.scores.len() == nodes.len(), || {
-                format!("{who}: {} scores for {} nodes", first.scores.len(), nodes.len())
+        self.checks
+            .check("SC1", ok_code && first.generation == g, || {
+                format!(
+                    "{who}: Score answered {} at generation {} (sent {g})",
+                    code_name(code),
+                    first.generation
+                )
             });
-            let out: Vec<i64> = first.scores.iter().copied().filter(|s| !(0..=100).contains(s)).collect();
-            self.checks.check("SC1", out.is_empty(), || format!("{who}: normalized scores out of 0..100: {out:?}"));
+        if ok_code && !skipped {
+            self.checks
+                .check("SC1", first.scores.len() == nodes.len(), || {
+                    format!(
+                        "{who}: {} scores for {} nodes",
+                        first.scores.len(),
+                        nodes.len()
+                    )
+                });
+            let out: Vec<i64> = first
+                .scores
+                .iter()
+                .copied()
+                .filter(|s| !(0..=100).contains(s))
+                .collect();
+            self.checks.check("SC1", out.is_empty(), || {
+                format!("{who}: normalized scores out of 0..100: {out:?}")
+            });
         }
         let (_, second) = &results[1];
-        self.checks.check("F2", (second.status.clone(), &second.scores) == (first.status.clone(), &first.scores), || {
-            format!("{who}: Score answered {:?}, then {:?}", first.scores, second.scores)
-        });
+        self.checks.check(
+            "F2",
+            (second.status.clone(), &second.scores) == (first.status.clone(), &first.scores),
+            || {
+                format!(
+                    "{who}: Score answered {:?}, then {:?}",
+                    first.scores, second.scores
+                )
+            },
+        );
         let (_, raw) = &results[2];
         if ok_code && !skipped {
             if p.normalize_score {
@@ -1065,12 +1246,24 @@ impl Kit {
                     traceparent: String::new(),
                 };
                 let n = c.normalize.call(id, nreq, t).await?;
-                let got = if raw.normalized { raw.scores.clone() } else { n.scores.clone() };
+                let got = if raw.normalized {
+                    raw.scores.clone()
+                } else {
+                    n.scores.clone()
+                };
                 self.checks.check("SC2", got == first.scores, || {
-                    format!("{who}: Score then NormalizeScore gave {got:?}, Score with normalize {:?}", first.scores)
+                    format!(
+                        "{who}: Score then NormalizeScore gave {got:?}, Score with normalize {:?}",
+                        first.scores
+                    )
                 });
             } else {
-                let out: Vec<i64> = raw.scores.iter().copied().filter(|s| !(0..=100).contains(s)).collect();
+                let out: Vec<i64> = raw
+                    .scores
+                    .iter()
+                    .copied()
+                    .filter(|s| !(0..=100).contains(s))
+                    .collect();
                 self.checks.check("SC1", out.is_empty(), || {
                     format!("{who}: raw scores out of 0..100 without NormalizeScore: {out:?}")
                 });
@@ -1099,13 +1292,18 @@ impl Kit {
         let code = ahead.status.as_ref().map(|s| s.code).unwrap_or(0);
         let who = format!("plugin {} pod {}", p.name, pod.name);
         if code == pb::Code::Success as i32 {
-            self.checks.check("SC3", ahead.scores == score.1 && ahead.normalized, || {
-                format!("{who}: scored ahead {:?} (normalized {}), Score gave {:?}", ahead.scores, ahead.normalized, score.1)
-            });
+            self.checks
+                .check("SC3", ahead.scores == score.1 && ahead.normalized, || {
+                    format!(
+                        "{who}: scored ahead {:?} (normalized {}), Score gave {:?}",
+                        ahead.scores, ahead.normalized, score.1
+                    )
+                });
         } else if code == pb::Code::Skip as i32 {
-            self.checks.check("SC3", score.0 == pb::Code::Skip as i32, || {
-                format!("{who}: scoring ahead skipped, Score did not")
-            });
+            self.checks
+                .check("SC3", score.0 == pb::Code::Skip as i32, || {
+                    format!("{who}: scoring ahead skipped, Score did not")
+                });
         }
         Ok(())
     }
@@ -1140,7 +1338,11 @@ impl Kit {
                         let code = r.status.as_ref().map(|s| s.code).unwrap_or(0);
                         let wait_ok = code != pb::Code::Wait as i32 || r.timeout_millis > 0;
                         self.checks.check("X1", valid_code(code) && wait_ok, || {
-                            format!("{who}: Permit answered {} with timeout {} ms", code_name(code), r.timeout_millis)
+                            format!(
+                                "{who}: Permit answered {} with timeout {} ms",
+                                code_name(code),
+                                r.timeout_millis
+                            )
                         });
                     }
                     Err(e) => self.checks.fail("X1", format!("{who}: Permit: {e}")),
@@ -1169,9 +1371,10 @@ impl Kit {
                 match lane.call(id, r, t).await {
                     Ok(r) => {
                         let code = r.status.as_ref().map(|s| s.code).unwrap_or(0);
-                        self.checks.check("X1", valid_code(code) && r.request_id == id, || {
-                            format!("{who}: {name} answered {}", code_name(code))
-                        });
+                        self.checks
+                            .check("X1", valid_code(code) && r.request_id == id, || {
+                                format!("{who}: {name} answered {}", code_name(code))
+                            });
                     }
                     Err(e) => self.checks.fail("X1", format!("{who}: {name}: {e}")),
                 }
@@ -1182,7 +1385,11 @@ impl Kit {
     async fn queue_keys(&mut self, c: &mut Conn) {
         let t = self.timeout;
         let plugins: Vec<pb::PluginInfo> =
-            c.hs.plugins.iter().filter(|p| has(p, Ep::QueueSort)).cloned().collect();
+            c.hs.plugins
+                .iter()
+                .filter(|p| has(p, Ep::QueueSort))
+                .cloned()
+                .collect();
         for p in plugins {
             for pod in self.fixture.probes.clone() {
                 let mut keys = Vec::new();
@@ -1190,15 +1397,27 @@ impl Kit {
                     let id = c.id();
                     let r = c
                         .queue_sort
-                        .call(id, pb::QueueSortRequest { request_id: id, plugin: p.name.clone(), pod: Some(pod.clone()) }, t)
+                        .call(
+                            id,
+                            pb::QueueSortRequest {
+                                request_id: id,
+                                plugin: p.name.clone(),
+                                pod: Some(pod.clone()),
+                            },
+                            t,
+                        )
                         .await;
                     keys.push(r.map(|r| (r.sort_key, r.status.map(|s| s.code).unwrap_or(0))));
                 }
                 let who = format!("plugin {} pod {}", p.name, pod.name);
                 match (&keys[0], &keys[1]) {
                     (Ok(a), Ok(b)) => {
-                        self.checks.check("Q1", a.1 == 0, || format!("{who}: QueueSort answered {}", code_name(a.1)));
-                        self.checks.check("F2", a == b, || format!("{who}: QueueSort keys {:?} then {:?}", a.0, b.0));
+                        self.checks.check("Q1", a.1 == 0, || {
+                            format!("{who}: QueueSort answered {}", code_name(a.1))
+                        });
+                        self.checks.check("F2", a == b, || {
+                            format!("{who}: QueueSort keys {:?} then {:?}", a.0, b.0)
+                        });
                     }
                     (Err(e), _) | (_, Err(e)) => self.checks.fail("Q1", format!("{who}: {e}")),
                 }
@@ -1207,7 +1426,11 @@ impl Kit {
     }
 
     fn filter_plugins(c: &Conn) -> Vec<pb::PluginInfo> {
-        c.hs.plugins.iter().filter(|p| has(p, Ep::Filter)).cloned().collect()
+        c.hs.plugins
+            .iter()
+            .filter(|p| has(p, Ep::Filter))
+            .cloned()
+            .collect()
     }
 
     /// F3: the Filter goes out before the CycleStart it names; its answer must come
@@ -1263,8 +1486,10 @@ impl Kit {
             let started: Result<Vec<(u64, u64)>, String> =
                 f.probes[..2].iter().map(|pod| c.start_cycle(pod)).collect();
             let Ok(started) = started else { return };
-            let reqs: Vec<pb::FilterRequest> =
-                started.iter().map(|&(cy, g)| c.filter_request(&p.name, cy, g, &nodes)).collect();
+            let reqs: Vec<pb::FilterRequest> = started
+                .iter()
+                .map(|&(cy, g)| c.filter_request(&p.name, cy, g, &nodes))
+                .collect();
             for r in &reqs {
                 if c.filter.send(r.clone()).is_err() {
                     return;
@@ -1294,8 +1519,10 @@ impl Kit {
             return;
         }
         let nodes = capped(f, c);
-        let plugins: Vec<pb::PluginInfo> =
-            Self::filter_plugins(c).into_iter().filter(|p| p.node_local).collect();
+        let plugins: Vec<pb::PluginInfo> = Self::filter_plugins(c)
+            .into_iter()
+            .filter(|p| p.node_local)
+            .collect();
         if plugins.is_empty() {
             return;
         }
@@ -1303,7 +1530,9 @@ impl Kit {
         let mut calls = Vec::new();
         let mut cycles = Vec::new();
         for (i, pod) in &pods {
-            let Ok((cy, g)) = c.start_cycle(pod) else { return };
+            let Ok((cy, g)) = c.start_cycle(pod) else {
+                return;
+            };
             cycles.push(cy);
             for p in &plugins {
                 calls.push((*i, p.name.clone(), c.filter_request(&p.name, cy, g, &nodes)));
@@ -1315,7 +1544,9 @@ impl Kit {
             calls: calls.iter().map(|(_, _, r)| r.clone()).collect(),
         };
         let t = self.timeout;
-        let Some(lane) = c.filter_batch.as_mut() else { return };
+        let Some(lane) = c.filter_batch.as_mut() else {
+            return;
+        };
         match lane.call(id, req, t).await {
             Ok(r) => {
                 self.checks.check("F7", r.replies.len() == calls.len(), || {
@@ -1324,12 +1555,16 @@ impl Kit {
                 for ((i, plugin, call), reply) in calls.iter().zip(&r.replies) {
                     let a = FilterAnswer::of(reply);
                     let want = baseline.get(*i).and_then(|b| b.filter.get(plugin));
-                    self.checks.check("F7", reply.request_id == call.request_id && Some(&a) == want, || {
-                        format!(
+                    self.checks.check(
+                        "F7",
+                        reply.request_id == call.request_id && Some(&a) == want,
+                        || {
+                            format!(
                             "plugin {plugin} pod {}: reply {} for call {}: {a:?}, alone {want:?}",
                             f.probes[*i].name, reply.request_id, call.request_id
                         )
-                    });
+                        },
+                    );
                 }
             }
             Err(e) => self.checks.fail("F7", e),
@@ -1350,8 +1585,12 @@ impl Kit {
         }
         // On the first node: its pods removed, and another probe pod added.
         let node = f.nodes[0].clone();
-        let remove: Vec<String> =
-            f.placed.iter().filter(|p| p.node_name == node.name).map(|p| p.uid.clone()).collect();
+        let remove: Vec<String> = f
+            .placed
+            .iter()
+            .filter(|p| p.node_name == node.name)
+            .map(|p| p.uid.clone())
+            .collect();
         let mut added = f.probes[f.probes.len() - 1].clone();
         added.node_name = node.name.clone();
         let delta = pb::NodeDelta {
@@ -1361,7 +1600,10 @@ impl Kit {
             add_pod_objects: vec![added.clone()],
         };
         let pod = f.probes[0].clone();
-        let what_if = match self.filter_with(c, &plugins, &pod, &[node.id], Some(delta)).await {
+        let what_if = match self
+            .filter_with(c, &plugins, &pod, &[node.id], Some(delta))
+            .await
+        {
             Ok(a) => a,
             Err(e) => {
                 self.checks.fail("F5", e);
@@ -1371,11 +1613,16 @@ impl Kit {
         let mut fresh = f.clone();
         fresh.placed.retain(|p| !remove.contains(&p.uid));
         fresh.placed.push(added);
-        let Some(mut d) = self.reconnect().await else { return };
+        let Some(mut d) = self.reconnect().await else {
+            return;
+        };
         if self.full_snapshot(&mut d, &fresh).await.is_err() {
             return;
         }
-        match self.filter_with(&mut d, &plugins, &pod, &[node.id], None).await {
+        match self
+            .filter_with(&mut d, &plugins, &pod, &[node.id], None)
+            .await
+        {
             Ok(want) => {
                 for (name, a) in &what_if {
                     let w = want.get(name);
@@ -1401,11 +1648,26 @@ impl Kit {
         let t = self.timeout;
         let (cycle, g) = c.start_cycle(pod)?;
         let mut skip = std::collections::HashSet::new();
-        for p in c.hs.plugins.clone().iter().filter(|p| has(p, Ep::PreFilter)) {
+        for p in
+            c.hs.plugins
+                .clone()
+                .iter()
+                .filter(|p| has(p, Ep::PreFilter))
+        {
             let id = c.id();
             let r = c
                 .pre_filter
-                .call(id, pb::PreFilterRequest { request_id: id, plugin: p.name.clone(), cycle, generation: g, traceparent: String::new() }, t)
+                .call(
+                    id,
+                    pb::PreFilterRequest {
+                        request_id: id,
+                        plugin: p.name.clone(),
+                        cycle,
+                        generation: g,
+                        traceparent: String::new(),
+                    },
+                    t,
+                )
                 .await?;
             let code = r.status.map(|s| s.code).unwrap_or(0);
             if code != pb::Code::Success as i32 {
@@ -1425,13 +1687,25 @@ impl Kit {
     /// R2: a message two generations ahead must close the Replicate stream.
     async fn stale_replicate(&mut self, c: &mut Conn) {
         c.generation += 1; // skip one
-        if c.send(pb::replicate_request::Kind::Delta(pb::SnapshotDelta::default()), true).is_err() {
-            self.checks.fail("R2", "the Replicate stream closed before the gap".to_string());
+        if c.send(
+            pb::replicate_request::Kind::Delta(pb::SnapshotDelta::default()),
+            true,
+        )
+        .is_err()
+        {
+            self.checks.fail(
+                "R2",
+                "the Replicate stream closed before the gap".to_string(),
+            );
             return;
         }
         let closed = self.stream_closes(c).await;
         self.checks.check("R2", closed, || {
-            format!("generation {} followed {} and the stream stayed open", c.generation, c.generation - 2)
+            format!(
+                "generation {} followed {} and the stream stayed open",
+                c.generation,
+                c.generation - 2
+            )
         });
     }
 
@@ -1450,17 +1724,38 @@ impl Kit {
 
     /// R3: a fresh connection whose first Replicate message is a plain delta.
     async fn first_message_not_full(&mut self) {
-        let Ok(mut c) = Conn::open(&self.endpoint, self.timeout).await else { return };
-        if c.send(pb::replicate_request::Kind::Delta(pb::SnapshotDelta::default()), true).is_err() {
+        let Ok(mut c) = Conn::open(&self.endpoint, self.timeout).await else {
+            return;
+        };
+        if c.send(
+            pb::replicate_request::Kind::Delta(pb::SnapshotDelta::default()),
+            true,
+        )
+        .is_err()
+        {
             return;
         }
         let closed = self.stream_closes(&mut c).await;
-        self.checks.check("R3", closed, || "a first message without `full` was accepted".into());
+        self.checks.check("R3", closed, || {
+            "a first message without `full` was accepted".into()
+        });
     }
 
-    fn compare(&mut self, id: &'static str, a: &[PodAnswers], b: &[PodAnswers], what_a: &str, what_b: &str) {
+    fn compare(
+        &mut self,
+        id: &'static str,
+        a: &[PodAnswers],
+        b: &[PodAnswers],
+        what_a: &str,
+        what_b: &str,
+    ) {
         for (i, (x, y)) in a.iter().zip(b).enumerate() {
-            let pod = self.fixture.probes.get(i).map(|p| p.name.clone()).unwrap_or_default();
+            let pod = self
+                .fixture
+                .probes
+                .get(i)
+                .map(|p| p.name.clone())
+                .unwrap_or_default();
             for (name, ax) in &x.filter {
                 let by = y.filter.get(name);
                 self.checks.check(id, Some(ax) == by, || {
@@ -1476,7 +1771,9 @@ impl Kit {
             for (name, ax) in &x.pre_filter {
                 let by = y.pre_filter.get(name);
                 self.checks.check(id, Some(ax) == by, || {
-                    format!("plugin {name} pod {pod}: PreFilter {ax:?} {what_a}, {by:?} on {what_b}")
+                    format!(
+                        "plugin {name} pod {pod}: PreFilter {ax:?} {what_a}, {by:?} on {what_b}"
+                    )
                 });
             }
         }
@@ -1487,7 +1784,13 @@ fn has(plugin: &pb::PluginInfo, p: Ep) -> bool {
     plugin.extension_points.contains(&(p as i32))
 }
 
-fn cycle_request(c: &mut Conn, p: &pb::PluginInfo, cycle: u64, g: u64, node: &str) -> pb::CycleRequest {
+fn cycle_request(
+    c: &mut Conn,
+    p: &pb::PluginInfo,
+    cycle: u64,
+    g: u64,
+    node: &str,
+) -> pb::CycleRequest {
     pb::CycleRequest {
         request_id: c.id(),
         plugin: p.name.clone(),
@@ -1513,11 +1816,21 @@ mod tests {
 
     #[test]
     fn endpoints_are_normalized_or_refused_with_the_forms() {
-        assert_eq!(normalize_endpoint("/tmp/a.sock").unwrap(), "unix:///tmp/a.sock");
-        assert_eq!(normalize_endpoint("127.0.0.1:9000").unwrap(), "http://127.0.0.1:9000");
+        assert_eq!(
+            normalize_endpoint("/tmp/a.sock").unwrap(),
+            "unix:///tmp/a.sock"
+        );
+        assert_eq!(
+            normalize_endpoint("127.0.0.1:9000").unwrap(),
+            "http://127.0.0.1:9000"
+        );
         assert_eq!(normalize_endpoint("unix:///x").unwrap(), "unix:///x");
-        assert!(normalize_endpoint("https://x:1").unwrap_err().contains("TLS"));
-        assert!(normalize_endpoint("nonsense").unwrap_err().contains("expected"));
+        assert!(normalize_endpoint("https://x:1")
+            .unwrap_err()
+            .contains("TLS"));
+        assert!(normalize_endpoint("nonsense")
+            .unwrap_err()
+            .contains("expected"));
     }
 
     #[test]

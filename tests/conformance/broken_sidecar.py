@@ -1,0 +1,63 @@
+"""The Python EnergyAware sidecar, broken on purpose for the conformance kit's tests.
+
+BROKEN names one contract clause to break (the kit must then fail that clause):
+
+  ignores-gaps        applies a message whose generation skips one (R2)
+  keeps-ended-cycles  ignores CycleEnd, so calls of ended cycles are answered (F4)
+  no-generation-wait  answers at once, without waiting for the call's generation (F3)
+  scores-out-of-range scores 150, outside 0..100, with no NormalizeScore (SC1)
+  flaky-filter        rejects nodes at random: the same call, another answer (F2)
+
+Everything else is the real sidecar (plugins/python-energy/sidecar.py).
+"""
+
+import os
+import random
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "plugins", "python-energy"))
+
+import sidecar  # noqa: E402
+
+BROKEN = os.environ.get("BROKEN", "")
+service = sidecar.PluginService
+original_apply = service.apply
+
+
+async def apply_ignoring_gaps(self, msg, expect):
+    full = msg.WhichOneof("kind") == "delta" and msg.delta.full
+    if expect is not None and not full and msg.generation != expect:
+        expect = msg.generation
+    return await original_apply(self, msg, expect)
+
+
+async def apply_keeping_cycles(self, msg, expect):
+    if msg.WhichOneof("kind") == "cycle_end":
+        msg.cycle_end.cycle = 2**63  # ends a cycle that does not exist
+    return await original_apply(self, msg, expect)
+
+
+async def reached_at_once(self, generation):
+    return None
+
+
+if BROKEN == "ignores-gaps":
+    service.apply = apply_ignoring_gaps
+elif BROKEN == "keeps-ended-cycles":
+    service.apply = apply_keeping_cycles
+elif BROKEN == "no-generation-wait":
+    service.reached = reached_at_once
+elif BROKEN == "scores-out-of-range":
+    sidecar.EnergyAware.score = lambda self, cycle, node: 150
+elif BROKEN == "flaky-filter":
+    sidecar.EnergyAware.filter = lambda self, cycle, node: (
+        sidecar.status(sidecar.pb.UNSCHEDULABLE, "coin says no")
+        if random.random() < 0.5
+        else sidecar.success()
+    )
+else:
+    sys.exit(f"broken_sidecar.py: BROKEN={BROKEN!r}: see the docstring for the modes")
+
+if __name__ == "__main__":
+    sys.exit(sidecar.main())
