@@ -107,7 +107,9 @@ enum Command {
 
 #[derive(clap::Args, Debug)]
 struct ConformanceArgs {
-    /// The sidecar: a Unix socket (unix:///path/to.sock or a path) or http://host:port.
+    /// The sidecar: a Unix socket (unix:///path/to.sock, or a path) or plain TCP
+    /// (tcp://host:port, http://host:port or host:port). TLS endpoints are not
+    /// supported by the kit yet.
     #[arg(value_name = "ENDPOINT")]
     endpoint: String,
     /// Cluster manifests (files or directories) to replicate to the sidecar: Nodes,
