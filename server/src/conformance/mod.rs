@@ -549,6 +549,24 @@ impl Conn {
         }
     }
 
+    async fn pre_filter_call(
+        &mut self,
+        plugin: &str,
+        cycle: u64,
+        generation: u64,
+    ) -> Result<pb::PreFilterResponse, String> {
+        let id = self.id();
+        let req = pb::PreFilterRequest {
+            request_id: id,
+            plugin: plugin.into(),
+            cycle,
+            generation,
+            traceparent: String::new(),
+        };
+        let t = self.timeout;
+        self.pre_filter.call(id, req, t).await
+    }
+
     async fn filter(&mut self, req: pb::FilterRequest) -> Result<pb::FilterResponse, String> {
         let id = req.request_id;
         let t = self.timeout;
@@ -965,21 +983,7 @@ impl Kit {
         let mut skip_filter = std::collections::HashSet::new();
         let mut rejected = false;
         for p in plugins.iter().filter(|p| has(p, Ep::PreFilter)) {
-            let id = c.id();
-            let r = c
-                .pre_filter
-                .call(
-                    id,
-                    pb::PreFilterRequest {
-                        request_id: id,
-                        plugin: p.name.clone(),
-                        cycle,
-                        generation: g,
-                        traceparent: String::new(),
-                    },
-                    t,
-                )
-                .await?;
+            let r = c.pre_filter_call(&p.name, cycle, g).await?;
             let code = r.status.as_ref().map(|s| s.code).unwrap_or(0);
             let unknown: Vec<&String> = r
                 .node_names
@@ -1645,7 +1649,6 @@ impl Kit {
         nodes: &[u32],
         delta: Option<pb::NodeDelta>,
     ) -> Result<BTreeMap<String, FilterAnswer>, String> {
-        let t = self.timeout;
         let (cycle, g) = c.start_cycle(pod)?;
         let mut skip = std::collections::HashSet::new();
         for p in
@@ -1654,21 +1657,7 @@ impl Kit {
                 .iter()
                 .filter(|p| has(p, Ep::PreFilter))
         {
-            let id = c.id();
-            let r = c
-                .pre_filter
-                .call(
-                    id,
-                    pb::PreFilterRequest {
-                        request_id: id,
-                        plugin: p.name.clone(),
-                        cycle,
-                        generation: g,
-                        traceparent: String::new(),
-                    },
-                    t,
-                )
-                .await?;
+            let r = c.pre_filter_call(&p.name, cycle, g).await?;
             let code = r.status.map(|s| s.code).unwrap_or(0);
             if code != pb::Code::Success as i32 {
                 skip.insert(p.name.clone());
