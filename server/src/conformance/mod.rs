@@ -525,10 +525,11 @@ impl Conn {
         Ok((cycle, g))
     }
 
-    fn end_cycle(&mut self, cycle: u64) -> Result<u64, String> {
+    /// Sends the cycle's CycleEnd (asking for an acknowledgement with `ack`).
+    fn end_cycle(&mut self, cycle: u64, ack: bool) -> Result<u64, String> {
         self.send(
             pb::replicate_request::Kind::CycleEnd(pb::CycleEnd { cycle }),
-            false,
+            ack,
         )
     }
 
@@ -955,10 +956,7 @@ impl Kit {
     ) -> Result<PodAnswers, String> {
         let plugins = c.hs.plugins.clone();
         let t = self.timeout;
-        let mut nodes = f.node_ids();
-        if c.hs.max_batch_nodes > 0 {
-            nodes.truncate(c.hs.max_batch_nodes as usize);
-        }
+        let mut nodes = capped(f, c);
         for p in plugins.iter().filter(|p| has(p, Ep::PreEnqueue)) {
             let id = c.id();
             let r = c
@@ -1063,10 +1061,7 @@ impl Kit {
         self.binding_points(c, &plugins, pod, cycle, g, &f.nodes, &feasible)
             .await;
         // F4: once the CycleEnd is applied (acknowledged), the cycle's calls are refused.
-        let end = c.send(
-            pb::replicate_request::Kind::CycleEnd(pb::CycleEnd { cycle }),
-            true,
-        )?;
+        let end = c.end_cycle(cycle, true)?;
         c.acked(end).await?;
         if let Some(p) = plugins.iter().find(|p| has(p, Ep::Filter)) {
             let mut req = c.filter_request(&p.name, cycle, g, &nodes);
@@ -1149,37 +1144,21 @@ impl Kit {
         let t = self.timeout;
         let who = format!("plugin {} pod {}", p.name, pod.name);
         let pre = has(p, Ep::PreScore);
-        let score_req = |c: &mut Conn, normalize: bool| pb::ScoreRequest {
-            request_id: c.id(),
-            plugin: p.name.clone(),
-            cycle,
-            generation: g,
-            nodes: nodes.to_vec(),
-            normalize,
-            after_pre_score: pre,
-            traceparent: String::new(),
-        };
-        let mut run = |normalize: bool| {
-            let req = score_req(c, normalize);
-            let pre_req = pre.then(|| pb::PreScoreRequest {
-                request_id: c.id(),
-                plugin: p.name.clone(),
-                cycle,
-                generation: g,
-                nodes: nodes.to_vec(),
-                traceparent: String::new(),
-            });
-            (req, pre_req)
-        };
-        let (req, pre_req) = run(true);
-        let (req2, pre_req2) = run(true);
-        let (raw_req, pre_raw) = run(false);
+        // Score with `normalize` twice (F2), then raw (for NormalizeScore), each after
+        // its PreScore as the scheduler sends them.
         let mut results = Vec::new();
-        for (req, pre_req) in [(req, pre_req), (req2, pre_req2), (raw_req, pre_raw)] {
-            if let Some(pr) = pre_req {
-                let id = pr.request_id;
-                c.pre_score.send(pr)?;
-                let r = c.pre_score.recv(id, t).await?;
+        for normalize in [true, true, false] {
+            if pre {
+                let id = c.id();
+                let pr = pb::PreScoreRequest {
+                    request_id: id,
+                    plugin: p.name.clone(),
+                    cycle,
+                    generation: g,
+                    nodes: nodes.to_vec(),
+                    traceparent: String::new(),
+                };
+                let r = c.pre_score.call(id, pr, t).await?;
                 let code = r.status.as_ref().map(|s| s.code).unwrap_or(0);
                 self.checks
                     .check("SC1", valid_code(code) && r.generation == g, || {
@@ -1190,11 +1169,20 @@ impl Kit {
                         )
                     });
             }
-            let id = req.request_id;
-            let r = c.score.call(id, req.clone(), t).await?;
-            results.push((req, r));
+            let id = c.id();
+            let req = pb::ScoreRequest {
+                request_id: id,
+                plugin: p.name.clone(),
+                cycle,
+                generation: g,
+                nodes: nodes.to_vec(),
+                normalize,
+                after_pre_score: pre,
+                traceparent: String::new(),
+            };
+            results.push(c.score.call(id, req, t).await?);
         }
-        let (_, first) = &results[0];
+        let first = &results[0];
         let code = first.status.as_ref().map(|s| s.code).unwrap_or(0);
         let skipped = code == pb::Code::Skip as i32;
         let ok_code = code == pb::Code::Success as i32 || skipped;
@@ -1225,7 +1213,7 @@ impl Kit {
                 format!("{who}: normalized scores out of 0..100: {out:?}")
             });
         }
-        let (_, second) = &results[1];
+        let second = &results[1];
         self.checks.check(
             "F2",
             (second.status.clone(), &second.scores) == (first.status.clone(), &first.scores),
@@ -1236,7 +1224,7 @@ impl Kit {
                 )
             },
         );
-        let (_, raw) = &results[2];
+        let raw = &results[2];
         if ok_code && !skipped {
             if p.normalize_score {
                 let id = c.id();
@@ -1473,7 +1461,7 @@ impl Kit {
                 }
                 Err(e) => self.checks.fail("F3", format!("plugin {}: {e}", p.name)),
             }
-            let _ = c.end_cycle(cycle);
+            let _ = c.end_cycle(cycle, false);
         }
     }
 
@@ -1512,7 +1500,7 @@ impl Kit {
                 }
             }
             for (cy, _) in started {
-                let _ = c.end_cycle(cy);
+                let _ = c.end_cycle(cy, false);
             }
         }
     }
@@ -1574,7 +1562,7 @@ impl Kit {
             Err(e) => self.checks.fail("F7", e),
         }
         for cy in cycles {
-            let _ = c.end_cycle(cy);
+            let _ = c.end_cycle(cy, false);
         }
     }
 
@@ -1669,7 +1657,7 @@ impl Kit {
             req.deltas = delta.iter().cloned().collect();
             out.insert(p.name.clone(), FilterAnswer::of(&c.filter(req).await?));
         }
-        c.end_cycle(cycle)?;
+        c.end_cycle(cycle, false)?;
         Ok(out)
     }
 
