@@ -14,10 +14,13 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "== build binaries (end-to-end tests start them)"
 cargo build --workspace --bins --quiet
 
-echo "== Python sidecar environment"
+echo "== Python environment (the Python plugin SDK, installed with pip)"
 source scripts/pyenv.sh
 # End-to-end tests start the Python sidecar with this interpreter.
 export SWITCHYARD_PYTHON="$PYENV_PYTHON"
+
+echo "== Python plugin SDK unit tests"
+"$PYENV_PYTHON" -m unittest discover -s plugin-sdk/python/tests
 
 echo "== Python sidecar self-test"
 "$PYENV_PYTHON" plugins/python-energy/test_sidecar.py

@@ -122,6 +122,48 @@ fn the_python_sidecar_passes() {
     );
 }
 
+/// The Python SDK's one-file example and its every-extension-point test plugin.
+#[test]
+fn the_python_sdk_plugins_pass() {
+    let fixture = |f: &str| workspace_root().join(f).display().to_string();
+    let _acc = python_sidecar(
+        "plugin-sdk/python/examples/accelerator.py",
+        "conf-py-acc",
+        None,
+    );
+    passes(
+        &sidecar_socket("conf-py-acc"),
+        &[
+            "--cluster",
+            &fixture("examples/conformance/accelerator.yaml"),
+        ],
+        &[
+            CORE,
+            &[
+                "R5", "F1", "F3", "F4", "F5", "F6", "F7", "SC1", "SC2", "SC3",
+            ],
+        ]
+        .concat(),
+    );
+    let _all = python_sidecar(
+        "plugin-sdk/python/tests/quota_plugin.py",
+        "conf-py-all",
+        None,
+    );
+    passes(
+        &sidecar_socket("conf-py-all"),
+        &[
+            "--cluster",
+            &fixture("examples/conformance/tenant-quota.yaml"),
+        ],
+        &[
+            CORE,
+            &["P1", "F1", "F4", "F5", "SC1", "SC2", "Q1", "E1", "X1"],
+        ]
+        .concat(),
+    );
+}
+
 #[test]
 fn broken_sidecars_fail_the_clause_they_break() {
     for (mode, clause) in [

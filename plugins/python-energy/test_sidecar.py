@@ -20,8 +20,9 @@ import traceback
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-import sidecar  # noqa: E402  (generates the stubs into _gen/ if needed)
-from sidecar import pb, pb_grpc  # noqa: E402
+import sidecar  # noqa: E402
+import switchyard_plugin as sdk  # noqa: E402  (generates the stubs on first use)
+from switchyard_plugin import pb, pb_grpc  # noqa: E402
 
 import grpc  # noqa: E402
 
@@ -390,19 +391,19 @@ async def run_checks(stub, node_local):
 
 def check_node_local_without_pre_filter():
     class WithPreFilter(sidecar.EnergyAware):
-        def pre_filter(self, cycle, nodes):
-            return sidecar.success()
+        def pre_filter(self, cycle, state):
+            return None
 
     try:
-        sidecar.PluginService([WithPreFilter()])
+        sdk.PluginService([WithPreFilter()])
         check(False, "a node-local plugin with a PreFilter must be refused")
     except ValueError as e:
-        check("declares node_local but has a PreFilter" in str(e), "node_local + PreFilter refused", e)
-    sidecar.PluginService([WithPreFilter(node_local=False)])
+        check("declares node_local but has a pre_filter" in str(e), "node_local + PreFilter refused", e)
+    sdk.PluginService([WithPreFilter(node_local=False)])
 
 
 def check_addresses():
-    p = sidecar.parse_listen_address
+    p = sdk.parse_listen_address
     check(p("unix:///tmp/a.sock") == ("unix", "/tmp/a.sock"), "unix:///")
     check(p("unix:rel.sock") == ("unix", "rel.sock"), "unix:")
     check(p("127.0.0.1:9000") == ("tcp", "127.0.0.1", 9000), "host:port")
@@ -429,15 +430,15 @@ async def check_health(addr, env):
     async with grpc.aio.insecure_channel(addr) as ch:
         call = ch.unary_unary(
             "/grpc.health.v1.Health/Check",
-            request_serializer=sidecar.health_pb.HealthCheckRequest.SerializeToString,
-            response_deserializer=sidecar.health_pb.HealthCheckResponse.FromString,
+            request_serializer=sdk.health_pb.HealthCheckRequest.SerializeToString,
+            response_deserializer=sdk.health_pb.HealthCheckResponse.FromString,
         )
-        serving = sidecar.health_pb.HealthCheckResponse.SERVING
+        serving = sdk.health_pb.HealthCheckResponse.SERVING
         for svc in ("", "switchyard.plugin.v1.Plugin"):
-            r = await call(sidecar.health_pb.HealthCheckRequest(service=svc), timeout=REPLY_SECS)
+            r = await call(sdk.health_pb.HealthCheckRequest(service=svc), timeout=REPLY_SECS)
             check(r.status == serving, f"health of {svc!r}", r)
         try:
-            await call(sidecar.health_pb.HealthCheckRequest(service="other"), timeout=REPLY_SECS)
+            await call(sdk.health_pb.HealthCheckRequest(service="other"), timeout=REPLY_SECS)
             check(False, "health of an unknown service must fail")
         except grpc.aio.AioRpcError as e:
             check(e.code() == grpc.StatusCode.NOT_FOUND, "unknown service", e.code())

@@ -625,15 +625,16 @@ fn energy_sidecar_command() -> anyhow::Result<String> {
     Ok(exec_command(&python, &[&script.display().to_string()]))
 }
 
-/// Checks before starting the Python sidecar that its interpreter exists and has
-/// grpcio and protobuf, so a missing module is one clear line, not a child's traceback.
+/// Checks before starting the Python sidecar that its interpreter exists and has the
+/// Python plugin SDK (and so grpcio and protobuf), so a missing module is one clear
+/// line, not a child's traceback.
 fn check_python_grpc(python: &str) -> anyhow::Result<()> {
     let fix = format!(
-        "run scripts/demo.sh (it creates target/pyenv with them), or: {python} -m pip install -r plugins/python-energy/requirements.txt; \
+        "run scripts/demo.sh (it creates target/pyenv with them), or: {python} -m pip install ./plugin-sdk/python; \
          SWITCHYARD_PYTHON names another interpreter"
     );
     let out = std::process::Command::new(python)
-        .args(["-c", "import grpc, google.protobuf"])
+        .args(["-c", "import grpc, google.protobuf, switchyard_plugin"])
         .stdin(std::process::Stdio::null())
         .output();
     match out {
@@ -646,9 +647,9 @@ fn check_python_grpc(python: &str) -> anyhow::Result<()> {
                 .lines()
                 .rev()
                 .find_map(|l| l.strip_prefix("ModuleNotFoundError: "))
-                .unwrap_or("grpcio or protobuf is missing");
+                .unwrap_or("the Python plugin SDK (switchyard_plugin), grpcio or protobuf is missing");
             anyhow::bail!(
-                "the demo's EnergyAware sidecar needs grpcio and protobuf in {python:?} ({missing}): {fix}"
+                "the demo's EnergyAware sidecar needs the Python plugin SDK in {python:?} ({missing}): {fix}"
             )
         }
         Ok(_) => Ok(()),

@@ -8,7 +8,8 @@ BROKEN names one contract clause to break (the kit must then fail that clause):
   scores-out-of-range scores 150, outside 0..100, with no NormalizeScore (SC1)
   flaky-filter        rejects nodes at random: the same call, another answer (F2)
 
-Everything else is the real sidecar (plugins/python-energy/sidecar.py).
+Everything else is the real sidecar (plugins/python-energy/sidecar.py) on the Python
+plugin SDK, whose PluginService is patched here.
 """
 
 import os
@@ -19,23 +20,24 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "plugins", "python-energy"))
 
 import sidecar  # noqa: E402
+from switchyard_plugin import PluginService, Status  # noqa: E402
 
 BROKEN = os.environ.get("BROKEN", "")
-service = sidecar.PluginService
+service = PluginService
 original_apply = service.apply
 
 
-async def apply_ignoring_gaps(self, msg, expect):
+def apply_ignoring_gaps(self, msg, expect):
     full = msg.WhichOneof("kind") == "delta" and msg.delta.full
     if expect is not None and not full and msg.generation != expect:
         expect = msg.generation
-    return await original_apply(self, msg, expect)
+    return original_apply(self, msg, expect)
 
 
-async def apply_keeping_cycles(self, msg, expect):
+def apply_keeping_cycles(self, msg, expect):
     if msg.WhichOneof("kind") == "cycle_end":
         msg.cycle_end.cycle = 2**63  # ends a cycle that does not exist
-    return await original_apply(self, msg, expect)
+    return original_apply(self, msg, expect)
 
 
 async def reached_at_once(self, generation):
@@ -49,15 +51,13 @@ elif BROKEN == "keeps-ended-cycles":
 elif BROKEN == "no-generation-wait":
     service.reached = reached_at_once
 elif BROKEN == "scores-out-of-range":
-    sidecar.EnergyAware.score = lambda self, cycle, node: 150
+    sidecar.EnergyAware.score = lambda self, cycle, state, node: 150
 elif BROKEN == "flaky-filter":
-    sidecar.EnergyAware.filter = lambda self, cycle, node: (
-        sidecar.status(sidecar.pb.UNSCHEDULABLE, "coin says no")
-        if random.random() < 0.5
-        else sidecar.success()
+    sidecar.EnergyAware.filter = lambda self, cycle, state, node: (
+        Status.unschedulable("coin says no") if random.random() < 0.5 else None
     )
 else:
     sys.exit(f"broken_sidecar.py: BROKEN={BROKEN!r}: see the docstring for the modes")
 
 if __name__ == "__main__":
-    sys.exit(sidecar.main())
+    sys.exit(sidecar.main([sidecar.EnergyAware()]))

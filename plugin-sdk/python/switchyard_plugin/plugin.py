@@ -1,0 +1,148 @@
+"""What a plugin is: a class with a `name` and the methods of the extension points it
+implements. The SDK tells the scheduler, at handshake, which of these methods exist;
+every one is optional.
+
+    class Accelerator(Plugin):
+        name = "Accelerator"
+        node_local = True
+
+        def filter(self, cycle, state, node):
+            ...
+
+Signatures (`cycle` is a `Cycle`, `state` the plugin's `CycleState` for the attempt,
+`node` a `NodeInfo`; a Status may be returned as None for success):
+
+==================  ============================================================  ======================
+method              called                                                        returns
+==================  ============================================================  ======================
+pre_enqueue         (pod) before the pod enters the active queue                  Status
+sort_key            (pod) once per pod at enqueue; smaller keys first             bytes
+pre_filter          (cycle, state) once per attempt                               Status or PreFilterResult
+add_pod             (cycle, state, pod, node) what-if: pod added to node          Status
+remove_pod          (cycle, state, pod, node) what-if: pod removed from node      Status
+filter              (cycle, state, node) per node                                 Status
+post_filter         (cycle, state, {node name: Status}) when no node fits         (Status, node name or None)
+pre_score           (cycle, state, [NodeInfo]) once over the feasible nodes       Status
+score               (cycle, state, node) per feasible node                        int
+normalize_score     (cycle, state, scores) rescale the list in place to 0..100    Status
+reserve             (cycle, state, node_name)                                     Status
+unreserve           (cycle, state, node_name) must be idempotent                  None
+permit              (cycle, state, node_name, handle)                             Status, or (Status, timeout seconds)
+pre_bind            (cycle, state, node_name)                                     Status
+bind                (cycle, state, node_name); Skip passes to the next binder     Status
+post_bind           (cycle, state, node_name)                                     None
+==================  ============================================================  ======================
+
+Raise `PluginError` from any of them to answer with an Error (or any) status; any
+other exception is logged and answered as an Error too, never closing a stream.
+Methods are plain functions called on the SDK's event loop: keep them short and
+never block (no network calls inside filter or score).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+if TYPE_CHECKING:
+    from .snapshot import Snapshot
+
+from .status import Status
+
+
+class ClusterEvent:
+    """A kind of cluster change that may make a pod this plugin rejected schedulable
+    (requeue hints): `resource` is one of the names in proto/README.md ("Node", "Pod",
+    ...), `actions` some of Add, Delete, Update, UpdateNodeLabel, UpdateNodeTaint, ...
+    (empty: every action)."""
+
+    __slots__ = ("resource", "actions")
+
+    def __init__(self, resource: str, *actions: str):
+        self.resource = resource
+        self.actions = tuple(actions)
+
+
+class Plugin:
+    """Base class of a plugin (optional: any object with the same attributes works).
+
+    Attributes:
+        name: unique within the sidecar; the scheduler's configuration names it.
+        events: ClusterEvents after which pods this plugin rejected are retried;
+            empty means every event.
+        node_local: True when filter, pre_score, score and normalize_score depend
+            only on the pod and the nodes they are asked about (each node and its
+            pods), never on other nodes, and the plugin has no pre_filter. The
+            scheduler may then send several pods' Filter calls in one message and
+            ahead of their attempts, which hides the round trip. A wrong True gives
+            wrong answers; the SDK refuses it together with a pre_filter.
+    """
+
+    name: str = ""
+    events: Sequence[ClusterEvent] = ()
+    node_local: bool = False
+
+
+class Cycle:
+    """One scheduling attempt, as a call sees it: `id`, the `pod` being scheduled,
+    the scheduler `profile` (schedulerName) and the replicated `snapshot` at the
+    attempt's generation."""
+
+    __slots__ = ("id", "pod", "profile", "snapshot")
+
+    def __init__(self, cycle_id: int, pod: Any, profile: str, snapshot: "Snapshot"):
+        self.id = cycle_id
+        self.pod = pod
+        self.profile = profile
+        self.snapshot = snapshot
+
+
+class PreFilterResult:
+    """PreFilter's answer when it also narrows the nodes: only `node_names` are worth
+    evaluating (upstream's PreFilterResult.NodeNames)."""
+
+    __slots__ = ("status", "node_names")
+
+    def __init__(self, status: Optional[Status] = None, node_names: Optional[Sequence[str]] = None):
+        self.status = status if status is not None else Status.success()
+        self.node_names = None if node_names is None else list(node_names)
+
+
+class PermitHandle:
+    """Decides about pods waiting at Permit, later: `allow` releases a pod for one
+    plugin (it binds once every plugin it waits on allowed it), `reject` sends it back
+    to the queue. Safe to call from other threads."""
+
+    def __init__(self, service):
+        self._service = service
+
+    def allow(self, plugin: str, uid: str) -> bool:
+        """False when the pod is not waiting on `plugin` (decided, timed out, or never
+        waited)."""
+        return self._decide(plugin, uid, True, "")
+
+    def reject(self, plugin: str, uid: str, message: str = "") -> bool:
+        return self._decide(plugin, uid, False, message)
+
+    def waiting_pods(self, plugin: str) -> List[Any]:
+        return [w[0] for w in list(self._service.waiting.values()) if plugin in w[1]]
+
+    def _decide(self, plugin: str, uid: str, allow: bool, message: str) -> bool:
+        svc = self._service
+        loop = svc.loop
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if loop is not None and running is not loop:
+            fut = asyncio.run_coroutine_threadsafe(_call(svc.decide, plugin, uid, allow, message), loop)
+            return fut.result(timeout=5)
+        return svc.decide(plugin, uid, allow, message)
+
+
+async def _call(f: Callable[..., bool], *args) -> bool:
+    return f(*args)
+
+
+PermitResult = Tuple[Optional[Status], float]
+NodeStatuses = Dict[str, Status]

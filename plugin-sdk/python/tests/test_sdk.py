@@ -1,0 +1,239 @@
+"""Unit tests of the Python plugin SDK (stdlib unittest, no server):
+
+    python3 -m unittest discover -s plugin-sdk/python/tests
+
+The wire protocol end to end is checked by the conformance kit (tests/conformance.rs)
+and by plugins/python-energy/test_sidecar.py."""
+
+import asyncio
+import unittest
+
+from switchyard_plugin import Code, CycleState, NodeInfo, PluginService, ReplicationError, Snapshot, Status, pb
+from switchyard_plugin.status import as_status
+
+
+def node(i, name, **labels):
+    return pb.Node(id=i, name=name, labels=labels)
+
+
+def pod(uid, node_name="", **labels):
+    return pb.Pod(uid=uid, name=uid, namespace="default", node_name=node_name, labels=labels)
+
+
+def delta(full=False, **kw):
+    return pb.SnapshotDelta(full=full, **kw)
+
+
+class SnapshotTest(unittest.TestCase):
+    def test_full_then_incremental(self):
+        s = Snapshot()
+        s.apply(1, delta(True, upsert_nodes=[node(1, "a"), node(2, "b")], upsert_pods=[pod("p", "a"), pod("q")]))
+        self.assertEqual([p.uid for p in s.node(1).pods], ["p"])
+        self.assertEqual(s.num_nodes(), 2)
+        self.assertEqual(s.pod("q").node_name, "")
+        # A pod moves by PodUpdate; a node goes away and its pods stay known, unplaced.
+        s.apply(2, delta(update_pods=[pb.PodUpdate(uid="q", node_name="b", phase="Running")]))
+        self.assertEqual([p.uid for p in s.node_by_name("b").pods], ["q"])
+        self.assertEqual(s.pod("q").phase, "Running")
+        s.apply(3, delta(remove_nodes=[1]))
+        self.assertIsNone(s.node(1))
+        self.assertIsNotNone(s.pod("p"))
+        s.apply(4, delta(remove_pods=["q"]))
+        self.assertEqual(s.node(2).pods, [])
+        self.assertEqual(s.generation, 4)
+        # A full snapshot starts over.
+        s.apply(9, delta(True, upsert_nodes=[node(5, "c")]))
+        self.assertIsNone(s.pod("p"))
+        self.assertEqual([n.name for n in s.nodes()], ["c"])
+
+    def test_update_of_a_cycle_pod_places_it(self):
+        s = Snapshot()
+        s.apply(1, delta(True, upsert_nodes=[node(1, "a")]))
+        s.note_cycle_pod(pod("new"))
+        s.apply(2, delta(update_pods=[pb.PodUpdate(uid="new", node_name="a")]))
+        self.assertEqual([p.uid for p in s.node(1).pods], ["new"])
+
+    def test_contradictions_are_replication_errors(self):
+        s = Snapshot()
+        s.apply(1, delta(True, upsert_nodes=[node(1, "a")]))
+        with self.assertRaises(ReplicationError):
+            s.apply(2, delta(upsert_nodes=[node(2, "a")]))
+        with self.assertRaises(ReplicationError):
+            s.apply(2, delta(update_pods=[pb.PodUpdate(uid="ghost", node_name="a")]))
+
+
+class StateTest(unittest.TestCase):
+    def test_fork_is_independent(self):
+        a = CycleState({"n": [1, 2]})
+        b = a.fork()
+        b.value["n"].append(3)
+        self.assertEqual(a.value, {"n": [1, 2]})
+
+    def test_fork_uses_clone(self):
+        class V:
+            cloned = 0
+
+            def clone(self):
+                V.cloned += 1
+                return V()
+
+        CycleState(V()).fork()
+        self.assertEqual(V.cloned, 1)
+
+
+class StatusTest(unittest.TestCase):
+    def test_none_is_success_and_junk_is_an_error(self):
+        self.assertTrue(as_status(None, "filter").is_success)
+        s = as_status(42, "filter")
+        self.assertEqual(s.code, Code.ERROR)
+        self.assertIn("filter returned int 42", s.message)
+
+    def test_wire_form(self):
+        s = Status.unschedulable("a", "b")
+        w = s.to_pb()
+        self.assertEqual((w.code, list(w.reasons)), (pb.UNSCHEDULABLE, ["a", "b"]))
+        self.assertIs(s.to_pb(), w)  # built once
+        self.assertEqual(Status.from_pb(w), s)
+
+
+class Counting:
+    """PreFilter state: pods of tenant t per node, with AddPod/RemovePod."""
+
+    name = "Counting"
+
+    def pre_filter(self, cycle, state):
+        state.value = {ni.name: len(ni.pods) for ni in cycle.snapshot.nodes()}
+
+    def add_pod(self, cycle, state, p, ni):
+        state.value[ni.name] += 1
+
+    def remove_pod(self, cycle, state, p, ni):
+        state.value[ni.name] -= 1
+
+    def filter(self, cycle, state, ni):
+        # The state and the node agree, or the SDK forked wrongly.
+        if state.value[ni.name] != len(ni.pods):
+            return Status.error(f"state {state.value[ni.name]} != {len(ni.pods)} pods")
+        if len(ni.pods) >= 2:
+            return Status.unschedulable("full")
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+class ServiceTest(unittest.TestCase):
+    def service(self, plugin):
+        svc = PluginService([plugin])
+        msgs = [
+            pb.ReplicateRequest(
+                generation=1,
+                delta=delta(True, upsert_nodes=[node(1, "a"), node(2, "b")], upsert_pods=[pod("x", "a"), pod("y", "a")]),
+            ),
+            pb.ReplicateRequest(generation=2, cycle_start=pb.CycleStart(cycle=7, pod=pod("me"), profile="p")),
+        ]
+        expect = None
+        for m in msgs:
+            expect = svc.apply(m, expect)
+        return svc
+
+    def test_what_if_deltas_fork_the_state(self):
+        async def go():
+            svc = self.service(Counting())
+            pf = await svc.pre_filter_call(pb.PreFilterRequest(request_id=1, plugin="Counting", cycle=7, generation=2))
+            self.assertEqual(pf.status.code, pb.SUCCESS)
+            req = pb.FilterRequest(
+                request_id=2,
+                plugin="Counting",
+                cycle=7,
+                generation=2,
+                nodes=[1, 2, 1],
+                deltas=[pb.NodeDelta(index=0, remove_pods=["x"]), pb.NodeDelta(index=1, add_pods=["x", "y"])],
+            )
+            r = await svc.filter_call(req)
+            self.assertFalse(r.HasField("error"), r)
+            self.assertEqual(r.evaluated, 3)
+            # Item 0: a minus x has 1 pod (fits); item 1: b plus two (full); item 2: a as is (full).
+            self.assertEqual([(f.index, f.status.code) for f in r.failures], [(1, pb.UNSCHEDULABLE), (2, pb.UNSCHEDULABLE)])
+            # The base state was not touched by the forks.
+            self.assertEqual(svc.cycles[7].state("Counting").value, {"a": 2, "b": 0})
+            bad = pb.FilterRequest(
+                request_id=3, plugin="Counting", cycle=7, generation=2, nodes=[2], deltas=[pb.NodeDelta(index=0, remove_pods=["x"])]
+            )
+            r = await svc.filter_call(bad)
+            self.assertEqual(r.failures[0].status.code, pb.ERROR)
+            self.assertIn("not on node b", r.failures[0].status.reasons[0])
+
+        run(go())
+
+    def test_stale_and_unknown_calls_are_errors(self):
+        async def go():
+            svc = self.service(Counting())
+            svc.generation_wait = 0.05
+            r = await svc.filter_call(pb.FilterRequest(request_id=1, plugin="Counting", cycle=8, generation=2, nodes=[1]))
+            self.assertIn("cycle 8 is unknown", r.error.reasons[0])
+            r = await svc.filter_call(pb.FilterRequest(request_id=1, plugin="Counting", cycle=7, generation=3, nodes=[1]))
+            self.assertIn("generation 3 not reached", r.error.reasons[0])
+            r = await svc.filter_call(pb.FilterRequest(request_id=1, plugin="Nope", cycle=7, generation=2, nodes=[1]))
+            self.assertIn("no plugin named", r.error.reasons[0])
+            r = await svc.score_call(pb.ScoreRequest(request_id=1, plugin="Counting", cycle=7, generation=2, nodes=[1]))
+            self.assertIn("has no Score", r.status.reasons[0])
+
+        run(go())
+
+    def test_a_bad_score_is_an_error_not_a_crash(self):
+        class Bad:
+            name = "Bad"
+            node_local = True
+
+            def score(self, cycle, state, ni):
+                return "high"
+
+        async def go():
+            svc = self.service(Bad())
+            r = await svc.score_call(pb.ScoreRequest(request_id=1, plugin="Bad", cycle=7, generation=2, nodes=[1]))
+            self.assertEqual(r.status.code, pb.ERROR)
+            self.assertIn("not an int", r.status.reasons[0])
+
+        run(go())
+
+    def test_permit_wait_then_allow(self):
+        class Gate:
+            name = "Gate"
+
+            def permit(self, cycle, state, node_name, handle):
+                return Status.wait(), 2.5
+
+        async def go():
+            svc = self.service(Gate())
+            svc._permit_out = asyncio.Queue()
+            r = await svc.permit_call(pb.CycleRequest(request_id=4, plugin="Gate", cycle=7, generation=2, node_name="a"))
+            self.assertEqual((r.status.code, r.timeout_millis), (pb.WAIT, 2500))
+            self.assertEqual([p.uid for p in svc.handle.waiting_pods("Gate")], ["me"])
+            self.assertTrue(svc.handle.allow("Gate", "me"))
+            self.assertFalse(svc.handle.allow("Gate", "me"))  # decided already
+            d = svc._permit_out.get_nowait()
+            self.assertEqual((d.request_id, d.decision.pod_uid, d.decision.allow), (0, "me", True))
+
+        run(go())
+
+    def test_bad_plugin_declarations_are_refused(self):
+        class NodeLocalWithPreFilter:
+            name = "X"
+            node_local = True
+
+            def pre_filter(self, cycle, state):
+                pass
+
+        for plugins, why in (
+            ([NodeLocalWithPreFilter()], "declares node_local"),
+            ([Counting(), Counting()], "two plugins are named"),
+            ([object()], "has no name"),
+        ):
+            with self.assertRaises(ValueError) as e:
+                PluginService(plugins)
+            self.assertIn(why, str(e.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()
