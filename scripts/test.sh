@@ -12,7 +12,7 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
 echo "== build binaries (end-to-end tests start them)"
-cargo build --workspace --bins --quiet
+cargo build --workspace --bins --examples --quiet
 
 echo "== Python environment (the Python plugin SDK, installed with pip)"
 source scripts/pyenv.sh

@@ -86,6 +86,15 @@ fn the_rust_sidecars_pass() {
         &[CORE, &["P1", "Q1", "E1", "X1"]].concat(),
     );
 
+    // The Rust SDK's Accelerator example (built by `cargo build --examples`).
+    let _acc = start_sidecar("examples/accelerator", "conf-rs-acc", &[]);
+    let accelerators = workspace_root().join("examples/conformance/accelerator.yaml");
+    passes(
+        &sidecar_socket("conf-rs-acc"),
+        &["--cluster", &accelerators.display().to_string()],
+        &node_local,
+    );
+
     let _q = start_sidecar("switchyard-quota", "conf-quota", &[]);
     let fixture = workspace_root().join("examples/conformance/tenant-quota.yaml");
     let fixture = fixture.display().to_string();

@@ -239,6 +239,13 @@ struct BenchArgs {
     #[arg(long, value_name = "CMD")]
     sidecar_command: Option<String>,
 
+    /// Add a run `sdk-NAME` after --runs: the sidecar CMD starts serves a plugin named
+    /// `Accelerator` (the example every plugin SDK ships), added to the profile, over
+    /// a Unix socket (SWITCHYARD_PLUGIN_LISTEN). Repeatable, one per SDK:
+    /// scripts/bench-sdks.sh runs the Rust, Python, Go and TypeScript ones.
+    #[arg(long, value_name = "NAME=CMD")]
+    sdk_sidecar: Vec<String>,
+
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = OutputFormat::Table)]
     output_format: OutputFormat,
@@ -775,7 +782,7 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
         return bench_tracing(&args);
     }
     let mut modes = Vec::new();
-    for r in &args.runs {
+    for r in args.runs.iter().filter(|r| !r.trim().is_empty()) {
         let m = Mode::parse(r.trim()).with_context(|| {
             let names: Vec<&str> = Mode::ALL.iter().map(|m| m.name()).collect();
             format!(
@@ -784,6 +791,20 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
             )
         })?;
         modes.push(m);
+    }
+    let mut sdk_sidecars = Vec::new();
+    for spec in &args.sdk_sidecar {
+        let Some((name, cmd)) = spec
+            .split_once('=')
+            .filter(|(n, c)| !n.trim().is_empty() && !c.trim().is_empty())
+        else {
+            anyhow::bail!("--sdk-sidecar {spec:?}: expected NAME=COMMAND, e.g. python='python3 plugin-sdk/python/examples/accelerator.py'");
+        };
+        modes.push(Mode::Sdk(sdk_sidecars.len()));
+        sdk_sidecars.push((name.trim().to_string(), cmd.to_string()));
+    }
+    if modes.is_empty() {
+        anyhow::bail!("nothing to run: --runs is empty and there is no --sdk-sidecar");
     }
     if !args.workload.exists() {
         anyhow::bail!(
@@ -799,7 +820,8 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
         None => {
             let exe = std::env::current_exe().context("cannot locate this binary")?;
             let bin = exe.with_file_name("switchyard-tainttoleration");
-            if modes.iter().any(|m| *m != Mode::InProcess) && !bin.exists() {
+            let taint = [Mode::SidecarUds, Mode::SidecarTcp];
+            if modes.iter().any(|m| taint.contains(m)) && !bin.exists() {
                 anyhow::bail!(
                     "{} not found: build it with `cargo build --release --workspace`, or pass --sidecar-command",
                     bin.display()
@@ -838,6 +860,7 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
         quota_command: exec_command(&quota.display().to_string(), &[]),
         quota_workload: (args.quota_workload, args.quota_workload_name),
         python_command,
+        sdk_sidecars,
         threads: args.threads,
         seed: args.seed,
         timeout: Duration::from_secs(args.timeout),

@@ -31,6 +31,9 @@ pub enum Mode {
     SidecarQuota,
     /// EnergyAware (Python) over a Unix socket.
     SidecarPython,
+    /// The Accelerator example of a plugin SDK ([`BenchOptions::sdk_sidecars`], by
+    /// index) over a Unix socket, added to the profile: what each SDK costs.
+    Sdk(usize),
 }
 
 impl Mode {
@@ -42,6 +45,7 @@ impl Mode {
         Mode::SidecarPython,
     ];
 
+    /// The name `--runs` takes (`sdk` for every SDK run).
     pub fn name(self) -> &'static str {
         match self {
             Mode::InProcess => "in-process",
@@ -49,6 +53,18 @@ impl Mode {
             Mode::SidecarTcp => "sidecar-tcp",
             Mode::SidecarQuota => "sidecar-quota",
             Mode::SidecarPython => "sidecar-python",
+            Mode::Sdk(_) => "sdk",
+        }
+    }
+
+    /// The row's name: `sdk-<name>` for an SDK run.
+    pub fn run_name(self, opts: &BenchOptions) -> String {
+        match self {
+            Mode::Sdk(i) => format!(
+                "sdk-{}",
+                opts.sdk_sidecars.get(i).map_or("?", |s| s.0.as_str())
+            ),
+            m => m.name().to_string(),
         }
     }
 
@@ -73,6 +89,8 @@ pub struct BenchOptions {
     pub quota_workload: (PathBuf, String),
     /// Command that starts the Python EnergyAware sidecar.
     pub python_command: String,
+    /// (name, command) of each SDK's Accelerator example sidecar (`Mode::Sdk`).
+    pub sdk_sidecars: Vec<(String, String)>,
     pub threads: usize,
     pub seed: u64,
     pub timeout: Duration,
@@ -81,7 +99,7 @@ pub struct BenchOptions {
 /// One row of the result.
 #[derive(Serialize, Clone, Debug)]
 pub struct BenchRun {
-    pub name: &'static str,
+    pub name: String,
     /// Over the workload's measured pods.
     pub pods_per_second: f64,
     /// Every attempt of the run.
@@ -200,10 +218,20 @@ fn run_one(
     // built-in TaintToleration, or added to the profile).
     let sidecar = match mode {
         Mode::InProcess => None,
-        Mode::SidecarUds | Mode::SidecarTcp | Mode::SidecarQuota | Mode::SidecarPython => {
+        Mode::SidecarUds
+        | Mode::SidecarTcp
+        | Mode::SidecarQuota
+        | Mode::SidecarPython
+        | Mode::Sdk(_) => {
             let (command, socket, plugin) = match mode {
                 Mode::SidecarQuota => (&opts.quota_command, "bench-quota.sock", "TenantQuota"),
                 Mode::SidecarPython => (&opts.python_command, "bench-energy.sock", "EnergyAware"),
+                Mode::Sdk(i) => {
+                    let (_, command) = opts.sdk_sidecars.get(i).ok_or_else(|| {
+                        SimulateError::Remote(format!("no SDK sidecar number {i}"))
+                    })?;
+                    (command, "bench-sdk.sock", "Accelerator")
+                }
                 _ => (&opts.sidecar_command, "bench-taint.sock", REMOTE),
             };
             let listen = if mode == Mode::SidecarTcp {
@@ -254,7 +282,7 @@ fn run_one(
         .map(|m| m.pods_per_second)
         .unwrap_or(report.summary.pods_per_second);
     Ok(BenchRun {
-        name: mode.name(),
+        name: mode.run_name(opts),
         pods_per_second,
         attempt_latency_ms: report.summary.attempt_latency_ms.clone(),
         remote_calls_per_pod: round1(calls as f64 / bound),
