@@ -25,6 +25,9 @@ echo "== Python plugin SDK unit tests"
 echo "== Python sidecar self-test"
 "$PYENV_PYTHON" plugins/python-energy/test_sidecar.py
 
+echo "== Go plugin SDK (unit tests, examples through the conformance kit; skips without go)"
+plugin-sdk/go/test.sh
+
 echo "== deploy/ manifests (offline schema validation)"
 scripts/validate-deploy.sh
 
