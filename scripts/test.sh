@@ -28,6 +28,9 @@ echo "== Python sidecar self-test"
 echo "== Go plugin SDK (unit tests, examples through the conformance kit; skips without go)"
 plugin-sdk/go/test.sh
 
+echo "== TypeScript plugin SDK (npm ci, dist/ current, types, unit tests, examples through the conformance kit)"
+plugin-sdk/node/test.sh
+
 echo "== deploy/ manifests (offline schema validation)"
 scripts/validate-deploy.sh
 

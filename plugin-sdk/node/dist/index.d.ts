@@ -1,0 +1,13 @@
+export { Cycle } from './plugin.js';
+export type { MaybePromise, PermitHandle, PermitResult, Plugin, PostFilterResult, PreFilterResult, StatusResult, } from './plugin.js';
+export { NodeInfo, Snapshot, ReplicationError, MAX_PENDING_PODS } from './snapshot.js';
+export { Status, CallError } from './status.js';
+export type { ClusterEvent, Code, Node, OwnerReference, Pod, Taint, Toleration, VolumeClaim, } from './types.js';
+export { makeNode, makePod } from './types.js';
+export { CAPABILITIES_ENV, LISTEN_ENV, TLS_CERT_ENV, TLS_CLIENT_CA_ENV, TLS_KEY_ENV, formatListen, main, parseListen, probe, resolveListen, serve, } from './server.js';
+export type { Listen, MainOptions, ServeOptions, Sidecar } from './server.js';
+export { PluginService, PROTOCOL_VERSION, CAPABILITY_FILTER_BATCH, CAPABILITY_REPLICATE_BATCH } from './service.js';
+export type { Logger, ServiceOptions } from './service.js';
+export { parseTraceparent } from './tracing.js';
+export type { OtelApi } from './tracing.js';
+export { LOADER_OPTIONS, protoDir } from './proto.js';

@@ -1,0 +1,124 @@
+import type { NodeInfo, Snapshot } from './snapshot.js';
+import type { ClusterEvent, Pod, Status } from './types.js';
+export type MaybePromise<T> = T | Promise<T>;
+/** What most methods return: a Status, or nothing (undefined, null, true) for Success. */
+export type StatusResult = Status | void | undefined | null | true;
+/** One scheduling attempt as a plugin call sees it, with the plugin's own state for
+ * the attempt. The SDK keeps one Cycle per plugin per attempt, from the attempt's
+ * CycleStart to its CycleEnd; what a method stores in `state` (usually PreFilter) the
+ * later calls of the attempt see. For what-if evaluations (nominated pods,
+ * preemption dry runs) the SDK runs `addPod`/`removePod` and `filter` on a fork: a
+ * Cycle whose `state` is a copy (`plugin.cloneState(state)`, else `structuredClone`),
+ * so the attempt's own state is never changed by them. */
+export declare class Cycle<S = any> {
+    /** The scheduler's attempt number (unique per scheduler process). */
+    readonly id: number;
+    /** The pod being scheduled. */
+    readonly pod: Pod;
+    /** The scheduler profile (schedulerName) scheduling it. */
+    readonly profile: string;
+    /** The replicated snapshot: at the attempt's generation for scheduling calls (for
+     * node-local plugins, at that generation or later). */
+    readonly snapshot: Snapshot;
+    /** The plugin's state for this attempt: undefined until a method sets it. */
+    state: S | undefined;
+    constructor(id: number, pod: Pod, profile: string, snapshot: Snapshot, state?: S);
+    /** A Cycle with a copy of this one's state (`clone`, else `structuredClone`). */
+    fork(clone?: (state: S) => S): Cycle<S>;
+}
+/** PreFilter's answer: a status and, optionally, the only nodes worth evaluating. */
+export interface PreFilterResult {
+    status?: Status;
+    nodeNames?: string[];
+}
+/** PostFilter's answer: a status and optionally a node to nominate the pod to. */
+export interface PostFilterResult {
+    status?: Status;
+    nominatedNodeName?: string;
+}
+/** Permit's answer; a WAIT status needs `timeoutMillis` > 0. */
+export interface PermitResult {
+    status?: Status;
+    timeoutMillis?: number;
+}
+/** Decides about pods a plugin answered WAIT for at Permit, at any later time. */
+export interface PermitHandle {
+    /** The plugin deciding. */
+    readonly plugin: string;
+    /** Lets the waiting pod `podUid` go on (once every plugin that waited allowed it).
+     * False when it is not waiting on this plugin (decided, timed out, never waited)
+     * or no scheduler is connected. */
+    allow(podUid: string): boolean;
+    /** Rejects the waiting pod: the scheduler unreserves it and retries it later. */
+    reject(podUid: string, message?: string): boolean;
+    /** Pods waiting on this plugin now. */
+    waitingPods(): Pod[];
+}
+/** A plugin. Implement any subset of the extension-point methods; the SDK declares
+ * the points whose methods exist. `S` is the type of the plugin's cycle state. */
+export interface Plugin<S = any> {
+    /** The name profiles enable the plugin by. */
+    readonly name: string;
+    /** Cluster events that may make a pod this plugin rejected schedulable; none (the
+     * default) means every event. `[{ resource: 'Node', actions: ['Add'] }]` or
+     * `{ Node: ['Add'] }`. */
+    readonly events?: ClusterEvent[] | Record<string, string[]>;
+    /** A promise: filter, preScore, score and normalizeScore depend only on the pod
+     * and the nodes they are asked about (each node and its pods), and there is no
+     * preFilter. Lets the scheduler send the next pods' Filter ahead (lookahead). */
+    readonly nodeLocal?: boolean;
+    /** Gates a pod before it enters the active queue: anything but Success holds it
+     * back (UNSCHEDULABLE_AND_UNRESOLVABLE: it waits in the unschedulable pool). */
+    preEnqueue?(pod: Pod): MaybePromise<StatusResult>;
+    /** QueueSort: a key per pod, smaller (bytewise) first; a string is UTF-8. */
+    sortKey?(pod: Pod): MaybePromise<Uint8Array | string>;
+    /** Computes the attempt's state once (`cycle.state = ...`). SKIP skips this
+     * plugin's Filter for the attempt; UNSCHEDULABLE ends its filtering. */
+    preFilter?(cycle: Cycle<S>): MaybePromise<StatusResult | PreFilterResult>;
+    /** PreFilter extension: update a fork of the state as if `pod` were added to `node`
+     * (already in `node.pods`). Declared with removePod as AddPod/RemovePod. */
+    addPod?(cycle: Cycle<S>, pod: Pod, node: NodeInfo): MaybePromise<StatusResult>;
+    /** PreFilter extension: as if `pod` were removed from `node` (already gone from
+     * `node.pods`). */
+    removePod?(cycle: Cycle<S>, pod: Pod, node: NodeInfo): MaybePromise<StatusResult>;
+    /** Whether the pod fits one node. Called for every node of a batch in turn: keep it
+     * synchronous and cheap when you can (a Promise costs a tick per node). */
+    filter?(cycle: Cycle<S>, node: NodeInfo): MaybePromise<StatusResult>;
+    /** Runs when no node fits, with each failed node's status by name. */
+    postFilter?(cycle: Cycle<S>, nodeStatuses: Map<string, Status>): MaybePromise<StatusResult | PostFilterResult>;
+    /** Once over the feasible nodes before Score. SKIP skips Score for the pod. */
+    preScore?(cycle: Cycle<S>, nodes: NodeInfo[]): MaybePromise<StatusResult>;
+    /** A score for one feasible node: an integer, in 0..100 unless the plugin has
+     * normalizeScore. Return (or throw) a non-success Status to fail the call. */
+    score?(cycle: Cycle<S>, node: NodeInfo): MaybePromise<number | Status>;
+    /** Rescales the scores of all feasible nodes to 0..100: change `scores` in place
+     * (or return a new array of the same length). */
+    normalizeScore?(cycle: Cycle<S>, scores: number[], nodes: NodeInfo[]): MaybePromise<StatusResult | number[]>;
+    /** Claims what the pod will use on the chosen node. */
+    reserve?(cycle: Cycle<S>, nodeName: string): MaybePromise<StatusResult>;
+    /** Gives back what reserve claimed; called whether or not reserve ran (must be
+     * idempotent). Its return value is ignored. */
+    unreserve?(cycle: Cycle<S>, nodeName: string): MaybePromise<unknown>;
+    /** Approves, rejects or holds the pod before binding: `{ status: Status.wait(),
+     * timeoutMillis }` parks it until `handle.allow`/`handle.reject` or the timeout. */
+    permit?(cycle: Cycle<S>, nodeName: string, handle: PermitHandle): MaybePromise<StatusResult | PermitResult>;
+    preBind?(cycle: Cycle<S>, nodeName: string): MaybePromise<StatusResult>;
+    /** Binds the pod. SKIP passes it to the next bind plugin. */
+    bind?(cycle: Cycle<S>, nodeName: string): MaybePromise<StatusResult>;
+    /** After a successful bind; its return value is ignored. */
+    postBind?(cycle: Cycle<S>, nodeName: string): MaybePromise<unknown>;
+    /** Copies the cycle state for a fork (default: structuredClone, which drops class
+     * prototypes and refuses functions). */
+    cloneState?(state: S): S;
+}
+/** The extension points a plugin implements, by proto enum name, in proto order. */
+export declare function extensionPoints(p: Plugin): string[];
+export declare function hasPreFilterExtensions(p: Plugin): boolean;
+export declare const EVENT_RESOURCES: ReadonlySet<string>;
+export declare const EVENT_ACTIONS: ReadonlySet<string>;
+/** A plugin's events in the wire's form; throws on an unknown resource or action. */
+export declare function pluginEvents(p: Plugin): ClusterEvent[];
+/** Refuses what the scheduler could not use (clause H3): unnamed or duplicate
+ * plugins, unknown events, node-local with a PreFilter, NormalizeScore without Score,
+ * AddPod/RemovePod without PreFilter. */
+export declare function checkPlugins(plugins: readonly Plugin[]): void;

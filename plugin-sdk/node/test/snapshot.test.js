@@ -1,0 +1,109 @@
+// The replica: deltas, node slots, PodUpdates, the CycleStart pods (a port of the
+// Rust SDK's snapshot tests).
+'use strict';
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const { Snapshot, makeNode, makePod, MAX_PENDING_PODS } = require('@switchyard/plugin-sdk');
+
+const node = (id, name, labels = {}) => makeNode({ id, name, labels });
+const pod = (uid, nodeName, cpu) => makePod({ uid, name: uid, nodeName, requests: { cpu } });
+const delta = (d) => ({ full: false, upsertNodes: [], removeNodes: [], upsertPods: [], removePods: [], updatePods: [], ...d });
+const update = (uid, nodeName) => ({ uid, nodeName, nominatedNodeName: '', phase: 'Running', terminating: false, startTimeMicros: 7 });
+
+test('deltas move pods and nodes; a full snapshot replaces everything', () => {
+  const s = new Snapshot();
+  s.apply(1, delta({ full: true, upsertNodes: [node(1, 'a'), node(2, 'b')], upsertPods: [pod('p1', 'a', 100), pod('p2', 'a', 200)] }));
+  assert.equal(s.nodeByName('a').requested('cpu'), 300);
+  s.apply(2, delta({ upsertPods: [pod('p1', 'b', 100)], removePods: ['p2'], removeNodes: [1] }));
+  assert.equal(s.nodeByName('a'), undefined);
+  assert.equal(s.node(2).requested('cpu'), 100);
+  assert.equal(s.pod('p2'), undefined);
+  assert.equal(s.generation, 2);
+  s.apply(3, delta({ full: true, upsertNodes: [node(7, 'c')] }));
+  assert.equal(s.numNodes, 1);
+  assert.equal(s.pod('p1'), undefined);
+  assert.equal(s.node(2), undefined);
+});
+
+test('removing a node keeps the others reachable by id and name, large ids too', () => {
+  const s = new Snapshot();
+  const far = (1 << 22) + 7;
+  s.apply(1, delta({ full: true, upsertNodes: [node(1, 'a'), node(2, 'b'), node(3, 'c'), node(far, 'far')], upsertPods: [pod('p3', 'c', 100)] }));
+  s.apply(2, delta({ removeNodes: [1], upsertNodes: [node(4, 'd')], upsertPods: [pod('p4', 'd', 50)] }));
+  assert.equal(s.node(1), undefined);
+  assert.equal(s.node(3).name, 'c');
+  assert.equal(s.nodeByName('c').requested('cpu'), 100);
+  assert.equal(s.node(4).requested('cpu'), 50);
+  assert.equal(s.node(far).name, 'far');
+  assert.equal(s.node(far + 1), undefined);
+  assert.equal(s.node(99), undefined);
+  assert.deepEqual([...s.nodes()].map((n) => n.name).sort(), ['b', 'c', 'd', 'far']);
+  s.apply(3, delta({ removeNodes: [4, far], removePods: ['p3'] }));
+  assert.equal(s.numNodes, 2);
+  assert.equal(s.node(3).requested('cpu'), 0);
+});
+
+test('a pod whose node goes away stays held, unplaced', () => {
+  const s = new Snapshot();
+  s.apply(1, delta({ full: true, upsertNodes: [node(1, 'a')], upsertPods: [pod('p', 'a', 1)] }));
+  s.apply(2, delta({ removeNodes: [1] }));
+  assert.ok(s.pod('p'));
+  s.apply(3, delta({ upsertNodes: [node(2, 'a')] }));
+  assert.equal(s.node(2).pods.length, 0, 'pods are placed by upserts and updates only');
+  s.apply(4, delta({ removePods: ['p'] }));
+  assert.equal(s.numPods, 0);
+});
+
+test('fromObjects numbers nodes and places pods', () => {
+  const s = Snapshot.fromObjects([{ name: 'a' }, { id: 5, name: 'b' }, { name: 'c' }], [pod('p1', 'c', 100), pod('p2', 'gone', 50)]);
+  assert.equal(s.numNodes, 3);
+  assert.equal(s.node(5).name, 'b');
+  assert.equal(s.node(6).name, 'a');
+  assert.equal(s.node(7).name, 'c');
+  assert.equal(s.nodeByName('c').requested('cpu'), 100);
+  assert.equal(s.numPods, 2, 'a pod on an unknown node is still held');
+  assert.throws(() => Snapshot.fromObjects([{ name: 'a' }, { name: 'a' }]), /"a" is given twice/);
+});
+
+test('a node arriving under another id is a replication error', () => {
+  const s = new Snapshot();
+  s.apply(1, delta({ full: true, upsertNodes: [node(1, 'a')] }));
+  assert.throws(() => s.apply(2, delta({ upsertNodes: [node(2, 'a')] })), /id 2/);
+});
+
+test('PodUpdates place CycleStart pods and move replica pods; unknown pods are errors', () => {
+  const s = new Snapshot();
+  s.apply(1, delta({ full: true, upsertNodes: [node(1, 'a'), node(2, 'b')], upsertPods: [pod('p1', 'a', 100)] }));
+  s.noteCyclePod(pod('c1', '', 300));
+  s.apply(2, delta({ updatePods: [update('c1', 'b'), update('p1', 'b')] }));
+  assert.equal(s.node(2).requested('cpu'), 400, 'spec kept');
+  assert.equal(s.node(1).pods.length, 0);
+  assert.equal(s.pod('c1').phase, 'Running');
+  assert.equal(s.pod('c1').startTimeMicros, 7);
+  s.apply(3, delta({ updatePods: [update('c1', 'a')] }));
+  assert.equal(s.node(1).requested('cpu'), 300);
+  assert.throws(() => s.apply(4, delta({ updatePods: [update('nobody', 'a')] })), /nobody/);
+});
+
+test('CycleStart pods are forgotten all at once at 1024, and by a full snapshot', () => {
+  const s = new Snapshot();
+  s.apply(1, delta({ full: true }));
+  for (let i = 0; i < MAX_PENDING_PODS; i++) s.noteCyclePod(pod(`c${i}`, '', 1));
+  assert.equal(s.numPending, MAX_PENDING_PODS);
+  s.noteCyclePod(pod('last', '', 1));
+  assert.equal(s.numPending, 1);
+  s.apply(2, delta({ full: true }));
+  assert.equal(s.numPending, 0);
+});
+
+test('NodeInfo helpers read own keys only', () => {
+  const s = Snapshot.fromObjects([{ name: 'a', labels: { x: 'y' }, allocatable: { cpu: 4000 } }]);
+  const ni = s.nodeByName('a');
+  assert.equal(ni.label('x'), 'y');
+  assert.equal(ni.label('toString'), undefined);
+  assert.equal(ni.allocatable('cpu'), 4000);
+  assert.equal(ni.allocatable('constructor'), 0);
+  const c = ni.clone();
+  c.pods.push(pod('p', 'a', 1));
+  assert.equal(ni.pods.length, 0, 'a clone has its own pod list');
+});
