@@ -214,6 +214,51 @@ fn hung_past_timeout(policy: Policy) {
     assert!(errors(&v) > 0, "timeouts were counted: {}", remote(&v));
 }
 
+/// A Fail sidecar stopped for good (SIGSTOP, never continued: its socket stays open):
+/// after a few timed-out calls the scheduler drops the connection as unresponsive,
+/// the remaining pods fail at once instead of each waiting out the timeout, and the
+/// run ends by itself, well before --timeout, with its report: what was bound, and
+/// every other pod pending with the sidecar named as the reason.
+#[test]
+fn sidecar_stopped_for_good_fail_ends_with_a_report() {
+    let run = Run::new("stopped", Policy::Fail);
+    let sidecar = run.start_sidecar("ok");
+    let started = std::time::Instant::now();
+    let sim = run.simulate();
+    sleep(Duration::from_millis(700));
+    sidecar.signal("STOP");
+    let out = sim.join().expect("simulation thread");
+    let took = started.elapsed();
+    sidecar.signal("CONT");
+    let v = switchyard_e2e::json_output(&out);
+    assert!(
+        took < Duration::from_secs(45),
+        "the run ended by itself, not at --timeout 60: {took:?}"
+    );
+    assert_eq!(v["invariants"]["ok"], true, "{}", v["invariants"]);
+    let pods = v["pods"].as_array().expect("pods");
+    let pending: Vec<&Value> = pods.iter().filter(|p| p["node"].is_null()).collect();
+    assert!(
+        !pending.is_empty(),
+        "the sidecar stopped before the last wave: {}",
+        v["summary"]
+    );
+    for p in &pending {
+        let reason = p["reason"].as_str().unwrap_or_default();
+        assert!(
+            reason.contains("FaultyFilter") && reason.contains("sidecar"),
+            "a pending pod names the sidecar as its reason: {p}"
+        );
+    }
+    assert!(
+        remote(&v)["lastError"]
+            .as_str()
+            .is_some_and(|e| e.contains("unresponsive") || e.contains("handshake timed out")),
+        "{}",
+        remote(&v)
+    );
+}
+
 fn garbage_replies(policy: Policy) {
     let run = Run::new("garbage", policy);
     let _sidecar = run.start_sidecar("bad-score");

@@ -119,6 +119,13 @@ pub const STRAY_REPLY_ALLOWANCE: u64 = 1024;
 /// stray replies.
 const DECISIONS_IN_FLIGHT: usize = 1024;
 
+/// Calls in a row that got no reply within the timeout before the connection is
+/// dropped as unresponsive (a stopped or wedged sidecar keeps its socket open): calls
+/// then fail at once as "not connected" instead of each waiting out its timeout, so
+/// a run with a dead `Fail` sidecar ends with its report instead of crawling, and the
+/// reconnect loop takes the sidecar back when it answers a handshake again.
+pub const UNRESPONSIVE_AFTER: u32 = 3;
+
 impl Streams {
     /// Sends a request; a caller that wants the reply registers a waiter first
     /// ([`Endpoint::start_call`]), otherwise the reply is dropped on arrival.
@@ -306,10 +313,7 @@ impl Pending {
                 if self.slot.done.load(Ordering::Acquire) {
                     break;
                 }
-                return Err(format!(
-                    "no reply within {:?} (timeout)",
-                    self.inner.config.timeout
-                ));
+                return Err(self.inner.timed_out());
             }
             if now < yield_until {
                 std::thread::yield_now();
@@ -430,6 +434,10 @@ pub(crate) struct Inner {
     depth: Mutex<BatchDepth>,
     /// Recent reply latency in µs (a moving average): how a caller waits.
     reply_us: AtomicU64,
+    /// Calls in a row that timed out on this connection (see [`UNRESPONSIVE_AFTER`]),
+    /// and how to end the connection from a caller's thread.
+    timeouts_in_a_row: std::sync::atomic::AtomicU32,
+    kick: Mutex<Option<mpsc::UnboundedSender<String>>>,
 }
 
 /// Counters for one endpoint. Bytes are gRPC message bytes (the protobuf encoding
@@ -481,8 +489,26 @@ impl EndpointStats {
 impl Inner {
     /// `switchyard_remote_call_duration_seconds` for a call answered now.
     fn observe_call(&self, sent: Instant) {
+        self.timeouts_in_a_row.store(0, Ordering::Relaxed);
         crate::telemetry::metrics::REMOTE_CALL_DURATION
             .observe(&[&self.config.endpoint], sent.elapsed().as_secs_f64());
+    }
+
+    /// A call got no reply within the timeout: the message for the caller. After
+    /// [`UNRESPONSIVE_AFTER`] in a row the connection is dropped as unresponsive.
+    fn timed_out(&self) -> String {
+        let n = self.timeouts_in_a_row.fetch_add(1, Ordering::Relaxed) + 1;
+        if n == UNRESPONSIVE_AFTER {
+            let why = format!(
+                "unresponsive: {n} calls in a row got no reply within {:?}",
+                self.config.timeout
+            );
+            tracing::warn!(endpoint = %self.config.endpoint, "sidecar {why}; dropping the connection");
+            if let Some(k) = self.kick.lock().ok().and_then(|k| k.clone()) {
+                let _ = k.send(why);
+            }
+        }
+        format!("no reply within {:?} (timeout)", self.config.timeout)
     }
 
     fn pending_remove(&self, id: u64) -> Option<Waiter> {
@@ -578,6 +604,8 @@ impl Endpoint {
             batch: Mutex::new(None),
             depth: Mutex::new(depth),
             reply_us: AtomicU64::new(0),
+            timeouts_in_a_row: Default::default(),
+            kick: Mutex::new(None),
         });
         let i = inner.clone();
         std::thread::Builder::new()
@@ -828,10 +856,7 @@ impl Endpoint {
             Ok(Err(_)) => Err("reply lost".into()),
             Err(_) => {
                 self.inner.pending_remove(id);
-                Err(format!(
-                    "no reply within {:?} (timeout)",
-                    self.inner.config.timeout
-                ))
+                Err(self.inner.timed_out())
             }
         }
     }
@@ -1110,7 +1135,10 @@ async fn connect_once(inner: &Arc<Inner>) -> String {
             }
         })
     };
-    drop(closed_tx);
+    inner.timeouts_in_a_row.store(0, Ordering::Relaxed);
+    if let Ok(mut k) = inner.kick.lock() {
+        *k = Some(closed_tx);
+    }
     if let Ok(mut c) = inner.conn.lock() {
         c.streams = Some(streams);
     }
@@ -1136,6 +1164,9 @@ async fn connect_once(inner: &Arc<Inner>) -> String {
         why = closed_rx.recv() => why.unwrap_or_else(|| "connection closed".into()),
         _ = stop_poll => "endpoint stopped".into(),
     };
+    if let Ok(mut k) = inner.kick.lock() {
+        *k = None;
+    }
     // Callers still holding these streams find them closed.
     routing.abort();
     holding.abort();

@@ -753,9 +753,13 @@ fn wait_settled(
                 }
                 _ => stuck_since = Some((Instant::now(), bound)),
             }
-        } else {
+        } else if quiet || terminating > 0 {
             stuck_since = None;
         }
+        // Else a retry is in flight (an erroring pod's backoff expired): keep the
+        // clock. Retries come every few seconds, so resetting here would never let
+        // `quiet` pass; the retry either errors again (the same state), binds (the
+        // bound count moves) or turns unschedulable (then not only errors are left).
         if Instant::now() > deadline {
             let mut terminating = cluster.terminating_pods();
             let waiting_on = if terminating.is_empty() {
@@ -776,9 +780,11 @@ fn wait_settled(
             return Err(SimulateError::Timeout {
                 timeout,
                 pending: format!(
-                    "{} active, {} backing off, {} in flight, {} binding/backend calls, {} events unhandled{waiting_on}",
+                    "{} active, {} backing off ({} after errors, the fewest with {} in a row), {} in flight, {} binding/backend calls, {} events unhandled{waiting_on}",
                     p.active,
                     p.backoff,
+                    p.errored,
+                    p.min_consecutive_errors,
                     p.in_flight,
                     sched.in_flight_ops(),
                     sched.event_backlog()
