@@ -42,7 +42,7 @@ never block (no network calls inside filter or score).
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence
 
 if TYPE_CHECKING:
     from .snapshot import Snapshot
@@ -143,6 +143,3 @@ class PermitHandle:
 async def _call(f: Callable[..., bool], *args) -> bool:
     return f(*args)
 
-
-PermitResult = Tuple[Optional[Status], float]
-NodeStatuses = Dict[str, Status]

@@ -295,10 +295,6 @@ class PluginService(pb_grpc.PluginServicer):
             log(f"{point} call failed: {e!r}\n{traceback.format_exc().rstrip()}")
             return None, Status.error(f"{point}: internal error in the sidecar: {e!r}")
 
-    @staticmethod
-    def _check_status(v, what: str) -> Status:
-        return as_status(v, what)
-
     # ------------------------------------------------------------ handshake
 
     async def Handshake(self, request, context):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 from ._stubs import pb
 

@@ -8,7 +8,7 @@ and by plugins/python-energy/test_sidecar.py."""
 import asyncio
 import unittest
 
-from switchyard_plugin import Code, CycleState, NodeInfo, PluginService, ReplicationError, Snapshot, Status, pb
+from switchyard_plugin import Code, CycleState, PluginService, ReplicationError, Snapshot, Status, pb
 from switchyard_plugin.status import as_status
 
 
