@@ -92,7 +92,7 @@ fn the_rust_sidecars_pass() {
     passes(
         &sidecar_socket("conf-rs-acc"),
         &["--cluster", &accelerators.display().to_string()],
-        &node_local,
+        &[&node_local[..], &["F8"]].concat(),
     );
 
     let _q = start_sidecar("switchyard-quota", "conf-quota", &[]);
@@ -125,7 +125,7 @@ fn the_python_sidecar_passes() {
         &[],
         &[
             CORE,
-            &["R5", "F1", "F3", "F4", "F5", "F6", "F7", "SC1", "SC3"],
+            &["R5", "F1", "F3", "F4", "F5", "F6", "F7", "F8", "SC1", "SC3"],
         ]
         .concat(),
     );
@@ -149,7 +149,7 @@ fn the_python_sdk_plugins_pass() {
         &[
             CORE,
             &[
-                "R5", "F1", "F3", "F4", "F5", "F6", "F7", "SC1", "SC2", "SC3",
+                "R5", "F1", "F3", "F4", "F5", "F6", "F7", "F8", "SC1", "SC2", "SC3",
             ],
         ]
         .concat(),
@@ -167,7 +167,7 @@ fn the_python_sdk_plugins_pass() {
         ],
         &[
             CORE,
-            &["P1", "F1", "F4", "F5", "SC1", "SC2", "Q1", "E1", "X1"],
+            &["P1", "F1", "F4", "F5", "F8", "SC1", "SC2", "Q1", "E1", "X1"],
         ]
         .concat(),
     );
@@ -181,6 +181,7 @@ fn broken_sidecars_fail_the_clause_they_break() {
         ("no-generation-wait", "F3"),
         ("scores-out-of-range", "SC1"),
         ("flaky-filter", "F2"),
+        ("reasons-per-node", "F8"),
     ] {
         let name = format!("conf-broken-{mode}");
         let _s = python_sidecar("tests/conformance/broken_sidecar.py", &name, Some(mode));

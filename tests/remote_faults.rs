@@ -152,6 +152,19 @@ fn finish_with(
             on_rejected.is_empty(),
             "with failurePolicy Fail the sidecar's Filter holds for every pod: {on_rejected:?}"
         );
+    } else {
+        // A pod on a node the plugin rejects got there only because its Filter was
+        // skipped, and the report says so for that pod.
+        for p in v["pods"].as_array().expect("pods") {
+            if REJECTED.iter().any(|n| p["node"] == *n) {
+                let skipped = p["skippedPlugins"].as_str().unwrap_or_default();
+                assert!(
+                    skipped.contains("Filter skipped under failurePolicy Ignore")
+                        && skipped.contains("FaultyFilter"),
+                    "a pod placed without the Filter's say is reported: {p}"
+                );
+            }
+        }
     }
     v
 }
@@ -180,6 +193,10 @@ fn absent_at_start(policy: Policy) {
         "the missing sidecar was noticed: {}",
         remote(&v)
     );
+    if policy == Policy::Ignore {
+        // The sidecar never came: every placement was made without its Filter.
+        assert_eq!(v["summary"]["skipped_plugin_pods"], PODS, "{}", v["summary"]);
+    }
     drop(sidecar);
 }
 
@@ -268,6 +285,19 @@ fn garbage_replies(policy: Policy) {
         "out-of-range scores were rejected: {}",
         remote(&v)
     );
+    if policy == Policy::Ignore {
+        let skipped = v["pods"]
+            .as_array()
+            .expect("pods")
+            .iter()
+            .filter(|p| {
+                p["skippedPlugins"]
+                    .as_str()
+                    .is_some_and(|s| s.contains("Score skipped under failurePolicy Ignore"))
+            })
+            .count();
+        assert!(skipped > 0, "skipped Score calls reported per pod: {}", v["summary"]);
+    }
 }
 
 /// The sidecar aborts in the middle of a Filter while the scheduler has several pods'

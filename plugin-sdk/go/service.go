@@ -535,9 +535,36 @@ func (s *session) filter(ctx context.Context, req *pb.FilterRequest) *pb.FilterR
 		return out
 	}
 	out.Evaluated = uint32(len(req.GetNodes()))
+	if req.GetReasonTable() {
+		out.Reasons = tabulateReasons(failures)
+	}
 	out.Failures = failures
 	out.Score = ahead
 	return out
+}
+
+// tabulateReasons moves the reasons of a Filter reply's failures into a table of
+// distinct texts (FilterRequest.reason_table), which it returns: each status keeps
+// its code, and its reasons become indices into the table, in order.
+func tabulateReasons(failures []*pb.NodeStatus) []string {
+	var table []string
+	index := map[string]uint32{}
+	for _, f := range failures {
+		if f.Status == nil {
+			continue
+		}
+		for _, r := range f.Status.Reasons {
+			i, ok := index[r]
+			if !ok {
+				i = uint32(len(table))
+				index[r] = i
+				table = append(table, r)
+			}
+			f.Reasons = append(f.Reasons, i)
+		}
+		f.Status.Reasons = nil
+	}
+	return table
 }
 
 func (s *session) filterCall(ctx context.Context, req *pb.FilterRequest) ([]*pb.NodeStatus, *pb.ScoreAhead, *Status) {

@@ -2,6 +2,7 @@ package switchyard
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -210,6 +211,59 @@ func TestWhatIfDeltasForkTheState(t *testing.T) {
 	}
 	if len(s.replica.Node(1).Pods) != 2 || len(s.replica.Node(2).Pods) != 0 {
 		t.Fatal("a what-if delta changed the replica")
+	}
+}
+
+func TestReasonTable(t *testing.T) {
+	st := func(c pb.Code, reasons ...string) *pb.Status { return &pb.Status{Code: c, Reasons: reasons} }
+	failures := []*pb.NodeStatus{
+		{Index: 0, Status: st(pb.Code_UNSCHEDULABLE, "busy", "no gpu")},
+		{Index: 1, Status: st(pb.Code_UNSCHEDULABLE_AND_UNRESOLVABLE, "no gpu")},
+		{Index: 2, Status: st(pb.Code_ERROR)},
+		{Index: 3},
+	}
+	table := tabulateReasons(failures)
+	if fmt.Sprint(table) != "[busy no gpu]" {
+		t.Fatalf("table %q", table)
+	}
+	got := ""
+	for _, f := range failures {
+		got += fmt.Sprintf("%d:%v%q%v ", f.Index, f.GetStatus().GetCode(), f.GetStatus().GetReasons(), f.Reasons)
+	}
+	if want := `0:UNSCHEDULABLE[][0 1] 1:UNSCHEDULABLE_AND_UNRESOLVABLE[][1] 2:ERROR[][] 3:SUCCESS[][] `; got != want {
+		t.Fatalf("failures %s, want %s", got, want)
+	}
+
+	// Through FilterBatch: each call answers as the scheduler asked, with its own table.
+	_, _, s := testService(t, time.Second)
+	var rs replState
+	applyAll(t, s, &rs,
+		full(1, []*Node{node(1, "a"), node(2, "b"), {Id: 3, Name: "c", Labels: map[string]string{"ok": "yes"}}}, nil),
+		start(2, 1, xpod("me", "")))
+	call := func(id uint64, table bool) *pb.FilterRequest {
+		return &pb.FilterRequest{RequestId: id, Plugin: "Local", Cycle: 1, Generation: 2, Nodes: []uint32{1, 3, 2}, ReasonTable: table}
+	}
+	r := s.filterMany(context.Background(), &pb.FilterBatchRequest{Calls: []*pb.FilterRequest{call(1, true), call(2, false)}})
+	if len(r.Replies) != 2 {
+		t.Fatalf("replies: %v", r)
+	}
+	for _, c := range []struct {
+		reply           *pb.FilterResponse
+		table, failures string
+	}{
+		{r.Replies[0], `["not ok"]`, `0:[][0] 2:[][0] `},
+		{r.Replies[1], `[]`, `0:["not ok"][] 2:["not ok"][] `},
+	} {
+		got := ""
+		for _, f := range c.reply.Failures {
+			if f.Status.Code != pb.Code_UNSCHEDULABLE {
+				t.Fatalf("reply %d: code %v", c.reply.RequestId, f.Status.Code)
+			}
+			got += fmt.Sprintf("%d:%q%v ", f.Index, f.Status.Reasons, f.Reasons)
+		}
+		if table := fmt.Sprintf("%q", c.reply.Reasons); c.reply.Error != nil || table != c.table || got != c.failures {
+			t.Fatalf("reply %d: table %s failures %s, want %s %s (%v)", c.reply.RequestId, table, got, c.table, c.failures, c.reply)
+		}
 	}
 }
 

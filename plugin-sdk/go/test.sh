@@ -110,9 +110,9 @@ PY
 }
 
 conformance accelerator "$work/accelerator" "$repo/examples/conformance/accelerator.yaml" \
-  H1 H2 H3 S1 R1 R2 R3 R4 R5 R6 F1 F2 F3 F4 F5 F6 F7 SC1 SC2 SC3 HL1
+  H1 H2 H3 S1 R1 R2 R3 R4 R5 R6 F1 F2 F3 F4 F5 F6 F7 F8 SC1 SC2 SC3 HL1
 conformance tenantquota "$work/tenantquota" "$here/examples/tenantquota/cluster.yaml" \
-  H1 H2 H3 S1 R1 R2 R3 R4 R5 R6 P1 F1 F2 F4 F5 Q1 E1 X1 HL1
+  H1 H2 H3 S1 R1 R2 R3 R4 R5 R6 P1 F1 F2 F4 F5 F8 Q1 E1 X1 HL1
 
 step "shutdown on SIGTERM"
 for p in "${pids[@]}"; do

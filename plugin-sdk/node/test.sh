@@ -97,8 +97,8 @@ JS
 }
 
 conformance accelerator accelerator.js "$repo/examples/conformance/accelerator.yaml" \
-  H1 H2 H3 S1 R1 R2 R3 R4 R5 R6 F1 F2 F3 F4 F5 F6 F7 SC1 SC2 SC3 HL1
+  H1 H2 H3 S1 R1 R2 R3 R4 R5 R6 F1 F2 F3 F4 F5 F6 F7 F8 SC1 SC2 SC3 HL1
 conformance tenant-quota tenant-quota.js "$repo/examples/conformance/tenant-quota.yaml" \
-  H1 H2 H3 S1 R1 R2 R3 R4 R5 R6 P1 F1 F2 F4 F5 Q1 E1 X1 HL1
+  H1 H2 H3 S1 R1 R2 R3 R4 R5 R6 P1 F1 F2 F4 F5 F8 Q1 E1 X1 HL1
 
 step "all checks passed"

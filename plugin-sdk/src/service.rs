@@ -409,8 +409,11 @@ impl Shared {
             ..Default::default()
         };
         match self.filter_batch(&req).await {
-            Ok((failures, ahead)) => {
+            Ok((mut failures, ahead)) => {
                 out.evaluated = req.nodes.len() as u32;
+                if req.reason_table {
+                    out.reasons = switchyard_proto::tabulate_reasons(&mut failures);
+                }
                 out.failures = failures;
                 out.score = ahead;
             }
@@ -924,6 +927,7 @@ fn failure(i: usize, s: Status) -> Option<pb::NodeStatus> {
     (!s.is_success()).then(|| pb::NodeStatus {
         index: i as u32,
         status: Some(s.to_pb()),
+        reasons: Vec::new(),
     })
 }
 

@@ -67,8 +67,84 @@ pub fn score_ahead_items(
     items
 }
 
+/// Moves the failure reasons of a Filter reply into a table of distinct texts
+/// (`FilterRequest.reason_table`): each status keeps its code, and its reasons become
+/// indices into the returned table, so a text rejecting a thousand nodes travels once.
+pub fn tabulate_reasons(failures: &mut [v1::NodeStatus]) -> Vec<String> {
+    let mut table: Vec<String> = Vec::new();
+    let mut index: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
+    for f in failures {
+        let Some(status) = f.status.as_mut() else {
+            continue;
+        };
+        for r in std::mem::take(&mut status.reasons) {
+            let i = match index.get(&r) {
+                Some(&i) => i,
+                None => {
+                    let i = table.len() as u32;
+                    table.push(r.clone());
+                    index.insert(r, i);
+                    i
+                }
+            };
+            f.reasons.push(i);
+        }
+    }
+    table
+}
+
+/// The reasons of one failure of a Filter reply, whichever way they travelled: the
+/// texts in its status, then those its indices name in the reply's table. An index
+/// outside the table is returned as the error.
+pub fn node_reasons<'a>(
+    f: &'a v1::NodeStatus,
+    table: &'a [String],
+) -> Result<impl Iterator<Item = &'a str> + 'a, u32> {
+    if let Some(&bad) = f.reasons.iter().find(|&&i| i as usize >= table.len()) {
+        return Err(bad);
+    }
+    let inline = f.status.iter().flat_map(|s| s.reasons.iter());
+    Ok(inline
+        .chain(f.reasons.iter().map(move |&i| &table[i as usize]))
+        .map(String::as_str))
+}
+
 #[cfg(test)]
 mod tests {
+    use super::v1;
+
+    #[test]
+    fn reasons_tabulate_once_and_resolve_back() {
+        let status = |code, reasons: &[&str]| v1::NodeStatus {
+            index: 0,
+            status: Some(v1::Status {
+                code,
+                reasons: reasons.iter().map(|r| r.to_string()).collect(),
+            }),
+            reasons: vec![],
+        };
+        let original = vec![
+            status(2, &["node(s) lack gpu"]),
+            status(3, &["node(s) lack gpu", "tainted"]),
+            status(2, &["node(s) lack gpu"]),
+        ];
+        let mut failures = original.clone();
+        let table = super::tabulate_reasons(&mut failures);
+        assert_eq!(table, vec!["node(s) lack gpu", "tainted"]);
+        assert_eq!(failures[1].reasons, vec![0, 1]);
+        for (f, o) in failures.iter().zip(&original) {
+            assert!(f.status.as_ref().is_some_and(|s| s.reasons.is_empty()));
+            assert_eq!(f.status.as_ref().map(|s| s.code), o.status.as_ref().map(|s| s.code));
+            let back: Vec<&str> = super::node_reasons(f, &table).unwrap().collect();
+            let want: Vec<&str> = o.status.as_ref().unwrap().reasons.iter().map(String::as_str).collect();
+            assert_eq!(back, want);
+        }
+        // Untabulated replies resolve to their inline texts; a bad index is named.
+        let inline: Vec<&str> = super::node_reasons(&original[1], &[]).unwrap().collect();
+        assert_eq!(inline, vec!["node(s) lack gpu", "tainted"]);
+        assert_eq!(super::node_reasons(&failures[1], &table[..1]).err(), Some(1));
+    }
+
     #[test]
     fn score_ahead_items_skip_failures_and_stop_at_first() {
         assert_eq!(super::score_ahead_items(6, [1, 2], 3), vec![0, 3, 4]);

@@ -7,6 +7,7 @@ BROKEN names one contract clause to break (the kit must then fail that clause):
   no-generation-wait  answers at once, without waiting for the call's generation (F3)
   scores-out-of-range scores 150, outside 0..100, with no NormalizeScore (SC1)
   flaky-filter        rejects nodes at random: the same call, another answer (F2)
+  reasons-per-node    sends a reason's text once per node that has it, not once (F8)
 
 Everything else is the real sidecar (plugins/python-energy/sidecar.py) on the Python
 plugin SDK, whose PluginService is patched here.
@@ -20,6 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "plugins", "python-energy"))
 
 import sidecar  # noqa: E402
+import switchyard_plugin.service as sdk_service  # noqa: E402
 from switchyard_plugin import PluginService, Status  # noqa: E402
 
 BROKEN = os.environ.get("BROKEN", "")
@@ -44,6 +46,16 @@ async def reached_at_once(self, generation):
     return None
 
 
+def tabulate_per_node(failures):
+    table = []
+    for f in failures:
+        for r in f.status.reasons:
+            f.reasons.append(len(table))
+            table.append(r)
+        del f.status.reasons[:]
+    return table
+
+
 if BROKEN == "ignores-gaps":
     service.apply = apply_ignoring_gaps
 elif BROKEN == "keeps-ended-cycles":
@@ -56,6 +68,8 @@ elif BROKEN == "flaky-filter":
     sidecar.EnergyAware.filter = lambda self, cycle, state, node: (
         Status.unschedulable("coin says no") if random.random() < 0.5 else None
     )
+elif BROKEN == "reasons-per-node":
+    sdk_service.tabulate_reasons = tabulate_per_node
 else:
     sys.exit(f"broken_sidecar.py: BROKEN={BROKEN!r}: see the docstring for the modes")
 

@@ -54,6 +54,28 @@ function isThenable(v) {
     return v !== null && (typeof v === 'object' || typeof v === 'function') && typeof v.then === 'function';
 }
 const q = (s) => JSON.stringify(s);
+/** Moves the reasons of a Filter reply's failures into a table of distinct texts
+ * (FilterRequest.reasonTable), which it returns: each status keeps its code, and its
+ * reasons become indices into the table, in order. A status may be the plugin's own
+ * object, so it is replaced, not emptied. */
+function tabulateReasons(failures) {
+    const table = [];
+    const index = new Map();
+    for (const f of failures) {
+        if (f.status.reasons.length === 0)
+            continue;
+        for (const r of f.status.reasons) {
+            let i = index.get(r);
+            if (i === undefined) {
+                i = table.push(r) - 1;
+                index.set(r, i);
+            }
+            f.reasons.push(i);
+        }
+        f.status = { code: f.status.code, reasons: [] };
+    }
+    return table;
+}
 class PluginService {
     plugins;
     replica = new snapshot_js_1.Snapshot();
@@ -406,11 +428,14 @@ class PluginService {
             failures: [],
             error: null,
             score: null,
+            reasons: [],
         };
         try {
             PluginService.#malformed(req);
             const [failures, ahead] = await this.#filter(req);
             out.evaluated = req.nodes.length;
+            if (req.reasonTable)
+                out.reasons = tabulateReasons(failures);
             out.failures = failures;
             out.score = ahead;
         }
@@ -447,6 +472,7 @@ class PluginService {
                     failures: [],
                     error: missed,
                     score: null,
+                    reasons: [],
                 });
             }
             else {
@@ -492,7 +518,7 @@ class PluginService {
                 awaited = true;
             }
             if (!(0, status_js_1.isSuccessValue)(r))
-                failures.push({ index: i, status: (0, status_js_1.toStatus)(r, what) });
+                failures.push({ index: i, status: (0, status_js_1.toStatus)(r, what), reasons: [] });
         }
         if (awaited)
             this.#unmoved(e, local, version);

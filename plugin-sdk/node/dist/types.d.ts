@@ -137,6 +137,8 @@ export interface FilterRequest extends CycleCall {
     deltas: NodeDelta[];
     scoreFirst: number;
     preScore: boolean;
+    /** Send each distinct failure reason once per reply (FilterResponse.reasons). */
+    reasonTable: boolean;
 }
 export interface FilterBatchRequest {
     requestId: number;
@@ -171,6 +173,9 @@ export interface ScoreAhead {
 export interface NodeStatus {
     index: number;
     status: Status;
+    /** With FilterRequest.reasonTable: the reasons, as indices into
+     * FilterResponse.reasons (then status.reasons is empty). */
+    reasons: number[];
 }
 export interface FilterResponse {
     requestId: number;
@@ -179,6 +184,8 @@ export interface FilterResponse {
     failures: NodeStatus[];
     error: Status | null;
     score: ScoreAhead | null;
+    /** With FilterRequest.reasonTable: the distinct reason texts of `failures`. */
+    reasons: string[];
 }
 export interface FilterBatchResponse {
     requestId: number;

@@ -107,6 +107,28 @@ function isThenable(v: unknown): v is PromiseLike<unknown> {
 
 const q = (s: string) => JSON.stringify(s);
 
+/** Moves the reasons of a Filter reply's failures into a table of distinct texts
+ * (FilterRequest.reasonTable), which it returns: each status keeps its code, and its
+ * reasons become indices into the table, in order. A status may be the plugin's own
+ * object, so it is replaced, not emptied. */
+function tabulateReasons(failures: NodeStatus[]): string[] {
+  const table: string[] = [];
+  const index = new Map<string, number>();
+  for (const f of failures) {
+    if (f.status.reasons.length === 0) continue;
+    for (const r of f.status.reasons) {
+      let i = index.get(r);
+      if (i === undefined) {
+        i = table.push(r) - 1;
+        index.set(r, i);
+      }
+      f.reasons.push(i);
+    }
+    f.status = { code: f.status.code, reasons: [] };
+  }
+  return table;
+}
+
 export class PluginService {
   readonly plugins: readonly Plugin[];
   readonly replica = new Snapshot();
@@ -469,11 +491,13 @@ export class PluginService {
       failures: [],
       error: null,
       score: null,
+      reasons: [],
     };
     try {
       PluginService.#malformed(req);
       const [failures, ahead] = await this.#filter(req);
       out.evaluated = req.nodes.length;
+      if (req.reasonTable) out.reasons = tabulateReasons(failures);
       out.failures = failures;
       out.score = ahead;
     } catch (e) {
@@ -510,6 +534,7 @@ export class PluginService {
           failures: [],
           error: missed,
           score: null,
+          reasons: [],
         });
       } else {
         replies.push(await each(call, () => this.filter(call)));
@@ -551,7 +576,7 @@ export class PluginService {
         r = await r;
         awaited = true;
       }
-      if (!isSuccessValue(r)) failures.push({ index: i, status: toStatus(r, what) });
+      if (!isSuccessValue(r)) failures.push({ index: i, status: toStatus(r, what), reasons: [] });
     }
     if (awaited) this.#unmoved(e, local, version);
     let ahead: ScoreAhead | null = null;

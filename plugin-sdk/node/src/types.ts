@@ -163,6 +163,8 @@ export interface FilterRequest extends CycleCall {
   deltas: NodeDelta[];
   scoreFirst: number;
   preScore: boolean;
+  /** Send each distinct failure reason once per reply (FilterResponse.reasons). */
+  reasonTable: boolean;
 }
 export interface FilterBatchRequest {
   requestId: number;
@@ -198,6 +200,9 @@ export interface ScoreAhead {
 export interface NodeStatus {
   index: number;
   status: Status;
+  /** With FilterRequest.reasonTable: the reasons, as indices into
+   * FilterResponse.reasons (then status.reasons is empty). */
+  reasons: number[];
 }
 export interface FilterResponse {
   requestId: number;
@@ -206,6 +211,8 @@ export interface FilterResponse {
   failures: NodeStatus[];
   error: Status | null;
   score: ScoreAhead | null;
+  /** With FilterRequest.reasonTable: the distinct reason texts of `failures`. */
+  reasons: string[];
 }
 export interface FilterBatchResponse {
   requestId: number;

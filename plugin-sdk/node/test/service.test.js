@@ -12,7 +12,7 @@ const delta = (d) => ({ full: false, upsertNodes: [], removeNodes: [], upsertPod
 const msg = (generation, kind, body) => ({ generation, kind, [kind]: body, ack: false, more: [] });
 const call = (plugin, cycle, generation, extra = {}) => ({ requestId: 9, plugin, cycle, generation, traceparent: '', ...extra });
 const filterReq = (plugin, cycle, generation, nodes, extra = {}) =>
-  call(plugin, cycle, generation, { nodes, deltas: [], scoreFirst: 0, preScore: false, ...extra });
+  call(plugin, cycle, generation, { nodes, deltas: [], scoreFirst: 0, preScore: false, reasonTable: false, ...extra });
 
 /** Counts the pods of the cycle pod's team per node (PreFilter state); Filter allows
  * at most `max` of them on a node. */
@@ -245,6 +245,44 @@ test('FilterBatch answers each call as the Filter stream would, in order', async
   assert.deepEqual(r.replies[0].failures.map((f) => f.index), [1]);
   assert.deepEqual(r.replies[1].failures, []);
   assert.match(r.replies[2].error.reasons[0], /cycle 99 is unknown/);
+});
+
+test('reasonTable: each distinct reason once per reply, by index; inline without it', async () => {
+  // One Status object for every node without a GPU: the table must not empty it.
+  const noGpu = Status.unschedulable('no gpu');
+  const picky = { name: 'P', nodeLocal: true, filter: (c, n) => (n.name === 'a' ? { code: 'UNSCHEDULABLE', reasons: ['busy', 'no gpu'] } : noGpu) };
+  const { svc } = setup([picky]);
+  const shape = (r) => r.failures.map((f) => [f.index, f.status.code, f.status.reasons, f.reasons]);
+  const inline = await svc.filter(filterReq('P', 7, 2, [1, 2, 2]));
+  assert.equal(inline.error, null);
+  assert.deepEqual(inline.reasons, []);
+  assert.deepEqual(shape(inline), [
+    [0, 'UNSCHEDULABLE', ['busy', 'no gpu'], []],
+    [1, 'UNSCHEDULABLE', ['no gpu'], []],
+    [2, 'UNSCHEDULABLE', ['no gpu'], []],
+  ]);
+  // FilterBatch: each call answers as it asked, with its own table.
+  const b = await svc.filterBatch({
+    requestId: 5,
+    calls: [
+      { ...filterReq('P', 7, 2, [2, 1, 2], { reasonTable: true }), requestId: 1 },
+      { ...filterReq('P', 7, 2, [2], { reasonTable: true }), requestId: 2 },
+      { ...filterReq('P', 7, 2, [2]), requestId: 3 },
+    ],
+  });
+  assert.deepEqual(b.replies.map((r) => [r.error, r.reasons]), [
+    [null, ['no gpu', 'busy']],
+    [null, ['no gpu']],
+    [null, []],
+  ]);
+  assert.deepEqual(shape(b.replies[0]), [
+    [0, 'UNSCHEDULABLE', [], [0]],
+    [1, 'UNSCHEDULABLE', [], [1, 0]],
+    [2, 'UNSCHEDULABLE', [], [0]],
+  ]);
+  assert.deepEqual(shape(b.replies[1]), [[0, 'UNSCHEDULABLE', [], [0]]]);
+  assert.deepEqual(shape(b.replies[2]), [[0, 'UNSCHEDULABLE', ['no gpu'], []]]);
+  assert.deepEqual(noGpu.reasons, ['no gpu'], "the plugin's status is untouched");
 });
 
 test('errors are Error statuses of the call: points the plugin lacks, bad nodes, bad answers, exceptions', async () => {

@@ -74,6 +74,23 @@ def _events(plugin: Any) -> list:
     return out
 
 
+def tabulate_reasons(failures: list) -> list:
+    """The reasons of a Filter reply's failures as a table of distinct texts
+    (FilterRequest.reason_table): each status keeps its code, and its reasons become
+    indices into the returned table, in order, in NodeStatus.reasons."""
+    table: list = []
+    index: dict = {}
+    for f in failures:
+        for r in f.status.reasons:
+            i = index.get(r)
+            if i is None:
+                i = index[r] = len(table)
+                table.append(r)
+            f.reasons.append(i)
+        del f.status.reasons[:]
+    return table
+
+
 class CallError(Exception):
     """A call's failure, answered as its (error) status: never closes a stream."""
 
@@ -538,6 +555,8 @@ class PluginService(pb_grpc.PluginServicer):
             failures, ahead = res
             # Every item was evaluated; only those that did not pass are listed.
             out.evaluated = len(req.nodes)
+            if req.reason_table:
+                out.reasons.extend(tabulate_reasons(failures))
             out.failures.extend(failures)
             if ahead is not None:
                 out.score.CopyFrom(ahead)

@@ -197,6 +197,46 @@ class ServiceTest(unittest.TestCase):
 
         run(go())
 
+    def test_reason_table_sends_each_text_once(self):
+        class Picky:
+            name = "Picky"
+            node_local = True
+
+            def filter(self, cycle, state, ni):
+                if ni.name == "a":
+                    return Status.unschedulable("busy", "no gpu")
+                return Status.unresolvable("no gpu")
+
+        async def go():
+            svc = self.service(Picky())
+            req = pb.FilterRequest(request_id=1, plugin="Picky", cycle=7, generation=2, nodes=[1, 2, 1])
+            # Without the flag (an older scheduler): the texts inline, no table.
+            r = await svc.filter_call(req)
+            self.assertEqual(list(r.reasons), [])
+            self.assertEqual(
+                [(f.index, f.status.code, list(f.status.reasons), list(f.reasons)) for f in r.failures],
+                [
+                    (0, pb.UNSCHEDULABLE, ["busy", "no gpu"], []),
+                    (1, pb.UNSCHEDULABLE_AND_UNRESOLVABLE, ["no gpu"], []),
+                    (2, pb.UNSCHEDULABLE, ["busy", "no gpu"], []),
+                ],
+            )
+            # With it: each distinct text once, statuses keep their codes only.
+            req.reason_table = True
+            r = await svc.filter_call(req)
+            self.assertFalse(r.HasField("error"), r)
+            self.assertEqual(list(r.reasons), ["busy", "no gpu"])
+            self.assertEqual(
+                [(f.index, f.status.code, list(f.status.reasons), list(f.reasons)) for f in r.failures],
+                [
+                    (0, pb.UNSCHEDULABLE, [], [0, 1]),
+                    (1, pb.UNSCHEDULABLE_AND_UNRESOLVABLE, [], [1]),
+                    (2, pb.UNSCHEDULABLE, [], [0, 1]),
+                ],
+            )
+
+        run(go())
+
     def test_permit_wait_then_allow(self):
         class Gate:
             name = "Gate"

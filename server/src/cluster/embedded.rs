@@ -37,6 +37,10 @@ pub struct PodRecord {
     pub events: Vec<PodEvent>,
     /// Creation order, for stable reports.
     pub order: u64,
+    /// Plugin calls skipped under `failurePolicy: Ignore` in the attempt that gave
+    /// the pod its current outcome (bound or pending), from its `RemotePluginIgnored`
+    /// event.
+    pub ignored: Option<String>,
 }
 
 /// A pod deleted by preemption.
@@ -581,6 +585,7 @@ impl EmbeddedCluster {
                 condition,
                 events: Vec::new(),
                 order,
+                ignored: None,
             },
         );
         st.emit(WatchEvent::PodAdd(p.clone()));
@@ -893,6 +898,15 @@ impl ClusterClient for EmbeddedCluster {
     fn record_event(&self, event: PodEvent) {
         let mut st = self.lock();
         if let Some(rec) = st.pods.get_mut(&event.uid) {
+            // The scheduler records an attempt's RemotePluginIgnored right before its
+            // outcome, so an outcome carries the skips of its own attempt only.
+            if event.reason == "Scheduled" || event.reason == "FailedScheduling" {
+                rec.ignored = rec
+                    .events
+                    .last()
+                    .filter(|e| e.reason == super::REMOTE_PLUGIN_IGNORED)
+                    .map(|e| e.message.clone());
+            }
             if rec.events.len() == EVENTS_PER_POD {
                 rec.events.remove(0);
             }

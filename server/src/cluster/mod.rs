@@ -134,6 +134,11 @@ pub enum EventType {
     Warning,
 }
 
+/// The reason of the Warning event recorded with an attempt's outcome when plugin
+/// calls failed and were skipped under `failurePolicy: Ignore` (Switchyard's own:
+/// kube-scheduler has no remote plugins).
+pub const REMOTE_PLUGIN_IGNORED: &str = "RemotePluginIgnored";
+
 /// A Kubernetes Event about a pod.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PodEvent {
@@ -141,7 +146,7 @@ pub struct PodEvent {
     pub name: Arc<str>,
     pub uid: Arc<str>,
     pub event_type: EventType,
-    /// `Scheduled`, `FailedScheduling`, `Preempted`.
+    /// `Scheduled`, `FailedScheduling`, `Preempted`, `RemotePluginIgnored`.
     pub reason: &'static str,
     /// `Binding`, `Scheduling`, `Preempting`.
     pub action: &'static str,

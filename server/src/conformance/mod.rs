@@ -72,6 +72,8 @@ pub const CLAUSES: &[Clause] = &[
         fix: "keep cycle state per cycle id; never share it between cycles", unexercised: "no Filter plugin without PreFilter (the kit checks this with those)" },
     Clause { id: "F7", title: "FilterBatch: one reply per call, in order, each with its call's request_id and the answer the call gets alone",
         fix: "answer FilterBatchRequest.calls in order, each exactly as the Filter stream would", unexercised: "filter-batch was not negotiated" },
+    Clause { id: "F8", title: "Reasons travel once: with `reason_table`, each distinct failure reason is sent once in FilterResponse.reasons and named by index, and the answer equals the one without the table",
+        fix: "when FilterRequest.reason_table is set, move each status's reasons into FilterResponse.reasons (each text once) and list their indices in NodeStatus.reasons", unexercised: "no Filter answer carried a failure reason" },
     Clause { id: "SC1", title: "Score gives one score per node sent, within 0..100 once normalized (raw scores too without NormalizeScore), generation echoed",
         fix: "return len(nodes) scores; keep final scores within 0..100", unexercised: "no plugin declares Score" },
     Clause { id: "SC2", title: "NormalizeScore: Score then NormalizeScore equals Score with `normalize`, within 0..100",
@@ -546,6 +548,7 @@ impl Conn {
             cycle,
             generation: g,
             nodes: nodes.to_vec(),
+            reason_table: true,
             ..Default::default()
         }
     }
@@ -596,8 +599,12 @@ impl FilterAnswer {
             .failures
             .iter()
             .map(|n| {
-                let s = n.status.clone().unwrap_or_default();
-                (n.index, s.code, s.reasons)
+                let code = n.status.as_ref().map_or(0, |s| s.code);
+                let reasons = match switchyard_proto::node_reasons(n, &r.reasons) {
+                    Ok(rs) => rs.map(str::to_string).collect(),
+                    Err(bad) => vec![format!("<reason {bad} outside the table>")],
+                };
+                (n.index, code, reasons)
             })
             .collect();
         f.sort();
@@ -1031,6 +1038,20 @@ impl Kit {
                     p.name, pod.name
                 )
             });
+            // The same call without the reason table: the same answer, texts inline.
+            if r.failures.iter().any(|f| !f.reasons.is_empty()) {
+                let mut inline = req.clone();
+                inline.request_id = c.id();
+                inline.reason_table = false;
+                let r3 = c.filter(inline).await?;
+                let a3 = FilterAnswer::of(&r3);
+                self.checks.check("F8", a == a3, || {
+                    format!(
+                        "plugin {} pod {}: Filter answered {a:?} with reason_table, {a3:?} without",
+                        p.name, pod.name
+                    )
+                });
+            }
             answers.filter.insert(p.name.clone(), a);
         }
         let feasible: Vec<u32> = nodes
@@ -1108,6 +1129,7 @@ impl Kit {
         self.checks.check("F1", r.evaluated as usize == n, || {
             format!("{who}: evaluated {} of {n} nodes", r.evaluated)
         });
+        self.check_reason_table(&who, req, r);
         let mut seen = std::collections::HashSet::new();
         for f in &r.failures {
             let code = f.status.as_ref().map(|s| s.code).unwrap_or(0);
@@ -1130,6 +1152,41 @@ impl Kit {
                 },
             );
         }
+    }
+
+    /// F8: with `reason_table`, every reason travels once, by index.
+    fn check_reason_table(&mut self, who: &str, req: &pb::FilterRequest, r: &pb::FilterResponse) {
+        let inline = r
+            .failures
+            .iter()
+            .filter(|f| f.status.as_ref().is_some_and(|s| !s.reasons.is_empty()))
+            .count();
+        let indexed = r.failures.iter().filter(|f| !f.reasons.is_empty()).count();
+        if !req.reason_table || inline + indexed == 0 {
+            return;
+        }
+        self.checks.check("F8", inline == 0, || {
+            format!(
+                "{who}: {inline} failures carry their reason texts inline although the call set reason_table"
+            )
+        });
+        let mut texts = std::collections::HashSet::new();
+        let repeated: Vec<&String> = r.reasons.iter().filter(|t| !texts.insert(*t)).collect();
+        self.checks.check("F8", repeated.is_empty(), || {
+            format!("{who}: the reason table repeats {repeated:?}")
+        });
+        let bad: Vec<u32> = r
+            .failures
+            .iter()
+            .flat_map(|f| f.reasons.iter().copied())
+            .filter(|&i| i as usize >= r.reasons.len())
+            .collect();
+        self.checks.check("F8", bad.is_empty(), || {
+            format!(
+                "{who}: reason indices {bad:?} outside a table of {}",
+                r.reasons.len()
+            )
+        });
     }
 
     async fn score(

@@ -59,6 +59,32 @@ pub struct CycleState {
     pub deferred_pre_score: PluginSet,
     /// The attempt's trace (spans only when sampled).
     pub trace: crate::telemetry::trace::AttemptTrace,
+    /// Plugin calls skipped under `failurePolicy: Ignore` in this attempt.
+    pub ignored: IgnoredCalls,
+}
+
+/// Plugin calls that failed and were skipped under `failurePolicy: Ignore` during one
+/// attempt, reported with its outcome so that a placement made without a plugin's say
+/// is never mistaken for its decision. Shared by the state's clones (skips in a
+/// preemption dry run count too); at most a few distinct texts are kept.
+#[derive(Clone, Default, Debug)]
+pub struct IgnoredCalls(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl IgnoredCalls {
+    const MAX: usize = 8;
+
+    pub fn record(&self, what: String) {
+        if let Ok(mut v) = self.0.lock() {
+            if v.len() < Self::MAX && !v.contains(&what) {
+                v.push(what);
+            }
+        }
+    }
+
+    /// Everything recorded so far, leaving none.
+    pub fn take(&self) -> Vec<String> {
+        self.0.lock().map(|mut v| std::mem::take(&mut *v)).unwrap_or_default()
+    }
 }
 
 impl CycleState {
@@ -110,6 +136,7 @@ impl Clone for CycleState {
             cycle_id: self.cycle_id,
             deferred_pre_score: self.deferred_pre_score,
             trace: self.trace.clone(),
+            ignored: self.ignored.clone(),
         }
     }
 }

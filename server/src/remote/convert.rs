@@ -194,7 +194,12 @@ pub fn status_from_pb(s: Option<&pb::Status>) -> Status {
     let Some(s) = s else {
         return Status::success();
     };
-    let code = match pb::Code::try_from(s.code) {
+    status_with(s.code, s.reasons.iter().map(String::as_str))
+}
+
+/// A status of `code` (from the wire) with `reasons`; an unknown code is an error.
+fn status_with<'a>(code: i32, reasons: impl ExactSizeIterator<Item = &'a str>) -> Status {
+    let code = match pb::Code::try_from(code) {
         Ok(pb::Code::Success) => Code::Success,
         Ok(pb::Code::Error) => Code::Error,
         Ok(pb::Code::Unschedulable) => Code::Unschedulable,
@@ -202,15 +207,23 @@ pub fn status_from_pb(s: Option<&pb::Status>) -> Status {
         Ok(pb::Code::Wait) => Code::Wait,
         Ok(pb::Code::Skip) => Code::Skip,
         Ok(pb::Code::Pending) => Code::Pending,
-        Err(_) => return Status::error(format!("reply carries unknown status code {}", s.code)),
+        Err(_) => return Status::error(format!("reply carries unknown status code {code}")),
     };
-    if s.reasons.is_empty() {
+    if reasons.len() == 0 {
         return Status::code_only(code);
     }
-    Status::with_reasons(
-        code,
-        s.reasons.iter().map(|r| Cow::Owned(r.clone())).collect(),
-    )
+    Status::with_reasons(code, reasons.map(|r| Cow::Owned(r.to_string())).collect())
+}
+
+/// The status of one failure of a Filter reply, its reasons carried inline or named
+/// in the reply's table (`reason_table`); an index outside the table is the error.
+pub fn failure_from_pb(f: &pb::NodeStatus, table: &[String]) -> Result<Status, u32> {
+    if f.reasons.is_empty() {
+        return Ok(status_from_pb(f.status.as_ref()));
+    }
+    let code = f.status.as_ref().map_or(0, |s| s.code);
+    let reasons: Vec<&str> = switchyard_proto::node_reasons(f, table)?.collect();
+    Ok(status_with(code, reasons.into_iter()))
 }
 
 /// A plugin's declared events; unknown names are reported, and an empty list means

@@ -14,6 +14,7 @@ use switchyard_proto::v1 as pb;
 use super::client::{BatchReply, Outbound, Pending, Reply, Streams};
 use super::replicate::Replicator;
 use super::{convert, Endpoint, FailurePolicy};
+use crate::framework::cycle_state::IgnoredCalls;
 use crate::cache::Snapshot;
 use crate::framework::events::ClusterEventWithHint;
 use crate::framework::interface::*;
@@ -299,6 +300,14 @@ impl Meta {
         s
     }
 
+    /// Notes a call skipped under `failurePolicy: Ignore` for the attempt's report.
+    fn ignored(&self, log: &IgnoredCalls, point: &str, s: &Status) {
+        log.record(format!(
+            "{point} skipped under failurePolicy Ignore: {}",
+            s.message()
+        ));
+    }
+
     /// A reply of the wrong kind for the stream it came on.
     fn unexpected(&self, r: Reply) -> Status {
         self.error("bad reply", format!("unexpected {r:?}"))
@@ -411,10 +420,20 @@ impl RemotePlugin {
             .map_err(|e| self.meta.error("send", e))
     }
 
-    /// Applies the failure policy: `Ignore` turns an error into `neutral`.
-    fn policy<T>(&self, r: Result<T, Status>, neutral: impl FnOnce() -> T) -> Result<T, Status> {
+    /// Applies the failure policy: `Ignore` turns an error into `neutral`, recorded in
+    /// the attempt's `ignored` calls (when there is an attempt) to be reported with it.
+    fn policy<T>(
+        &self,
+        state: Option<&CycleState>,
+        point: &str,
+        r: Result<T, Status>,
+        neutral: impl FnOnce() -> T,
+    ) -> Result<T, Status> {
         match r {
             Err(s) if s.code() == Code::Error && self.meta.policy() == FailurePolicy::Ignore => {
+                if let Some(state) = state {
+                    self.meta.ignored(&state.ignored, point, &s);
+                }
                 Ok(neutral())
             }
             r => r,
@@ -479,7 +498,7 @@ impl RemotePlugin {
                 .map_err(|e| self.meta.error("call", e))?;
             self.status_reply(reply, g)
         })();
-        let r = self.policy(r, Status::success);
+        let r = self.policy(Some(state), extension_point, r, Status::success);
         if !span.is_disabled() {
             let s = match &r {
                 Ok(s) | Err(s) => s,
@@ -534,7 +553,7 @@ impl RemotePlugin {
             self.status_reply(reply, g)
         }
         .await;
-        match self.policy(r, Status::skip) {
+        match self.policy(Some(state), extension_point, r, Status::skip) {
             Ok(s) | Err(s) => s,
         }
     }
@@ -640,6 +659,7 @@ impl RemotePlugin {
             deltas,
             score_first,
             pre_score,
+            reason_table: true,
             traceparent,
         };
         let id = req.request_id;
@@ -662,6 +682,7 @@ impl RemotePlugin {
             g,
             meta: self.meta.clone(),
             ahead: kept,
+            ignored: Some(state.ignored.clone()),
         })
     }
 }
@@ -683,6 +704,8 @@ struct RemoteFilterCall {
     meta: Arc<Meta>,
     /// With a score-ahead request: the cycle, the batch's node ids, `score_first`.
     ahead: Option<(u64, Vec<u32>, usize)>,
+    /// Where a failure skipped under `Ignore` is noted (the attempt's).
+    ignored: Option<IgnoredCalls>,
 }
 
 impl RemoteFilterCall {
@@ -719,7 +742,15 @@ impl RemoteFilterCall {
                     format!("a status for item {i} of a batch of {}", self.n),
                 ));
             }
-            let s = convert::status_from_pb(f.status.as_ref());
+            let s = convert::failure_from_pb(f, &r.reasons).map_err(|bad| {
+                self.meta.error(
+                    "bad reply",
+                    format!(
+                        "item {i} names reason {bad} of a table of {}",
+                        r.reasons.len()
+                    ),
+                )
+            })?;
             match s.code() {
                 Code::Success => {}
                 Code::Unschedulable | Code::UnschedulableAndUnresolvable => out.push((i, s)),
@@ -807,7 +838,12 @@ impl PendingFilter for RemoteFilterCall {
     fn wait(mut self: Box<Self>) -> Result<Vec<(usize, Status)>, Status> {
         let r = self.result();
         match r {
-            Err(_) if self.meta.policy() == FailurePolicy::Ignore => Ok(Vec::new()),
+            Err(s) if self.meta.policy() == FailurePolicy::Ignore => {
+                if let Some(log) = &self.ignored {
+                    self.meta.ignored(log, "Filter", &s);
+                }
+                Ok(Vec::new())
+            }
             r => r,
         }
     }
@@ -822,6 +858,8 @@ struct RemoteScoreCall {
     n: usize,
     g: u64,
     meta: Arc<Meta>,
+    /// Where a failure skipped under `Ignore` is noted (the attempt's).
+    ignored: Option<IgnoredCalls>,
 }
 
 impl RemoteScoreCall {
@@ -859,7 +897,12 @@ impl PendingScore for RemoteScoreCall {
     fn wait(mut self: Box<Self>) -> Result<(Vec<i64>, bool), Status> {
         let n = self.n;
         match self.result() {
-            Err(_) if self.meta.policy() == FailurePolicy::Ignore => Ok((vec![0; n], true)),
+            Err(s) if self.meta.policy() == FailurePolicy::Ignore => {
+                if let Some(log) = &self.ignored {
+                    self.meta.ignored(log, "Score", &s);
+                }
+                Ok((vec![0; n], true))
+            }
             r => r,
         }
     }
@@ -959,7 +1002,7 @@ impl PreEnqueuePlugin for RemotePlugin {
                 .map_err(|e| self.meta.error("PreEnqueue", e))?;
             self.status_reply(reply, 0)
         })();
-        match self.policy(r, Status::success) {
+        match self.policy(None, "PreEnqueue", r, Status::success) {
             Ok(s) | Err(s) => s,
         }
     }
@@ -1054,7 +1097,7 @@ impl PreFilterPlugin for RemotePlugin {
             }
         })();
         // Ignoring a failed PreFilter skips the plugin's Filter too.
-        match self.policy(r, || (None, Status::skip())) {
+        match self.policy(Some(state), "PreFilter", r, || (None, Status::skip())) {
             Ok(x) => x,
             Err(s) => (None, s),
         }
@@ -1076,7 +1119,7 @@ impl FilterPlugin for RemotePlugin {
         let r = self
             .start_filter_call(state, &[node], None, false, false)
             .and_then(|mut c| c.result());
-        match self.policy(r, Vec::new) {
+        match self.policy(Some(state), "Filter", r, Vec::new) {
             Ok(v) => v
                 .into_iter()
                 .next()
@@ -1124,7 +1167,9 @@ impl RemotePlugin {
         self.ep().lookahead_outcome(same);
         if same {
             stats.lookahead_hits.fetch_add(1, Ordering::Relaxed);
-            Some(la.call)
+            let mut call = la.call;
+            call.ignored = Some(state.ignored.clone());
+            Some(call)
         } else {
             stats.lookahead_misses.fetch_add(1, Ordering::Relaxed);
             None
@@ -1183,6 +1228,9 @@ impl BatchFilter for RemotePlugin {
         match started {
             Ok(c) => Ok(Box::new(c)),
             Err(s) if s.is_success() || self.meta.policy() == FailurePolicy::Ignore => {
+                if !s.is_success() {
+                    self.meta.ignored(&state.ignored, "Filter", &s);
+                }
                 Ok(Box::new(RemoteFilterCall {
                     _span: tracing::Span::none(),
                     pending: None,
@@ -1190,6 +1238,7 @@ impl BatchFilter for RemotePlugin {
                     g: 0,
                     meta: self.meta.clone(),
                     ahead: None,
+                    ignored: None,
                 }))
             }
             Err(s) => Err(s),
@@ -1245,7 +1294,7 @@ impl PostFilterPlugin for RemotePlugin {
                 other => Err(self.meta.unexpected(other)),
             }
         })();
-        match self.policy(r, || {
+        match self.policy(Some(ctx.state), "PostFilter", r, || {
             (None, Status::unschedulable("remote PostFilter skipped"))
         }) {
             Ok(x) => x,
@@ -1284,7 +1333,7 @@ impl PreScorePlugin for RemotePlugin {
                 .map_err(|e| self.meta.error("PreScore", e))?;
             self.status_reply(reply, g)
         })();
-        match self.policy(r, Status::skip) {
+        match self.policy(Some(state), "PreScore", r, Status::skip) {
             Ok(s) | Err(s) => s,
         }
     }
@@ -1321,9 +1370,10 @@ impl ScorePlugin for RemotePlugin {
             n: 1,
             g,
             meta: self.meta.clone(),
+            ignored: Some(state.ignored.clone()),
         };
         let r = call.result().map(|(v, _)| v[0]);
-        self.policy(r, || 0)
+        self.policy(Some(state), "Score", r, || 0)
     }
 
     fn as_batch(&self) -> Option<&dyn BatchScore> {
@@ -1365,10 +1415,11 @@ impl ScorePlugin for RemotePlugin {
                 n: nodes.len(),
                 g,
                 meta: self.meta.clone(),
+                ignored: Some(state.ignored.clone()),
             };
             call.result().map(|(v, _)| v)
         })();
-        match self.policy(r, || vec![0; scores.len()]) {
+        match self.policy(Some(state), "NormalizeScore", r, || vec![0; scores.len()]) {
             Ok(v) => {
                 scores.copy_from_slice(&v);
                 Status::success()
@@ -1400,6 +1451,7 @@ impl BatchScore for RemotePlugin {
                     n: nodes.len(),
                     g,
                     meta: self.meta.clone(),
+                    ignored: Some(state.ignored.clone()),
                 });
             }
             let ids: Vec<u32> = nodes.iter().map(|n| n.id).collect();
@@ -1438,11 +1490,15 @@ impl BatchScore for RemotePlugin {
                 n: nodes.len(),
                 g,
                 meta: self.meta.clone(),
+                ignored: Some(state.ignored.clone()),
             })
         })();
         match started {
             Ok(c) => Ok(Box::new(c)),
             Err(s) if s.is_success() || self.meta.policy() == FailurePolicy::Ignore => {
+                if !s.is_success() {
+                    self.meta.ignored(&state.ignored, "Score", &s);
+                }
                 Ok(Box::new(RemoteScoreCall {
                     _span: tracing::Span::none(),
                     ready: None,
@@ -1450,6 +1506,7 @@ impl BatchScore for RemotePlugin {
                     n: nodes.len(),
                     g: 0,
                     meta: self.meta.clone(),
+                    ignored: None,
                 }))
             }
             Err(s) => Err(s),
@@ -1509,7 +1566,7 @@ impl PermitPlugin for RemotePlugin {
                 other => Err(self.meta.unexpected(other)),
             }
         })();
-        match self.policy(r, || (Status::success(), Duration::ZERO)) {
+        match self.policy(Some(state), "Permit", r, || (Status::success(), Duration::ZERO)) {
             Ok(x) => x,
             Err(s) => (s, Duration::ZERO),
         }

@@ -11,7 +11,7 @@ use std::time::Instant;
 use super::stats::{AttemptRecord, AttemptResult};
 use super::Scheduler;
 use crate::cache::Snapshot;
-use crate::cluster::{EventType, PodCondition, PodEvent, PodStatusUpdate};
+use crate::cluster::{EventType, PodCondition, PodEvent, PodStatusUpdate, REMOTE_PLUGIN_IGNORED};
 pub use crate::framework::diagnosis::{fit_error_message, Diagnosis};
 use crate::framework::events::{EventObject, EVENT_ASSIGNED_POD_DELETE};
 use crate::framework::interface::{NominatingInfo, QueuedPodInfo};
@@ -333,7 +333,7 @@ impl Scheduler {
                     root.record("message", status.message().as_str());
                 }
                 fw.end_cycle(&state);
-                self.handle_scheduling_failure(&fw, pinfo, status, diag, nominating, start);
+                self.handle_scheduling_failure(&fw, &state, pinfo, status, diag, nominating, start);
                 return;
             }
         };
@@ -344,6 +344,7 @@ impl Scheduler {
             fw.end_cycle(&state);
             self.handle_scheduling_failure(
                 &fw,
+                &state,
                 pinfo,
                 Status::error(e.to_string()),
                 None,
@@ -366,6 +367,7 @@ impl Scheduler {
             fw.end_cycle(&state);
             self.handle_scheduling_failure(
                 &fw,
+                &state,
                 pinfo,
                 status,
                 diag,
@@ -386,6 +388,7 @@ impl Scheduler {
             fw.end_cycle(&state);
             self.handle_scheduling_failure(
                 &fw,
+                &state,
                 pinfo,
                 status,
                 diag,
@@ -738,6 +741,7 @@ impl Scheduler {
     pub(crate) fn handle_scheduling_failure(
         self: &Arc<Self>,
         fw: &Framework,
+        state: &CycleState,
         mut pinfo: QueuedPodInfo,
         status: Status,
         diag: Option<Diagnosis>,
@@ -808,6 +812,7 @@ impl Scheduler {
         };
         tracing::debug!(pod = %pod.key(), reason, message = %msg, "unable to schedule pod");
         let msg = truncate_message(msg);
+        self.report_ignored(state, &pod);
         self.client.record_event(PodEvent::new(
             &pod,
             EventType::Warning,
@@ -900,6 +905,7 @@ impl Scheduler {
         self.stats
             .bound
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.report_ignored(state, &assumed);
         self.client.record_event(PodEvent::new(
             &assumed,
             EventType::Normal,
@@ -912,6 +918,23 @@ impl Scheduler {
         ));
         fw.run_post_bind_plugins(state, &assumed, &host).await;
         true
+    }
+
+    /// Plugin calls of this attempt that failed and were skipped under
+    /// `failurePolicy: Ignore`, as one Warning event before the attempt's outcome, so a
+    /// placement made without a plugin's say is not mistaken for its decision.
+    fn report_ignored(&self, state: &CycleState, pod: &Pod) {
+        let ignored = state.ignored.take();
+        if ignored.is_empty() {
+            return;
+        }
+        self.client.record_event(PodEvent::new(
+            pod,
+            EventType::Warning,
+            REMOTE_PLUGIN_IGNORED,
+            "Scheduling",
+            truncate_message(ignored.join("; ")),
+        ));
     }
 
     /// Upstream `handleBindingCycleError`: Unreserve, forget the assumed pod, let pods
@@ -948,6 +971,7 @@ impl Scheduler {
         }
         self.handle_scheduling_failure(
             fw,
+            state,
             pinfo,
             status,
             diag,

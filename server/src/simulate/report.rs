@@ -25,6 +25,11 @@ pub struct PodReport {
     pub reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nominated_node: Option<String>,
+    /// Remote plugin calls that failed and were skipped under `failurePolicy: Ignore`
+    /// in the attempt that decided this outcome: the placement (or refusal) was made
+    /// without those plugins' say.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped_plugins: Option<String>,
     /// The pod's latest events as `Reason: message` (with `--events`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub events: Vec<String>,
@@ -70,6 +75,9 @@ pub struct Summary {
     pub attempt_latency_ms: Latency,
     /// Pods for a schedulerName no profile serves: left alone.
     pub ignored: usize,
+    /// Pods whose outcome was decided with a remote plugin's call skipped under
+    /// `failurePolicy: Ignore` (see each pod's `skippedPlugins`).
+    pub skipped_plugin_pods: usize,
     pub nodes: usize,
     pub seconds: f64,
     /// The process's peak resident memory so far (Linux; 0 elsewhere), in MiB.
@@ -182,6 +190,19 @@ pub struct Report {
     pub unsettled: Option<String>,
 }
 
+/// Up to five pods' names, and how many more.
+fn few(ps: &[&PodReport]) -> String {
+    let names: Vec<String> = ps
+        .iter()
+        .take(5)
+        .map(|p| format!("{}/{}", p.namespace, p.name))
+        .collect();
+    match ps.len() {
+        n if n > 5 => format!("{} and {} more", names.join(", "), n - 5),
+        _ => names.join(", "),
+    }
+}
+
 /// The reason shown for a pod no attempt has finished for (an invariant violation
 /// once the run settled).
 const NO_ATTEMPT: &str = "no scheduling attempt finished";
@@ -230,6 +251,7 @@ pub fn build(
             node: p.node_name.as_deref().map(str::to_string),
             reason,
             nominated_node: p.nominated_node_name.as_deref().map(str::to_string),
+            skipped_plugins: r.ignored.clone().filter(|_| ours),
             events: if with_events {
                 r.events
                     .iter()
@@ -328,6 +350,7 @@ pub fn build(
             p99: round3(sched.stats.latency_percentile_ms(99.0)),
         },
         ignored,
+        skipped_plugin_pods: pods.iter().filter(|p| p.skipped_plugins.is_some()).count(),
         nodes: nodes.len(),
         seconds: round3(seconds),
         peak_rss_mib: (crate::remote::procfs::peak_rss_mib() * 10.0).round() / 10.0,
@@ -407,12 +430,19 @@ impl Report {
                     Some(n) => format!("<none> (nominated {n})"),
                     None => "<none>".into(),
                 });
+                let mut reason = p.reason.clone().unwrap_or_default();
+                if let Some(skipped) = &p.skipped_plugins {
+                    if !reason.is_empty() {
+                        reason.push_str(" | ");
+                    }
+                    reason.push_str(skipped);
+                }
                 let _ = writeln!(
                     s,
                     "{:<w_pod$}  {:<w_node$}  {}",
                     format!("{}/{}", p.namespace, p.name),
                     node,
-                    p.reason.as_deref().unwrap_or("")
+                    reason
                 );
             }
         } else {
@@ -442,22 +472,20 @@ impl Report {
                 }
             }
             for (r, ps) in reasons {
-                let names: Vec<String> = ps
-                    .iter()
-                    .take(5)
-                    .map(|p| format!("{}/{}", p.namespace, p.name))
-                    .collect();
-                let more = if ps.len() > 5 {
-                    format!(" and {} more", ps.len() - 5)
-                } else {
-                    String::new()
-                };
+                let _ = writeln!(s, "unschedulable ({}): {}\n  {}", ps.len(), few(&ps), r);
+            }
+            let mut skipped: BTreeMap<&str, Vec<&PodReport>> = BTreeMap::new();
+            for p in &self.pods {
+                if let Some(r) = &p.skipped_plugins {
+                    skipped.entry(r).or_default().push(p);
+                }
+            }
+            for (r, ps) in skipped {
                 let _ = writeln!(
                     s,
-                    "unschedulable ({}): {}{}\n  {}",
+                    "decided with plugin calls skipped ({}): {}\n  {}",
                     ps.len(),
-                    names.join(", "),
-                    more,
+                    few(&ps),
                     r
                 );
             }
@@ -503,6 +531,13 @@ impl Report {
             "         {} attempts in {:.3}s: {:.0} pods/s; attempt latency p50 {:.3} ms, p99 {:.3} ms; peak memory {:.0} MiB",
             m.attempts, m.seconds, m.pods_per_second, m.attempt_latency_ms.p50, m.attempt_latency_ms.p99, m.peak_rss_mib
         );
+        if m.skipped_plugin_pods > 0 {
+            let _ = writeln!(
+                s,
+                "         {} pods decided with a remote plugin's failed call skipped (failurePolicy Ignore): not that plugin's decision",
+                m.skipped_plugin_pods
+            );
+        }
         if let Some(ms) = &self.measured {
             let _ = writeln!(
                 s,
