@@ -181,7 +181,7 @@ fn broken_sidecars_fail_the_clause_they_break() {
         ("no-generation-wait", "F3"),
         ("scores-out-of-range", "SC1"),
         ("flaky-filter", "F2"),
-        ("reasons-per-node", "F8"),
+        ("status-per-node", "F8"),
     ] {
         let name = format!("conf-broken-{mode}");
         let _s = python_sidecar("tests/conformance/broken_sidecar.py", &name, Some(mode));

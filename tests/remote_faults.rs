@@ -195,7 +195,11 @@ fn absent_at_start(policy: Policy) {
     );
     if policy == Policy::Ignore {
         // The sidecar never came: every placement was made without its Filter.
-        assert_eq!(v["summary"]["skipped_plugin_pods"], PODS, "{}", v["summary"]);
+        assert_eq!(
+            v["summary"]["skipped_plugin_pods"], PODS,
+            "{}",
+            v["summary"]
+        );
     }
     drop(sidecar);
 }
@@ -296,7 +300,11 @@ fn garbage_replies(policy: Policy) {
                     .is_some_and(|s| s.contains("Score skipped under failurePolicy Ignore"))
             })
             .count();
-        assert!(skipped > 0, "skipped Score calls reported per pod: {}", v["summary"]);
+        assert!(
+            skipped > 0,
+            "skipped Score calls reported per pod: {}",
+            v["summary"]
+        );
     }
 }
 

@@ -409,12 +409,13 @@ impl Shared {
             ..Default::default()
         };
         match self.filter_batch(&req).await {
-            Ok((mut failures, ahead)) => {
+            Ok((failures, ahead)) => {
                 out.evaluated = req.nodes.len() as u32;
-                if req.reason_table {
-                    out.reasons = switchyard_proto::tabulate_reasons(&mut failures);
+                if req.group_failures {
+                    out.failure_groups = switchyard_proto::group_failures(failures);
+                } else {
+                    out.failures = failures;
                 }
-                out.failures = failures;
                 out.score = ahead;
             }
             Err(s) => out.error = Some(s.to_pb()),
@@ -927,7 +928,6 @@ fn failure(i: usize, s: Status) -> Option<pb::NodeStatus> {
     (!s.is_success()).then(|| pb::NodeStatus {
         index: i as u32,
         status: Some(s.to_pb()),
-        reasons: Vec::new(),
     })
 }
 

@@ -67,46 +67,45 @@ pub fn score_ahead_items(
     items
 }
 
-/// Moves the failure reasons of a Filter reply into a table of distinct texts
-/// (`FilterRequest.reason_table`): each status keeps its code, and its reasons become
-/// indices into the returned table, so a text rejecting a thousand nodes travels once.
-pub fn tabulate_reasons(failures: &mut [v1::NodeStatus]) -> Vec<String> {
-    let mut table: Vec<String> = Vec::new();
-    let mut index: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
+/// Groups the failures of a Filter reply by status (`FilterRequest.group_failures`):
+/// each distinct status (code and reasons) once, with the indices it rejects, so a
+/// reason rejecting a thousand nodes travels once and each node costs an index.
+/// Groups come in the order of their first item.
+pub fn group_failures(failures: Vec<v1::NodeStatus>) -> Vec<v1::FailureGroup> {
+    let mut groups: Vec<v1::FailureGroup> = Vec::new();
+    let mut index: std::collections::HashMap<(i32, Vec<String>), usize> =
+        std::collections::HashMap::new();
     for f in failures {
-        let Some(status) = f.status.as_mut() else {
-            continue;
-        };
-        for r in std::mem::take(&mut status.reasons) {
-            let i = match index.get(&r) {
-                Some(&i) => i,
-                None => {
-                    let i = table.len() as u32;
-                    table.push(r.clone());
-                    index.insert(r, i);
-                    i
-                }
-            };
-            f.reasons.push(i);
+        let status = f.status.unwrap_or_default();
+        let key = (status.code, status.reasons);
+        match index.get(&key) {
+            Some(&g) => groups[g].indices.push(f.index),
+            None => {
+                groups.push(v1::FailureGroup {
+                    status: Some(v1::Status {
+                        code: key.0,
+                        reasons: key.1.clone(),
+                    }),
+                    indices: vec![f.index],
+                });
+                index.insert(key, groups.len() - 1);
+            }
         }
     }
-    table
+    groups
 }
 
-/// The reasons of one failure of a Filter reply, whichever way they travelled: the
-/// texts in its status, then those its indices name in the reply's table. An index
-/// outside the table is returned as the error.
-pub fn node_reasons<'a>(
-    f: &'a v1::NodeStatus,
-    table: &'a [String],
-) -> Result<impl Iterator<Item = &'a str> + 'a, u32> {
-    if let Some(&bad) = f.reasons.iter().find(|&&i| i as usize >= table.len()) {
-        return Err(bad);
-    }
-    let inline = f.status.iter().flat_map(|s| s.reasons.iter());
-    Ok(inline
-        .chain(f.reasons.iter().map(move |&i| &table[i as usize]))
-        .map(String::as_str))
+/// Every failure of a Filter reply as (index, status), whichever way it travelled:
+/// listed one by one in `failures`, then grouped in `failure_groups`.
+pub fn failures(r: &v1::FilterResponse) -> impl Iterator<Item = (u32, Option<&v1::Status>)> {
+    r.failures
+        .iter()
+        .map(|f| (f.index, f.status.as_ref()))
+        .chain(
+            r.failure_groups
+                .iter()
+                .flat_map(|g| g.indices.iter().map(move |&i| (i, g.status.as_ref()))),
+        )
 }
 
 #[cfg(test)]
@@ -114,35 +113,34 @@ mod tests {
     use super::v1;
 
     #[test]
-    fn reasons_tabulate_once_and_resolve_back() {
-        let status = |code, reasons: &[&str]| v1::NodeStatus {
-            index: 0,
-            status: Some(v1::Status {
-                code,
-                reasons: reasons.iter().map(|r| r.to_string()).collect(),
-            }),
-            reasons: vec![],
+    fn failures_group_by_status_and_read_back() {
+        let status = |code, reasons: &[&str]| v1::Status {
+            code,
+            reasons: reasons.iter().map(|r| r.to_string()).collect(),
         };
-        let original = vec![
-            status(2, &["node(s) lack gpu"]),
-            status(3, &["node(s) lack gpu", "tainted"]),
-            status(2, &["node(s) lack gpu"]),
-        ];
-        let mut failures = original.clone();
-        let table = super::tabulate_reasons(&mut failures);
-        assert_eq!(table, vec!["node(s) lack gpu", "tainted"]);
-        assert_eq!(failures[1].reasons, vec![0, 1]);
-        for (f, o) in failures.iter().zip(&original) {
-            assert!(f.status.as_ref().is_some_and(|s| s.reasons.is_empty()));
-            assert_eq!(f.status.as_ref().map(|s| s.code), o.status.as_ref().map(|s| s.code));
-            let back: Vec<&str> = super::node_reasons(f, &table).unwrap().collect();
-            let want: Vec<&str> = o.status.as_ref().unwrap().reasons.iter().map(String::as_str).collect();
-            assert_eq!(back, want);
-        }
-        // Untabulated replies resolve to their inline texts; a bad index is named.
-        let inline: Vec<&str> = super::node_reasons(&original[1], &[]).unwrap().collect();
-        assert_eq!(inline, vec!["node(s) lack gpu", "tainted"]);
-        assert_eq!(super::node_reasons(&failures[1], &table[..1]).err(), Some(1));
+        let failure = |index, s: &v1::Status| v1::NodeStatus {
+            index,
+            status: Some(s.clone()),
+        };
+        let gpu = status(2, &["node(s) lack gpu"]);
+        let both = status(3, &["node(s) lack gpu", "tainted"]);
+        let listed = vec![failure(0, &gpu), failure(2, &both), failure(5, &gpu)];
+        let groups = super::group_failures(listed.clone());
+        assert_eq!(groups.len(), 2);
+        assert_eq!(groups[0].indices, vec![0, 5]);
+        assert_eq!(groups[1].indices, vec![2]);
+        let grouped = v1::FilterResponse {
+            failure_groups: groups,
+            ..Default::default()
+        };
+        let mut back: Vec<(u32, Option<&v1::Status>)> = super::failures(&grouped).collect();
+        back.sort_by_key(|(i, _)| *i);
+        let inline = v1::FilterResponse {
+            failures: listed,
+            ..Default::default()
+        };
+        let want: Vec<(u32, Option<&v1::Status>)> = super::failures(&inline).collect();
+        assert_eq!(back, want);
     }
 
     #[test]

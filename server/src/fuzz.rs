@@ -979,21 +979,16 @@ mod sidecar {
             request_id: 7,
             generation: 3,
             evaluated: 100,
-            failures: vec![
-                pb::NodeStatus {
-                    index: 4,
-                    status: status(3, &["node(s) didn't match"]),
-                    reasons: vec![],
-                },
-                pb::NodeStatus {
-                    index: 9,
-                    status: status(2, &[]),
-                    reasons: vec![0, 0],
-                },
-            ],
+            failures: vec![pb::NodeStatus {
+                index: 4,
+                status: status(3, &["node(s) didn't match"]),
+            }],
             error: None,
             score: None,
-            reasons: vec!["node(s) lack an accelerator".into()],
+            failure_groups: vec![pb::FailureGroup {
+                status: status(2, &["node(s) lack an accelerator"]),
+                indices: vec![9, 11, 12],
+            }],
         };
         let score = pb::ScoreResponse {
             request_id: 8,

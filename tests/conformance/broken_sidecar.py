@@ -7,7 +7,7 @@ BROKEN names one contract clause to break (the kit must then fail that clause):
   no-generation-wait  answers at once, without waiting for the call's generation (F3)
   scores-out-of-range scores 150, outside 0..100, with no NormalizeScore (SC1)
   flaky-filter        rejects nodes at random: the same call, another answer (F2)
-  reasons-per-node    sends a reason's text once per node that has it, not once (F8)
+  status-per-node     groups failures one node per group: a status sent per node (F8)
 
 Everything else is the real sidecar (plugins/python-energy/sidecar.py) on the Python
 plugin SDK, whose PluginService is patched here.
@@ -46,14 +46,8 @@ async def reached_at_once(self, generation):
     return None
 
 
-def tabulate_per_node(failures):
-    table = []
-    for f in failures:
-        for r in f.status.reasons:
-            f.reasons.append(len(table))
-            table.append(r)
-        del f.status.reasons[:]
-    return table
+def group_per_node(failures):
+    return [sdk_service.pb.FailureGroup(status=f.status, indices=[f.index]) for f in failures]
 
 
 if BROKEN == "ignores-gaps":
@@ -68,8 +62,8 @@ elif BROKEN == "flaky-filter":
     sidecar.EnergyAware.filter = lambda self, cycle, state, node: (
         Status.unschedulable("coin says no") if random.random() < 0.5 else None
     )
-elif BROKEN == "reasons-per-node":
-    sdk_service.tabulate_reasons = tabulate_per_node
+elif BROKEN == "status-per-node":
+    sdk_service.group_failures = group_per_node
 else:
     sys.exit(f"broken_sidecar.py: BROKEN={BROKEN!r}: see the docstring for the modes")
 

@@ -74,21 +74,21 @@ def _events(plugin: Any) -> list:
     return out
 
 
-def tabulate_reasons(failures: list) -> list:
-    """The reasons of a Filter reply's failures as a table of distinct texts
-    (FilterRequest.reason_table): each status keeps its code, and its reasons become
-    indices into the returned table, in order, in NodeStatus.reasons."""
-    table: list = []
+def group_failures(failures: list) -> list:
+    """A Filter reply's failures grouped by status (FilterRequest.group_failures):
+    one FailureGroup per distinct code and reasons, with the indices it rejects, in
+    the order of each group's first item, so a reason rejecting a thousand nodes
+    travels once."""
+    groups: list = []
     index: dict = {}
     for f in failures:
-        for r in f.status.reasons:
-            i = index.get(r)
-            if i is None:
-                i = index[r] = len(table)
-                table.append(r)
-            f.reasons.append(i)
-        del f.status.reasons[:]
-    return table
+        key = (f.status.code, tuple(f.status.reasons))
+        g = index.get(key)
+        if g is None:
+            g = index[key] = pb.FailureGroup(status=f.status)
+            groups.append(g)
+        g.indices.append(f.index)
+    return groups
 
 
 class CallError(Exception):
@@ -555,9 +555,10 @@ class PluginService(pb_grpc.PluginServicer):
             failures, ahead = res
             # Every item was evaluated; only those that did not pass are listed.
             out.evaluated = len(req.nodes)
-            if req.reason_table:
-                out.reasons.extend(tabulate_reasons(failures))
-            out.failures.extend(failures)
+            if req.group_failures:
+                out.failure_groups.extend(group_failures(failures))
+            else:
+                out.failures.extend(failures)
             if ahead is not None:
                 out.score.CopyFrom(ahead)
         else:

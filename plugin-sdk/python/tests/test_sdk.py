@@ -197,7 +197,7 @@ class ServiceTest(unittest.TestCase):
 
         run(go())
 
-    def test_reason_table_sends_each_text_once(self):
+    def test_failures_grouped_by_status(self):
         class Picky:
             name = "Picky"
             node_local = True
@@ -210,28 +210,27 @@ class ServiceTest(unittest.TestCase):
         async def go():
             svc = self.service(Picky())
             req = pb.FilterRequest(request_id=1, plugin="Picky", cycle=7, generation=2, nodes=[1, 2, 1])
-            # Without the flag (an older scheduler): the texts inline, no table.
+            # Without the flag (an older scheduler): node by node, no groups.
             r = await svc.filter_call(req)
-            self.assertEqual(list(r.reasons), [])
+            self.assertEqual(len(r.failure_groups), 0)
             self.assertEqual(
-                [(f.index, f.status.code, list(f.status.reasons), list(f.reasons)) for f in r.failures],
+                [(f.index, f.status.code, list(f.status.reasons)) for f in r.failures],
                 [
-                    (0, pb.UNSCHEDULABLE, ["busy", "no gpu"], []),
-                    (1, pb.UNSCHEDULABLE_AND_UNRESOLVABLE, ["no gpu"], []),
-                    (2, pb.UNSCHEDULABLE, ["busy", "no gpu"], []),
+                    (0, pb.UNSCHEDULABLE, ["busy", "no gpu"]),
+                    (1, pb.UNSCHEDULABLE_AND_UNRESOLVABLE, ["no gpu"]),
+                    (2, pb.UNSCHEDULABLE, ["busy", "no gpu"]),
                 ],
             )
-            # With it: each distinct text once, statuses keep their codes only.
-            req.reason_table = True
+            # With it: each distinct status once, with the items it rejects.
+            req.group_failures = True
             r = await svc.filter_call(req)
             self.assertFalse(r.HasField("error"), r)
-            self.assertEqual(list(r.reasons), ["busy", "no gpu"])
+            self.assertEqual(len(r.failures), 0)
             self.assertEqual(
-                [(f.index, f.status.code, list(f.status.reasons), list(f.reasons)) for f in r.failures],
+                [(g.status.code, list(g.status.reasons), list(g.indices)) for g in r.failure_groups],
                 [
-                    (0, pb.UNSCHEDULABLE, [], [0, 1]),
-                    (1, pb.UNSCHEDULABLE_AND_UNRESOLVABLE, [], [1]),
-                    (2, pb.UNSCHEDULABLE, [], [0, 1]),
+                    (pb.UNSCHEDULABLE, ["busy", "no gpu"], [0, 2]),
+                    (pb.UNSCHEDULABLE_AND_UNRESOLVABLE, ["no gpu"], [1]),
                 ],
             )
 

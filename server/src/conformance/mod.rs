@@ -72,8 +72,8 @@ pub const CLAUSES: &[Clause] = &[
         fix: "keep cycle state per cycle id; never share it between cycles", unexercised: "no Filter plugin without PreFilter (the kit checks this with those)" },
     Clause { id: "F7", title: "FilterBatch: one reply per call, in order, each with its call's request_id and the answer the call gets alone",
         fix: "answer FilterBatchRequest.calls in order, each exactly as the Filter stream would", unexercised: "filter-batch was not negotiated" },
-    Clause { id: "F8", title: "Reasons travel once: with `reason_table`, each distinct failure reason is sent once in FilterResponse.reasons and named by index, and the answer equals the one without the table",
-        fix: "when FilterRequest.reason_table is set, move each status's reasons into FilterResponse.reasons (each text once) and list their indices in NodeStatus.reasons", unexercised: "no Filter answer carried a failure reason" },
+    Clause { id: "F8", title: "Failures grouped: with `group_failures`, each distinct status (code and reasons) is sent once with the indices it rejects, and the answer equals the one listed node by node",
+        fix: "when FilterRequest.group_failures is set, answer in FilterResponse.failure_groups: one FailureGroup per distinct status, with the indices of its items, and leave `failures` empty", unexercised: "no Filter answer rejected a node" },
     Clause { id: "SC1", title: "Score gives one score per node sent, within 0..100 once normalized (raw scores too without NormalizeScore), generation echoed",
         fix: "return len(nodes) scores; keep final scores within 0..100", unexercised: "no plugin declares Score" },
     Clause { id: "SC2", title: "NormalizeScore: Score then NormalizeScore equals Score with `normalize`, within 0..100",
@@ -548,7 +548,7 @@ impl Conn {
             cycle,
             generation: g,
             nodes: nodes.to_vec(),
-            reason_table: true,
+            group_failures: true,
             ..Default::default()
         }
     }
@@ -595,16 +595,10 @@ impl FilterAnswer {
         if let Some(e) = &r.error {
             return FilterAnswer::Error(e.reasons.join("; "));
         }
-        let mut f: Vec<(u32, i32, Vec<String>)> = r
-            .failures
-            .iter()
-            .map(|n| {
-                let code = n.status.as_ref().map_or(0, |s| s.code);
-                let reasons = match switchyard_proto::node_reasons(n, &r.reasons) {
-                    Ok(rs) => rs.map(str::to_string).collect(),
-                    Err(bad) => vec![format!("<reason {bad} outside the table>")],
-                };
-                (n.index, code, reasons)
+        let mut f: Vec<(u32, i32, Vec<String>)> = switchyard_proto::failures(r)
+            .map(|(i, s)| {
+                let s = s.cloned().unwrap_or_default();
+                (i, s.code, s.reasons)
             })
             .collect();
         f.sort();
@@ -1038,16 +1032,16 @@ impl Kit {
                     p.name, pod.name
                 )
             });
-            // The same call without the reason table: the same answer, texts inline.
-            if r.failures.iter().any(|f| !f.reasons.is_empty()) {
-                let mut inline = req.clone();
-                inline.request_id = c.id();
-                inline.reason_table = false;
-                let r3 = c.filter(inline).await?;
+            // The same call answered node by node: the same answer.
+            if !r.failure_groups.is_empty() {
+                let mut listed = req.clone();
+                listed.request_id = c.id();
+                listed.group_failures = false;
+                let r3 = c.filter(listed).await?;
                 let a3 = FilterAnswer::of(&r3);
                 self.checks.check("F8", a == a3, || {
                     format!(
-                        "plugin {} pod {}: Filter answered {a:?} with reason_table, {a3:?} without",
+                        "plugin {} pod {}: Filter answered {a:?} grouped, {a3:?} node by node",
                         p.name, pod.name
                     )
                 });
@@ -1129,24 +1123,20 @@ impl Kit {
         self.checks.check("F1", r.evaluated as usize == n, || {
             format!("{who}: evaluated {} of {n} nodes", r.evaluated)
         });
-        self.check_reason_table(&who, req, r);
+        self.check_grouping(&who, req, r);
         let mut seen = std::collections::HashSet::new();
-        for f in &r.failures {
-            let code = f.status.as_ref().map(|s| s.code).unwrap_or(0);
+        for (index, status) in switchyard_proto::failures(r) {
+            let code = status.map(|s| s.code).unwrap_or(0);
             self.checks
-                .check("F1", (f.index as usize) < n && seen.insert(f.index), || {
-                    format!(
-                        "{who}: failure index {} (of {n} items, or repeated)",
-                        f.index
-                    )
+                .check("F1", (index as usize) < n && seen.insert(index), || {
+                    format!("{who}: failure index {index} (of {n} items, or repeated)")
                 });
             self.checks.check(
                 "F1",
                 valid_code(code) && code != pb::Code::Success as i32,
                 || {
                     format!(
-                        "{who}: failure of item {} with code {}",
-                        f.index,
+                        "{who}: failure of item {index} with code {}",
                         code_name(code)
                     )
                 },
@@ -1154,38 +1144,29 @@ impl Kit {
         }
     }
 
-    /// F8: with `reason_table`, every reason travels once, by index.
-    fn check_reason_table(&mut self, who: &str, req: &pb::FilterRequest, r: &pb::FilterResponse) {
-        let inline = r
-            .failures
-            .iter()
-            .filter(|f| f.status.as_ref().is_some_and(|s| !s.reasons.is_empty()))
-            .count();
-        let indexed = r.failures.iter().filter(|f| !f.reasons.is_empty()).count();
-        if !req.reason_table || inline + indexed == 0 {
+    /// F8: with `group_failures`, each distinct status travels once.
+    fn check_grouping(&mut self, who: &str, req: &pb::FilterRequest, r: &pb::FilterResponse) {
+        if !req.group_failures || (r.failures.is_empty() && r.failure_groups.is_empty()) {
             return;
         }
-        self.checks.check("F8", inline == 0, || {
+        self.checks.check("F8", r.failures.is_empty(), || {
             format!(
-                "{who}: {inline} failures carry their reason texts inline although the call set reason_table"
+                "{who}: {} failures listed node by node although the call set group_failures",
+                r.failures.len()
             )
         });
-        let mut texts = std::collections::HashSet::new();
-        let repeated: Vec<&String> = r.reasons.iter().filter(|t| !texts.insert(*t)).collect();
+        let mut seen = Vec::new();
+        let mut repeated = Vec::new();
+        for g in &r.failure_groups {
+            let s = g.status.clone().unwrap_or_default();
+            if seen.contains(&s) {
+                repeated.push(s);
+            } else {
+                seen.push(s);
+            }
+        }
         self.checks.check("F8", repeated.is_empty(), || {
-            format!("{who}: the reason table repeats {repeated:?}")
-        });
-        let bad: Vec<u32> = r
-            .failures
-            .iter()
-            .flat_map(|f| f.reasons.iter().copied())
-            .filter(|&i| i as usize >= r.reasons.len())
-            .collect();
-        self.checks.check("F8", bad.is_empty(), || {
-            format!(
-                "{who}: reason indices {bad:?} outside a table of {}",
-                r.reasons.len()
-            )
+            format!("{who}: several groups carry the same status {repeated:?}")
         });
     }
 

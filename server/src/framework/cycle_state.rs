@@ -83,7 +83,10 @@ impl IgnoredCalls {
 
     /// Everything recorded so far, leaving none.
     pub fn take(&self) -> Vec<String> {
-        self.0.lock().map(|mut v| std::mem::take(&mut *v)).unwrap_or_default()
+        self.0
+            .lock()
+            .map(|mut v| std::mem::take(&mut *v))
+            .unwrap_or_default()
     }
 }
 

@@ -215,17 +215,6 @@ fn status_with<'a>(code: i32, reasons: impl ExactSizeIterator<Item = &'a str>) -
     Status::with_reasons(code, reasons.map(|r| Cow::Owned(r.to_string())).collect())
 }
 
-/// The status of one failure of a Filter reply, its reasons carried inline or named
-/// in the reply's table (`reason_table`); an index outside the table is the error.
-pub fn failure_from_pb(f: &pb::NodeStatus, table: &[String]) -> Result<Status, u32> {
-    if f.reasons.is_empty() {
-        return Ok(status_from_pb(f.status.as_ref()));
-    }
-    let code = f.status.as_ref().map_or(0, |s| s.code);
-    let reasons: Vec<&str> = switchyard_proto::node_reasons(f, table)?.collect();
-    Ok(status_with(code, reasons.into_iter()))
-}
-
 /// A plugin's declared events; unknown names are reported, and an empty list means
 /// "every event" as for in-process plugins without registrations.
 pub fn events(evs: &[pb::ClusterEvent]) -> Result<Option<Vec<ClusterEventWithHint>>, String> {

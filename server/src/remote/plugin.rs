@@ -14,8 +14,8 @@ use switchyard_proto::v1 as pb;
 use super::client::{BatchReply, Outbound, Pending, Reply, Streams};
 use super::replicate::Replicator;
 use super::{convert, Endpoint, FailurePolicy};
-use crate::framework::cycle_state::IgnoredCalls;
 use crate::cache::Snapshot;
+use crate::framework::cycle_state::IgnoredCalls;
 use crate::framework::events::ClusterEventWithHint;
 use crate::framework::interface::*;
 use crate::framework::{Code, CycleState, NodeInfo, Status};
@@ -659,7 +659,7 @@ impl RemotePlugin {
             deltas,
             score_first,
             pre_score,
-            reason_table: true,
+            group_failures: true,
             traceparent,
         };
         let id = req.request_id;
@@ -733,24 +733,17 @@ impl RemoteFilterCall {
                 format!("evaluated {} nodes of a batch of {}", r.evaluated, self.n),
             ));
         }
-        let mut out = Vec::with_capacity(r.failures.len());
-        for f in &r.failures {
-            let i = f.index as usize;
+        let grouped: usize = r.failure_groups.iter().map(|g| g.indices.len()).sum();
+        let mut out = Vec::with_capacity(r.failures.len() + grouped);
+        for (i, status) in switchyard_proto::failures(&r) {
+            let i = i as usize;
             if i >= self.n {
                 return Err(self.meta.error(
                     "bad reply",
                     format!("a status for item {i} of a batch of {}", self.n),
                 ));
             }
-            let s = convert::failure_from_pb(f, &r.reasons).map_err(|bad| {
-                self.meta.error(
-                    "bad reply",
-                    format!(
-                        "item {i} names reason {bad} of a table of {}",
-                        r.reasons.len()
-                    ),
-                )
-            })?;
+            let s = convert::status_from_pb(status);
             match s.code() {
                 Code::Success => {}
                 Code::Unschedulable | Code::UnschedulableAndUnresolvable => out.push((i, s)),
@@ -1566,7 +1559,9 @@ impl PermitPlugin for RemotePlugin {
                 other => Err(self.meta.unexpected(other)),
             }
         })();
-        match self.policy(Some(state), "Permit", r, || (Status::success(), Duration::ZERO)) {
+        match self.policy(Some(state), "Permit", r, || {
+            (Status::success(), Duration::ZERO)
+        }) {
             Ok(x) => x,
             Err(s) => (s, Duration::ZERO),
         }
