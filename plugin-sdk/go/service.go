@@ -6,6 +6,8 @@ import (
 	"io"
 	"log"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -535,36 +537,51 @@ func (s *session) filter(ctx context.Context, req *pb.FilterRequest) *pb.FilterR
 		return out
 	}
 	out.Evaluated = uint32(len(req.GetNodes()))
-	if req.GetReasonTable() {
-		out.Reasons = tabulateReasons(failures)
+	if req.GetGroupFailures() {
+		out.FailureGroups = groupFailures(failures)
+	} else {
+		out.Failures = failures
 	}
-	out.Failures = failures
 	out.Score = ahead
 	return out
 }
 
-// tabulateReasons moves the reasons of a Filter reply's failures into a table of
-// distinct texts (FilterRequest.reason_table), which it returns: each status keeps
-// its code, and its reasons become indices into the table, in order.
-func tabulateReasons(failures []*pb.NodeStatus) []string {
-	var table []string
-	index := map[string]uint32{}
-	for _, f := range failures {
-		if f.Status == nil {
-			continue
-		}
-		for _, r := range f.Status.Reasons {
-			i, ok := index[r]
-			if !ok {
-				i = uint32(len(table))
-				index[r] = i
-				table = append(table, r)
-			}
-			f.Reasons = append(f.Reasons, i)
-		}
-		f.Status.Reasons = nil
+// groupFailures groups a Filter reply's failures by status
+// (FilterRequest.group_failures): each distinct status (code and reasons) once,
+// with the indices of the items failing with it, in item order. Groups come in the
+// order of their first item.
+func groupFailures(failures []*pb.NodeStatus) []*pb.FailureGroup {
+	type key struct {
+		code    pb.Code
+		reasons string
 	}
-	return table
+	var groups []*pb.FailureGroup
+	index := map[key]*pb.FailureGroup{}
+	for _, f := range failures {
+		st := f.GetStatus()
+		k := key{st.GetCode(), joinReasons(st.GetReasons())}
+		g, ok := index[k]
+		if !ok {
+			g = &pb.FailureGroup{Status: &pb.Status{Code: st.GetCode(), Reasons: st.GetReasons()}}
+			index[k] = g
+			groups = append(groups, g)
+		}
+		g.Indices = append(g.Indices, f.GetIndex())
+	}
+	return groups
+}
+
+// joinReasons encodes a list of reasons as one string that no other list encodes
+// to: each reason is prefixed with its length, so texts holding any byte (NUL
+// included) and empty reasons stay apart.
+func joinReasons(reasons []string) string {
+	var b strings.Builder
+	for _, r := range reasons {
+		b.WriteString(strconv.Itoa(len(r)))
+		b.WriteByte(':')
+		b.WriteString(r)
+	}
+	return b.String()
 }
 
 func (s *session) filterCall(ctx context.Context, req *pb.FilterRequest) ([]*pb.NodeStatus, *pb.ScoreAhead, *Status) {

@@ -214,55 +214,62 @@ func TestWhatIfDeltasForkTheState(t *testing.T) {
 	}
 }
 
-func TestReasonTable(t *testing.T) {
+func TestGroupFailures(t *testing.T) {
 	st := func(c pb.Code, reasons ...string) *pb.Status { return &pb.Status{Code: c, Reasons: reasons} }
 	failures := []*pb.NodeStatus{
 		{Index: 0, Status: st(pb.Code_UNSCHEDULABLE, "busy", "no gpu")},
-		{Index: 1, Status: st(pb.Code_UNSCHEDULABLE_AND_UNRESOLVABLE, "no gpu")},
-		{Index: 2, Status: st(pb.Code_ERROR)},
-		{Index: 3},
-	}
-	table := tabulateReasons(failures)
-	if fmt.Sprint(table) != "[busy no gpu]" {
-		t.Fatalf("table %q", table)
+		{Index: 1, Status: st(pb.Code_UNSCHEDULABLE, "no gpu")},
+		{Index: 2, Status: st(pb.Code_UNSCHEDULABLE, "busy", "no gpu")},
+		{Index: 3, Status: st(pb.Code_UNSCHEDULABLE_AND_UNRESOLVABLE, "no gpu")},
+		{Index: 4, Status: st(pb.Code_ERROR)},
+		{Index: 5, Status: st(pb.Code_UNSCHEDULABLE, "no gpu")},
+		{Index: 6, Status: st(pb.Code_ERROR)},
+		// Joined naively these would collide with each other or with the above.
+		{Index: 7, Status: st(pb.Code_ERROR, "")},
+		{Index: 8, Status: st(pb.Code_UNSCHEDULABLE, "busy\x00no gpu")},
 	}
 	got := ""
-	for _, f := range failures {
-		got += fmt.Sprintf("%d:%v%q%v ", f.Index, f.GetStatus().GetCode(), f.GetStatus().GetReasons(), f.Reasons)
+	for _, g := range groupFailures(failures) {
+		got += fmt.Sprintf("%v%q%v ", g.GetStatus().GetCode(), g.GetStatus().GetReasons(), g.GetIndices())
 	}
-	if want := `0:UNSCHEDULABLE[][0 1] 1:UNSCHEDULABLE_AND_UNRESOLVABLE[][1] 2:ERROR[][] 3:SUCCESS[][] `; got != want {
-		t.Fatalf("failures %s, want %s", got, want)
+	want := `UNSCHEDULABLE["busy" "no gpu"][0 2] UNSCHEDULABLE["no gpu"][1 5] ` +
+		`UNSCHEDULABLE_AND_UNRESOLVABLE["no gpu"][3] ERROR[][4 6] ERROR[""][7] UNSCHEDULABLE["busy\x00no gpu"][8] `
+	if got != want {
+		t.Fatalf("groups %s, want %s", got, want)
+	}
+	if groups := groupFailures(nil); len(groups) != 0 {
+		t.Fatalf("no failures: %v", groups)
 	}
 
-	// Through FilterBatch: each call answers as the scheduler asked, with its own table.
+	// Through FilterBatch: each call answers as the scheduler asked.
 	_, _, s := testService(t, time.Second)
 	var rs replState
 	applyAll(t, s, &rs,
 		full(1, []*Node{node(1, "a"), node(2, "b"), {Id: 3, Name: "c", Labels: map[string]string{"ok": "yes"}}}, nil),
 		start(2, 1, xpod("me", "")))
-	call := func(id uint64, table bool) *pb.FilterRequest {
-		return &pb.FilterRequest{RequestId: id, Plugin: "Local", Cycle: 1, Generation: 2, Nodes: []uint32{1, 3, 2}, ReasonTable: table}
+	call := func(id uint64, group bool) *pb.FilterRequest {
+		return &pb.FilterRequest{RequestId: id, Plugin: "Local", Cycle: 1, Generation: 2, Nodes: []uint32{1, 3, 2}, GroupFailures: group}
 	}
 	r := s.filterMany(context.Background(), &pb.FilterBatchRequest{Calls: []*pb.FilterRequest{call(1, true), call(2, false)}})
 	if len(r.Replies) != 2 {
 		t.Fatalf("replies: %v", r)
 	}
 	for _, c := range []struct {
-		reply           *pb.FilterResponse
-		table, failures string
+		reply            *pb.FilterResponse
+		groups, failures string
 	}{
-		{r.Replies[0], `["not ok"]`, `0:[][0] 2:[][0] `},
-		{r.Replies[1], `[]`, `0:["not ok"][] 2:["not ok"][] `},
+		{r.Replies[0], `UNSCHEDULABLE["not ok"][0 2] `, ``},
+		{r.Replies[1], ``, `0:UNSCHEDULABLE["not ok"] 2:UNSCHEDULABLE["not ok"] `},
 	} {
-		got := ""
-		for _, f := range c.reply.Failures {
-			if f.Status.Code != pb.Code_UNSCHEDULABLE {
-				t.Fatalf("reply %d: code %v", c.reply.RequestId, f.Status.Code)
-			}
-			got += fmt.Sprintf("%d:%q%v ", f.Index, f.Status.Reasons, f.Reasons)
+		groups, failures := "", ""
+		for _, g := range c.reply.FailureGroups {
+			groups += fmt.Sprintf("%v%q%v ", g.Status.Code, g.Status.Reasons, g.Indices)
 		}
-		if table := fmt.Sprintf("%q", c.reply.Reasons); c.reply.Error != nil || table != c.table || got != c.failures {
-			t.Fatalf("reply %d: table %s failures %s, want %s %s (%v)", c.reply.RequestId, table, got, c.table, c.failures, c.reply)
+		for _, f := range c.reply.Failures {
+			failures += fmt.Sprintf("%d:%v%q ", f.Index, f.Status.Code, f.Status.Reasons)
+		}
+		if c.reply.Error != nil || c.reply.Evaluated != 3 || groups != c.groups || failures != c.failures {
+			t.Fatalf("reply %d: groups %s failures %s, want %s %s (%v)", c.reply.RequestId, groups, failures, c.groups, c.failures, c.reply)
 		}
 	}
 }

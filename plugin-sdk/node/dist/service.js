@@ -54,27 +54,26 @@ function isThenable(v) {
     return v !== null && (typeof v === 'object' || typeof v === 'function') && typeof v.then === 'function';
 }
 const q = (s) => JSON.stringify(s);
-/** Moves the reasons of a Filter reply's failures into a table of distinct texts
- * (FilterRequest.reasonTable), which it returns: each status keeps its code, and its
- * reasons become indices into the table, in order. A status may be the plugin's own
- * object, so it is replaced, not emptied. */
-function tabulateReasons(failures) {
-    const table = [];
-    const index = new Map();
+/** Groups a Filter reply's failures by status (FilterRequest.groupFailures): each
+ * distinct status (code and reasons) once, with the indices of the items failing with
+ * it, in item order; groups in the order of their first item. A status may be the
+ * plugin's own object (shared by several items, kept by the plugin), so each group
+ * gets a copy and the plugin's object is never touched. */
+function groupFailures(failures) {
+    const groups = [];
+    const byStatus = new Map();
     for (const f of failures) {
-        if (f.status.reasons.length === 0)
-            continue;
-        for (const r of f.status.reasons) {
-            let i = index.get(r);
-            if (i === undefined) {
-                i = table.push(r) - 1;
-                index.set(r, i);
-            }
-            f.reasons.push(i);
+        const { code, reasons } = f.status;
+        const key = JSON.stringify([code, reasons]);
+        let g = byStatus.get(key);
+        if (g === undefined) {
+            g = { status: { code, reasons: [...reasons] }, indices: [] };
+            byStatus.set(key, g);
+            groups.push(g);
         }
-        f.status = { code: f.status.code, reasons: [] };
+        g.indices.push(f.index);
     }
-    return table;
+    return groups;
 }
 class PluginService {
     plugins;
@@ -428,15 +427,16 @@ class PluginService {
             failures: [],
             error: null,
             score: null,
-            reasons: [],
+            failureGroups: [],
         };
         try {
             PluginService.#malformed(req);
             const [failures, ahead] = await this.#filter(req);
             out.evaluated = req.nodes.length;
-            if (req.reasonTable)
-                out.reasons = tabulateReasons(failures);
-            out.failures = failures;
+            if (req.groupFailures)
+                out.failureGroups = groupFailures(failures);
+            else
+                out.failures = failures;
             out.score = ahead;
         }
         catch (e) {
@@ -472,7 +472,7 @@ class PluginService {
                     failures: [],
                     error: missed,
                     score: null,
-                    reasons: [],
+                    failureGroups: [],
                 });
             }
             else {
@@ -518,7 +518,7 @@ class PluginService {
                 awaited = true;
             }
             if (!(0, status_js_1.isSuccessValue)(r))
-                failures.push({ index: i, status: (0, status_js_1.toStatus)(r, what), reasons: [] });
+                failures.push({ index: i, status: (0, status_js_1.toStatus)(r, what) });
         }
         if (awaited)
             this.#unmoved(e, local, version);

@@ -137,8 +137,8 @@ export interface FilterRequest extends CycleCall {
     deltas: NodeDelta[];
     scoreFirst: number;
     preScore: boolean;
-    /** Send each distinct failure reason once per reply (FilterResponse.reasons). */
-    reasonTable: boolean;
+    /** Answer the failures grouped by status (FilterResponse.failureGroups). */
+    groupFailures: boolean;
 }
 export interface FilterBatchRequest {
     requestId: number;
@@ -173,9 +173,12 @@ export interface ScoreAhead {
 export interface NodeStatus {
     index: number;
     status: Status;
-    /** With FilterRequest.reasonTable: the reasons, as indices into
-     * FilterResponse.reasons (then status.reasons is empty). */
-    reasons: number[];
+}
+/** Items of a Filter call failing with the same status (code and reasons). */
+export interface FailureGroup {
+    status: Status;
+    /** Indices of the items (into the request's `nodes`), in item order. */
+    indices: number[];
 }
 export interface FilterResponse {
     requestId: number;
@@ -184,8 +187,9 @@ export interface FilterResponse {
     failures: NodeStatus[];
     error: Status | null;
     score: ScoreAhead | null;
-    /** With FilterRequest.reasonTable: the distinct reason texts of `failures`. */
-    reasons: string[];
+    /** With FilterRequest.groupFailures: the failing items, grouped by status, in
+     * the order of their first item (then `failures` is empty). */
+    failureGroups: FailureGroup[];
 }
 export interface FilterBatchResponse {
     requestId: number;

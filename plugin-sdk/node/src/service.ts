@@ -18,6 +18,7 @@ import { NodeInfo, ReplicationError, Snapshot } from './snapshot.js';
 import { CallError, Status, describe, fromWire, isSuccessValue, toStatus } from './status.js';
 import type {
   CycleRequest,
+  FailureGroup,
   FilterBatchRequest,
   FilterBatchResponse,
   FilterRequest,
@@ -107,26 +108,26 @@ function isThenable(v: unknown): v is PromiseLike<unknown> {
 
 const q = (s: string) => JSON.stringify(s);
 
-/** Moves the reasons of a Filter reply's failures into a table of distinct texts
- * (FilterRequest.reasonTable), which it returns: each status keeps its code, and its
- * reasons become indices into the table, in order. A status may be the plugin's own
- * object, so it is replaced, not emptied. */
-function tabulateReasons(failures: NodeStatus[]): string[] {
-  const table: string[] = [];
-  const index = new Map<string, number>();
+/** Groups a Filter reply's failures by status (FilterRequest.groupFailures): each
+ * distinct status (code and reasons) once, with the indices of the items failing with
+ * it, in item order; groups in the order of their first item. A status may be the
+ * plugin's own object (shared by several items, kept by the plugin), so each group
+ * gets a copy and the plugin's object is never touched. */
+function groupFailures(failures: NodeStatus[]): FailureGroup[] {
+  const groups: FailureGroup[] = [];
+  const byStatus = new Map<string, FailureGroup>();
   for (const f of failures) {
-    if (f.status.reasons.length === 0) continue;
-    for (const r of f.status.reasons) {
-      let i = index.get(r);
-      if (i === undefined) {
-        i = table.push(r) - 1;
-        index.set(r, i);
-      }
-      f.reasons.push(i);
+    const { code, reasons } = f.status;
+    const key = JSON.stringify([code, reasons]);
+    let g = byStatus.get(key);
+    if (g === undefined) {
+      g = { status: { code, reasons: [...reasons] }, indices: [] };
+      byStatus.set(key, g);
+      groups.push(g);
     }
-    f.status = { code: f.status.code, reasons: [] };
+    g.indices.push(f.index);
   }
-  return table;
+  return groups;
 }
 
 export class PluginService {
@@ -491,14 +492,14 @@ export class PluginService {
       failures: [],
       error: null,
       score: null,
-      reasons: [],
+      failureGroups: [],
     };
     try {
       PluginService.#malformed(req);
       const [failures, ahead] = await this.#filter(req);
       out.evaluated = req.nodes.length;
-      if (req.reasonTable) out.reasons = tabulateReasons(failures);
-      out.failures = failures;
+      if (req.groupFailures) out.failureGroups = groupFailures(failures);
+      else out.failures = failures;
       out.score = ahead;
     } catch (e) {
       out.error = this.#failure('Filter', req.plugin, e);
@@ -534,7 +535,7 @@ export class PluginService {
           failures: [],
           error: missed,
           score: null,
-          reasons: [],
+          failureGroups: [],
         });
       } else {
         replies.push(await each(call, () => this.filter(call)));
@@ -576,7 +577,7 @@ export class PluginService {
         r = await r;
         awaited = true;
       }
-      if (!isSuccessValue(r)) failures.push({ index: i, status: toStatus(r, what), reasons: [] });
+      if (!isSuccessValue(r)) failures.push({ index: i, status: toStatus(r, what) });
     }
     if (awaited) this.#unmoved(e, local, version);
     let ahead: ScoreAhead | null = null;

@@ -12,7 +12,7 @@ const delta = (d) => ({ full: false, upsertNodes: [], removeNodes: [], upsertPod
 const msg = (generation, kind, body) => ({ generation, kind, [kind]: body, ack: false, more: [] });
 const call = (plugin, cycle, generation, extra = {}) => ({ requestId: 9, plugin, cycle, generation, traceparent: '', ...extra });
 const filterReq = (plugin, cycle, generation, nodes, extra = {}) =>
-  call(plugin, cycle, generation, { nodes, deltas: [], scoreFirst: 0, preScore: false, reasonTable: false, ...extra });
+  call(plugin, cycle, generation, { nodes, deltas: [], scoreFirst: 0, preScore: false, groupFailures: false, ...extra });
 
 /** Counts the pods of the cycle pod's team per node (PreFilter state); Filter allows
  * at most `max` of them on a node. */
@@ -247,42 +247,77 @@ test('FilterBatch answers each call as the Filter stream would, in order', async
   assert.match(r.replies[2].error.reasons[0], /cycle 99 is unknown/);
 });
 
-test('reasonTable: each distinct reason once per reply, by index; inline without it', async () => {
-  // One Status object for every node without a GPU: the table must not empty it.
+test('groupFailures: each distinct status (code and reasons) once, with its indices; listed without it', async () => {
+  // One Status object for every node without a GPU: grouping must not touch it.
   const noGpu = Status.unschedulable('no gpu');
-  const picky = { name: 'P', nodeLocal: true, filter: (c, n) => (n.name === 'a' ? { code: 'UNSCHEDULABLE', reasons: ['busy', 'no gpu'] } : noGpu) };
-  const { svc } = setup([picky]);
-  const shape = (r) => r.failures.map((f) => [f.index, f.status.code, f.status.reasons, f.reasons]);
-  const inline = await svc.filter(filterReq('P', 7, 2, [1, 2, 2]));
+  const verdicts = {
+    a: { code: 'UNSCHEDULABLE', reasons: ['busy', 'no gpu'] },
+    b: noGpu,
+    c: { code: 'UNSCHEDULABLE_AND_UNRESOLVABLE', reasons: ['no gpu'] },
+    d: { code: 'UNSCHEDULABLE' },
+  };
+  const picky = { name: 'P', nodeLocal: true, filter: (c, n) => verdicts[n.name] };
+  const { svc, next } = setup([picky]);
+  svc.apply(msg(3, 'delta', delta({ upsertNodes: [node(3, 'c'), node(4, 'd'), node(5, 'e')] })), next);
+  // Items: 0 a, 1 b, 2 e (passes), 3 c, 4 b, 5 d, 6 d.
+  const items = [1, 2, 5, 3, 2, 4, 4];
+  const listed = (r) => r.failures.map((f) => [f.index, f.status.code, f.status.reasons]);
+  const grouped = (r) => r.failureGroups.map((g) => [g.status.code, g.status.reasons, g.indices]);
+
+  const inline = await svc.filter(filterReq('P', 7, 3, items));
   assert.equal(inline.error, null);
-  assert.deepEqual(inline.reasons, []);
-  assert.deepEqual(shape(inline), [
-    [0, 'UNSCHEDULABLE', ['busy', 'no gpu'], []],
-    [1, 'UNSCHEDULABLE', ['no gpu'], []],
-    [2, 'UNSCHEDULABLE', ['no gpu'], []],
+  assert.equal(inline.evaluated, 7);
+  assert.deepEqual(inline.failureGroups, []);
+  assert.deepEqual(listed(inline), [
+    [0, 'UNSCHEDULABLE', ['busy', 'no gpu']],
+    [1, 'UNSCHEDULABLE', ['no gpu']],
+    [3, 'UNSCHEDULABLE_AND_UNRESOLVABLE', ['no gpu']],
+    [4, 'UNSCHEDULABLE', ['no gpu']],
+    [5, 'UNSCHEDULABLE', []],
+    [6, 'UNSCHEDULABLE', []],
   ]);
-  // FilterBatch: each call answers as it asked, with its own table.
+
+  const r = await svc.filter(filterReq('P', 7, 3, items, { groupFailures: true }));
+  assert.equal(r.error, null);
+  assert.equal(r.evaluated, 7);
+  assert.deepEqual(r.failures, [], 'grouped failures are not listed as well');
+  assert.deepEqual(grouped(r), [
+    ['UNSCHEDULABLE', ['busy', 'no gpu'], [0]],
+    ['UNSCHEDULABLE', ['no gpu'], [1, 4]],
+    ['UNSCHEDULABLE_AND_UNRESOLVABLE', ['no gpu'], [3]],
+    ['UNSCHEDULABLE', [], [5, 6]],
+  ]);
+  const shared = r.failureGroups[1].status;
+  assert.notEqual(shared, noGpu, "a group's status is a copy");
+  assert.notEqual(shared.reasons, noGpu.reasons, "a group's reasons are a copy");
+
+  // FilterBatch: each call answers as it asked.
   const b = await svc.filterBatch({
     requestId: 5,
     calls: [
-      { ...filterReq('P', 7, 2, [2, 1, 2], { reasonTable: true }), requestId: 1 },
-      { ...filterReq('P', 7, 2, [2], { reasonTable: true }), requestId: 2 },
-      { ...filterReq('P', 7, 2, [2]), requestId: 3 },
+      { ...filterReq('P', 7, 3, [2, 1, 2], { groupFailures: true }), requestId: 1 },
+      { ...filterReq('P', 7, 3, [2, 1, 2]), requestId: 2 },
+      { ...filterReq('P', 7, 3, [5], { groupFailures: true }), requestId: 3 },
     ],
   });
-  assert.deepEqual(b.replies.map((r) => [r.error, r.reasons]), [
-    [null, ['no gpu', 'busy']],
-    [null, ['no gpu']],
-    [null, []],
+  assert.deepEqual(b.replies.map((x) => [x.requestId, x.error, x.evaluated]), [
+    [1, null, 3],
+    [2, null, 3],
+    [3, null, 1],
   ]);
-  assert.deepEqual(shape(b.replies[0]), [
-    [0, 'UNSCHEDULABLE', [], [0]],
-    [1, 'UNSCHEDULABLE', [], [1, 0]],
-    [2, 'UNSCHEDULABLE', [], [0]],
+  assert.deepEqual(b.replies[0].failures, []);
+  assert.deepEqual(grouped(b.replies[0]), [
+    ['UNSCHEDULABLE', ['no gpu'], [0, 2]],
+    ['UNSCHEDULABLE', ['busy', 'no gpu'], [1]],
   ]);
-  assert.deepEqual(shape(b.replies[1]), [[0, 'UNSCHEDULABLE', [], [0]]]);
-  assert.deepEqual(shape(b.replies[2]), [[0, 'UNSCHEDULABLE', ['no gpu'], []]]);
-  assert.deepEqual(noGpu.reasons, ['no gpu'], "the plugin's status is untouched");
+  assert.deepEqual(b.replies[1].failureGroups, []);
+  assert.deepEqual(listed(b.replies[1]), [
+    [0, 'UNSCHEDULABLE', ['no gpu']],
+    [1, 'UNSCHEDULABLE', ['busy', 'no gpu']],
+    [2, 'UNSCHEDULABLE', ['no gpu']],
+  ]);
+  assert.deepEqual([b.replies[2].failures, b.replies[2].failureGroups], [[], []], 'nothing failed: no groups');
+  assert.deepEqual(noGpu, Status.unschedulable('no gpu'), "the plugin's status is untouched");
 });
 
 test('errors are Error statuses of the call: points the plugin lacks, bad nodes, bad answers, exceptions', async () => {
