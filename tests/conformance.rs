@@ -64,7 +64,7 @@ fn passes(socket: &std::path::Path, extra: &[&str], exercised: &[&str]) {
 }
 
 const CORE: &[&str] = &[
-    "H1", "H2", "H3", "S1", "R1", "R2", "R3", "R4", "R6", "F2", "HL1",
+    "H1", "H2", "H3", "S1", "R1", "R2", "R3", "R4", "R6", "F2", "L2", "HL1",
 ];
 
 #[test]
@@ -167,7 +167,9 @@ fn the_python_sdk_plugins_pass() {
         ],
         &[
             CORE,
-            &["P1", "F1", "F4", "F5", "F8", "SC1", "SC2", "Q1", "E1", "X1"],
+            &[
+                "P1", "F1", "F4", "F5", "F8", "SC1", "SC2", "Q1", "E1", "X1", "X2",
+            ],
         ]
         .concat(),
     );

@@ -3,10 +3,12 @@
 conformance kit (tests/conformance.rs runs it against
 examples/conformance/tenant-quota.yaml): the TenantQuota policy of plugins/quota
 (PreFilter state, AddPod/RemovePod, Filter) plus a QueueSort key, a PreEnqueue gate,
-Score and NormalizeScore, Reserve/Unreserve, Permit (allowed at once), PreBind,
+Score and NormalizeScore, Reserve/Unreserve, Permit (waits, then allowed from
+another thread 50 ms later), PreBind,
 PostBind and PostFilter. Not an example of good policy: of every method's shape."""
 
 import sys
+import threading
 
 from switchyard_plugin import ClusterEvent, Plugin, PreFilterResult, Status, main
 
@@ -88,7 +90,10 @@ class PyQuota(Plugin):
         self.reserved.pop(cycle.pod.uid, None)
 
     def permit(self, cycle, state, node_name, handle):
-        return Status.success()
+        # Wait, and let another thread allow the pod shortly after (X2).
+        uid = cycle.pod.uid
+        threading.Timer(0.05, lambda: handle.allow(self.name, uid)).start()
+        return Status.wait(), 5.0
 
     def pre_bind(self, cycle, state, node_name):
         if self.reserved.get(cycle.pod.uid) not in (None, node_name):

@@ -86,6 +86,10 @@ pub const CLAUSES: &[Clause] = &[
         fix: "answer SUCCESS, UNSCHEDULABLE_AND_UNRESOLVABLE or ERROR", unexercised: "no plugin declares PreEnqueue" },
     Clause { id: "X1", title: "Reserve, Permit, PreBind, PostBind and Unreserve answer with a valid status, request_id echoed; a Permit WAIT carries a timeout",
         fix: "answer each call of a started cycle; set timeout_millis with WAIT", unexercised: "no plugin declares Reserve, Permit, PreBind or PostBind" },
+    Clause { id: "X2", title: "A Permit WAIT is ended by a later decision on the Permit stream (request_id 0) naming the waiting pod and the plugin that made it wait, or by its timeout",
+        fix: "send PermitResponse{request_id: 0, decision: {pod_uid, plugin, allow, message}} only for a pod that is waiting on that plugin", unexercised: "no Permit answered WAIT, or no decision came before its timeout" },
+    Clause { id: "L2", title: "The scheduler going away with calls in flight costs nothing: a new connection is served and answers as a fresh one",
+        fix: "when a connection drops, end its streams, drop its cycles, and discard answers to its calls; keep serving new connections", unexercised: "" },
     Clause { id: "HL1", title: "grpc.health.v1 Check answers SERVING",
         fix: "serve grpc.health.v1.Health and report SERVING for \"\"", unexercised: "" },
 ];
@@ -643,6 +647,7 @@ pub async fn run(opts: &Options) -> Result<Report, ConformanceError> {
     let endpoint = normalize_endpoint(&opts.endpoint)
         .map_err(|e| ConformanceError::Endpoint(opts.endpoint.clone(), e))?;
     let mut k = Kit {
+        permit_waits_left: 2,
         checks: Checks::default(),
         unreachable: false,
         fixture,
@@ -689,7 +694,12 @@ fn normalize_endpoint(e: &str) -> Result<String, String> {
     }
 }
 
+/// How long the kit waits for a Permit decision after a WAIT (X2).
+const PERMIT_DECISION_WAIT: Duration = Duration::from_secs(1);
+
 struct Kit {
+    /// Waits for a Permit decision the kit still spends before it stops waiting.
+    permit_waits_left: u32,
     checks: Checks,
     /// The first connection failed: nothing else could be checked.
     unreachable: bool,
@@ -766,6 +776,7 @@ impl Kit {
             }
         }
         self.first_message_not_full().await;
+        self.dropped_mid_call(&base, &baseline).await;
         Some(hs)
     }
 
@@ -1374,6 +1385,9 @@ impl Kit {
                                 r.timeout_millis
                             )
                         });
+                        if code == pb::Code::Wait as i32 && wait_ok {
+                            self.permit_decision(c, p, pod, r.timeout_millis).await;
+                        }
                     }
                     Err(e) => self.checks.fail("X1", format!("{who}: Permit: {e}")),
                 }
@@ -1408,6 +1422,45 @@ impl Kit {
                     }
                     Err(e) => self.checks.fail("X1", format!("{who}: {name}: {e}")),
                 }
+            }
+        }
+    }
+
+    /// X2: after a WAIT, a later decision on the Permit stream (request_id 0) names
+    /// the waiting pod and the plugin that made it wait. None before the timeout is
+    /// allowed (the timeout ends the wait); the kit waits for one at most
+    /// [`PERMIT_DECISION_WAIT`].
+    async fn permit_decision(
+        &mut self,
+        c: &mut Conn,
+        p: &pb::PluginInfo,
+        pod: &pb::Pod,
+        timeout_millis: u32,
+    ) {
+        let who = format!("plugin {} pod {}", p.name, pod.name);
+        // A plugin may wait for something the kit never brings (a whole gang): after
+        // two waits with no decision, only decisions already in are looked at.
+        let wait = match self.permit_waits_left {
+            0 => Duration::from_millis(1),
+            _ => Duration::from_millis(u64::from(timeout_millis)).min(PERMIT_DECISION_WAIT),
+        };
+        let Ok(r) = c.permit.recv(0, wait).await else {
+            self.permit_waits_left = self.permit_waits_left.saturating_sub(1);
+            return;
+        };
+        match &r.decision {
+            None => self.checks.fail(
+                "X2",
+                format!("{who}: a Permit message with request_id 0 and no decision"),
+            ),
+            Some(d) => {
+                self.checks
+                    .check("X2", d.pod_uid == pod.uid && d.plugin == p.name, || {
+                        format!(
+                            "{who}: a decision for pod {:?} by plugin {:?}, while pod {:?} waits on {:?}",
+                            d.pod_uid, d.plugin, pod.uid, p.name
+                        )
+                    });
             }
         }
     }
@@ -1735,6 +1788,58 @@ impl Kit {
                 Ok(Some(Ok(_))) => {}
             }
         }
+    }
+
+    /// L2: the scheduler goes away with calls in flight (a cycle started, its Filter
+    /// and every other call sent, nothing awaited): the sidecar must need no answer
+    /// delivered, and a new connection must get the answers a fresh one got.
+    async fn dropped_mid_call(&mut self, f: &Fixture, baseline: &[PodAnswers]) {
+        let Some(pod) = f.probes.first() else {
+            return;
+        };
+        if let Ok(mut c) = Conn::open(&self.endpoint, self.timeout).await {
+            let plugins = Self::filter_plugins(&c);
+            if self.full_snapshot(&mut c, f).await.is_err() {
+                return;
+            }
+            let Ok((cycle, g)) = c.start_cycle(pod) else {
+                return;
+            };
+            let nodes = capped(f, &c);
+            for p in &plugins {
+                let req = c.filter_request(&p.name, cycle, g, &nodes);
+                let _ = c.filter.send(req);
+            }
+            drop(c);
+        }
+        let Some(mut again) = (match Conn::open(&self.endpoint, self.timeout).await {
+            Ok(c) => Some(c),
+            Err(e) => {
+                self.checks.fail(
+                    "L2",
+                    format!(
+                        "after a connection dropped with calls in flight, a new one failed: {e}"
+                    ),
+                );
+                None
+            }
+        }) else {
+            return;
+        };
+        if self.full_snapshot(&mut again, f).await.is_err() {
+            return;
+        }
+        let answers = self
+            .all_pods(&mut again, f, "after a dropped connection")
+            .await;
+        self.checks.ok("L2");
+        self.compare(
+            "L2",
+            baseline,
+            &answers,
+            "connection 1",
+            "a new connection after one dropped with calls in flight",
+        );
     }
 
     /// R3: a fresh connection whose first Replicate message is a plain delta.
