@@ -738,6 +738,7 @@ impl Scheduler {
     /// Upstream `handleSchedulingFailure`: requeue (unless the pod is gone or bound),
     /// update the nomination, record a FailedScheduling event and the PodScheduled
     /// condition. Never blocks on the backend.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn handle_scheduling_failure(
         self: &Arc<Self>,
         fw: &Framework,
