@@ -251,3 +251,47 @@ fn probe_checks_health_over_tls_and_unix_sockets() {
         "a stopped sidecar fails its probe"
     );
 }
+
+/// The conformance kit over mutual TLS: with the CA and a client certificate every
+/// clause the sidecar exercises passes; without the client certificate the sidecar
+/// refuses the kit, which fails H1 naming the connection, and exits 1.
+#[test]
+fn conformance_kit_checks_a_sidecar_over_mutual_tls() {
+    let (_sidecar, port) = tls_sidecar();
+    let endpoint = format!("https://127.0.0.1:{port}");
+    let kit = |extra: &[&str]| {
+        let mut cmd = Command::new(binary("switchyard"));
+        cmd.args(["conformance", &endpoint, "--output-format", "json"])
+            .args([
+                "--tls-ca",
+                &fixture("ca.crt"),
+                "--tls-server-name",
+                "localhost",
+            ])
+            .args(extra);
+        run_with_deadline(&mut cmd, Duration::from_secs(60))
+    };
+    let out = kit(&[
+        "--tls-cert",
+        &fixture("client.crt"),
+        "--tls-key",
+        &fixture("client.key"),
+    ]);
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(out.status.code(), Some(0), "{report:#}");
+    let verdict = |r: &Value, c: &str| {
+        r["outcomes"]
+            .as_array()
+            .and_then(|o| o.iter().find(|x| x["clause"] == c))
+            .map(|x| x["verdict"].as_str().unwrap_or_default().to_string())
+            .unwrap_or_default()
+    };
+    for c in ["H1", "R1", "F1", "F8", "SC1", "L2", "HL1"] {
+        assert_eq!(verdict(&report, c), "pass", "{c}: {report:#}");
+    }
+    let refused = kit(&[]);
+    assert_eq!(refused.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&refused.stdout).expect("json report");
+    assert_eq!(verdict(&report, "H1"), "fail", "{report:#}");
+}

@@ -107,11 +107,26 @@ enum Command {
 
 #[derive(clap::Args, Debug)]
 struct ConformanceArgs {
-    /// The sidecar: a Unix socket (unix:///path/to.sock, or a path) or plain TCP
-    /// (tcp://host:port, http://host:port or host:port). TLS endpoints are not
-    /// supported by the kit yet.
+    /// The sidecar: a Unix socket (unix:///path/to.sock, or a path), plain TCP
+    /// (tcp://host:port, http://host:port or host:port) or TLS (https://host:port,
+    /// with --tls-ca).
     #[arg(value_name = "ENDPOINT")]
     endpoint: String,
+    /// For an https:// endpoint: the CA certificate (PEM) the sidecar's certificate
+    /// must chain to.
+    #[arg(long, value_name = "FILE")]
+    tls_ca: Option<PathBuf>,
+    /// For a sidecar that requires client certificates (mutual TLS): the kit's
+    /// certificate (PEM), with --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// The name to verify the sidecar's certificate against, when it is not the
+    /// endpoint's host.
+    #[arg(long, value_name = "NAME")]
+    tls_server_name: Option<String>,
     /// Cluster manifests (files or directories) to replicate to the sidecar: Nodes,
     /// Pods (those with spec.nodeName are placed, the others are scheduled one cycle
     /// each, at most 12) and PriorityClasses. Default: the demo cluster
@@ -522,8 +537,28 @@ fn conformance(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
             args.timeout
         );
     }
+    let tls = match args.tls_ca {
+        Some(ca) => {
+            for f in [Some(&ca), args.tls_cert.as_ref(), args.tls_key.as_ref()]
+                .into_iter()
+                .flatten()
+            {
+                std::fs::metadata(f).with_context(|| format!("cannot read {}", f.display()))?;
+            }
+            Some(switchyard::remote::TlsFiles {
+                ca,
+                identity: args.tls_cert.zip(args.tls_key),
+                server_name: args.tls_server_name,
+            })
+        }
+        None if args.tls_cert.is_some() || args.tls_server_name.is_some() => {
+            anyhow::bail!("--tls-cert, --tls-key and --tls-server-name need --tls-ca")
+        }
+        None => None,
+    };
     let opts = conformance::Options {
         endpoint: args.endpoint,
+        tls,
         cluster: args.cluster,
         timeout: Duration::from_secs_f64(args.timeout),
     };

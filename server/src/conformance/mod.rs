@@ -177,6 +177,9 @@ impl Report {
 
 pub struct Options {
     pub endpoint: String,
+    /// For an `https://` endpoint: the CA to trust, and a client certificate and key
+    /// when the sidecar requires one (mutual TLS).
+    pub tls: Option<crate::remote::TlsFiles>,
     pub cluster: Vec<PathBuf>,
     /// How long one call may take.
     pub timeout: Duration,
@@ -375,8 +378,14 @@ fn offered() -> Vec<String> {
     ]
 }
 
-async fn client(endpoint: &str) -> Result<PluginClient<Channel>, String> {
-    let ch = crate::remote::client::channel(endpoint, None).await?;
+/// Where the sidecar is: its normalized endpoint and, for `https://`, the TLS files.
+struct Target {
+    endpoint: String,
+    tls: Option<crate::remote::TlsFiles>,
+}
+
+async fn client(t: &Target) -> Result<PluginClient<Channel>, String> {
+    let ch = crate::remote::client::channel(&t.endpoint, t.tls.as_ref()).await?;
     Ok(PluginClient::new(ch)
         .max_decoding_message_size(64 << 20)
         .max_encoding_message_size(64 << 20))
@@ -400,8 +409,8 @@ async fn handshake(
 }
 
 impl Conn {
-    async fn open(endpoint: &str, timeout: Duration) -> Result<Conn, String> {
-        let mut c = client(endpoint).await?;
+    async fn open(target: &Target, timeout: Duration) -> Result<Conn, String> {
+        let mut c = client(target).await?;
         let hs = handshake(
             &mut c,
             vec![switchyard_proto::PROTOCOL_VERSION.into()],
@@ -646,12 +655,32 @@ pub async fn run(opts: &Options) -> Result<Report, ConformanceError> {
     let fixture = Fixture::load(&opts.cluster)?;
     let endpoint = normalize_endpoint(&opts.endpoint)
         .map_err(|e| ConformanceError::Endpoint(opts.endpoint.clone(), e))?;
+    match (endpoint.starts_with("https://"), opts.tls.is_some()) {
+        (true, false) => {
+            return Err(ConformanceError::Endpoint(
+                opts.endpoint.clone(),
+                "an https:// endpoint needs --tls-ca (and --tls-cert/--tls-key for mutual TLS)"
+                    .into(),
+            ))
+        }
+        (false, true) => {
+            return Err(ConformanceError::Endpoint(
+                opts.endpoint.clone(),
+                "--tls-* options need an https:// endpoint".into(),
+            ))
+        }
+        _ => {}
+    }
+    let target = Target {
+        endpoint,
+        tls: opts.tls.clone(),
+    };
     let mut k = Kit {
         permit_waits_left: 2,
         checks: Checks::default(),
         unreachable: false,
         fixture,
-        endpoint,
+        target,
         timeout: opts.timeout,
     };
     let mut report = Report {
@@ -677,20 +706,19 @@ pub async fn run(opts: &Options) -> Result<Report, ConformanceError> {
     Ok(report)
 }
 
-/// `unix:///path`, `unix:path`, a bare path (a Unix socket), `http://host:port`.
+/// `unix:///path`, `unix:path`, a bare path (a Unix socket), `http://host:port`,
+/// `https://host:port` (TLS).
 fn normalize_endpoint(e: &str) -> Result<String, String> {
-    if e.starts_with("unix:") || e.starts_with("http://") {
+    if e.starts_with("unix:") || e.starts_with("http://") || e.starts_with("https://") {
         Ok(e.to_string())
     } else if let Some(rest) = e.strip_prefix("tcp://") {
         Ok(format!("http://{rest}"))
-    } else if e.starts_with("https://") {
-        Err("TLS endpoints are not supported by the kit yet; run the sidecar on a Unix socket or plain TCP for it".into())
     } else if e.starts_with('/') || e.starts_with('.') {
         Ok(format!("unix://{e}"))
     } else if e.contains(':') && !e.contains('/') {
         Ok(format!("http://{e}"))
     } else {
-        Err("expected unix:///path/to.sock, a socket path, tcp://host:port, http://host:port or host:port".into())
+        Err("expected unix:///path/to.sock, a socket path, tcp://host:port, http://host:port, https://host:port or host:port".into())
     }
 }
 
@@ -704,14 +732,14 @@ struct Kit {
     /// The first connection failed: nothing else could be checked.
     unreachable: bool,
     fixture: Fixture,
-    endpoint: String,
+    target: Target,
     timeout: Duration,
 }
 
 impl Kit {
     /// Every check in order; returns the handshake when the sidecar could be reached.
     async fn run_all(&mut self) -> Option<pb::HandshakeResponse> {
-        let mut a = match Conn::open(&self.endpoint, self.timeout).await {
+        let mut a = match Conn::open(&self.target, self.timeout).await {
             Ok(c) => c,
             Err(e) => {
                 self.checks.fail("H1", e);
@@ -781,7 +809,7 @@ impl Kit {
     }
 
     async fn reconnect(&mut self) -> Option<Conn> {
-        match Conn::open(&self.endpoint, self.timeout).await {
+        match Conn::open(&self.target, self.timeout).await {
             Ok(c) => Some(c),
             Err(e) => {
                 self.checks
@@ -792,7 +820,7 @@ impl Kit {
     }
 
     async fn refuses_unknown_version(&mut self) {
-        let mut c = match client(&self.endpoint).await {
+        let mut c = match client(&self.target).await {
             Ok(c) => c,
             Err(e) => {
                 self.checks.fail("H2", e);
@@ -862,13 +890,16 @@ impl Kit {
     async fn health(&mut self) {
         use switchyard_proto::health::health_check_response::ServingStatus;
         use switchyard_proto::health::{health_client::HealthClient, HealthCheckRequest};
-        let ch = match crate::remote::client::channel(&self.endpoint, None).await {
-            Ok(c) => c,
-            Err(e) => {
-                self.checks.fail("HL1", e);
-                return;
-            }
-        };
+        let ch =
+            match crate::remote::client::channel(&self.target.endpoint, self.target.tls.as_ref())
+                .await
+            {
+                Ok(c) => c,
+                Err(e) => {
+                    self.checks.fail("HL1", e);
+                    return;
+                }
+            };
         let mut h = HealthClient::new(ch);
         let r = tokio::time::timeout(
             self.timeout,
@@ -1797,7 +1828,7 @@ impl Kit {
         let Some(pod) = f.probes.first() else {
             return;
         };
-        if let Ok(mut c) = Conn::open(&self.endpoint, self.timeout).await {
+        if let Ok(mut c) = Conn::open(&self.target, self.timeout).await {
             let plugins = Self::filter_plugins(&c);
             if self.full_snapshot(&mut c, f).await.is_err() {
                 return;
@@ -1812,7 +1843,7 @@ impl Kit {
             }
             drop(c);
         }
-        let Some(mut again) = (match Conn::open(&self.endpoint, self.timeout).await {
+        let Some(mut again) = (match Conn::open(&self.target, self.timeout).await {
             Ok(c) => Some(c),
             Err(e) => {
                 self.checks.fail(
@@ -1844,7 +1875,7 @@ impl Kit {
 
     /// R3: a fresh connection whose first Replicate message is a plain delta.
     async fn first_message_not_full(&mut self) {
-        let Ok(mut c) = Conn::open(&self.endpoint, self.timeout).await else {
+        let Ok(mut c) = Conn::open(&self.target, self.timeout).await else {
             return;
         };
         if c.send(
@@ -1945,9 +1976,7 @@ mod tests {
             "http://127.0.0.1:9000"
         );
         assert_eq!(normalize_endpoint("unix:///x").unwrap(), "unix:///x");
-        assert!(normalize_endpoint("https://x:1")
-            .unwrap_err()
-            .contains("TLS"));
+        assert_eq!(normalize_endpoint("https://x:1").unwrap(), "https://x:1");
         assert!(normalize_endpoint("nonsense")
             .unwrap_err()
             .contains("expected"));
