@@ -777,3 +777,49 @@ fn deploy_manifests_pass_a_server_side_dry_run() {
     ]);
     assert!(!out.status.success());
 }
+
+/// A pod placed while its profile's remote plugin was down under `failurePolicy:
+/// Ignore` is bound (the plugin is skipped), and a Warning event with reason
+/// `RemotePluginIgnored` says which call was skipped, before its `Scheduled` event,
+/// so nobody takes the placement for the plugin's decision.
+#[test]
+fn a_skipped_remote_plugin_is_recorded_as_an_event() {
+    let Some(cp) = ControlPlane::start_with_kubectl("ignored", Components::default()) else {
+        return;
+    };
+    let dir = work_dir(&cp);
+    cp.apply(&node("node-a", "2"));
+    cp.apply(&pod("needs-gpu", "switchyard", "100m"));
+    let socket = dir.join("nobody-serves-this.sock");
+    let config = dir.join("config.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nleaderElection:\n  leaderElect: false\nremotePlugins:\n- endpoint: unix://{}\n  failurePolicy: Ignore\n  timeout: 300ms\n  startupTimeout: 1s\n  plugins: [GpuFilter]\nprofiles:\n- schedulerName: switchyard\n  plugins:\n    multiPoint:\n      enabled: [{{name: GpuFilter}}]\n",
+            socket.display()
+        ),
+    )
+    .expect("config");
+    let _sy = SwitchyardRun::start(&dir, "sy", &config, &cp.kubeconfig, &[]);
+    wait_for("needs-gpu bound", WAIT, || {
+        cp.pod("default", "needs-gpu")
+            .and_then(|p| node_of(&p))
+            .is_some()
+    });
+    let mut events = Vec::new();
+    wait_for("RemotePluginIgnored and Scheduled events", WAIT, || {
+        events = kubectl_events(&cp, "needs-gpu");
+        has_event(&events, "RemotePluginIgnored") && has_event(&events, "Scheduled")
+    });
+    let ignored = events
+        .iter()
+        .find(|e| e["reason"] == "RemotePluginIgnored")
+        .expect("event");
+    assert_eq!(ignored["type"], "Warning", "{ignored}");
+    let message = ignored["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("Filter skipped under failurePolicy Ignore")
+            && message.contains("GpuFilter"),
+        "{message}"
+    );
+}
