@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the Go plugin SDK and its examples offline, runs the unit tests (with the
 # race detector when cgo works), starts each example sidecar on a Unix socket in a
-# temporary directory, and runs `switchyard conformance` against it. Exits 0 only
+# temporary directory, and runs `switchyard conformance` against it; then serves the
+# Accelerator on https://127.0.0.1:<free port> with mutual TLS (tests/fixtures/tls)
+# and runs the kit over TLS, with and without a client certificate. Exits 0 only
 # when everything passes and every clause the examples exercise is PASS.
 #
 #   plugin-sdk/go/test.sh
@@ -75,23 +77,10 @@ if [ ! -x "$bin" ]; then
   exit 1
 fi
 
-# conformance NAME BINARY CLUSTER CLAUSES...: runs the kit against the sidecar and
-# checks that no clause failed and that each of CLAUSES passed.
-conformance() {
-  local name="$1" sidecar="$2" cluster="$3"
-  shift 3
-  local sock="$work/$name.sock"
-  step "conformance: $name ($cluster)"
-  "$sidecar" --listen "unix://$sock" >"$work/$name.log" 2>&1 &
-  pids+=("$!")
-  local i
-  for i in $(seq 1 100); do
-    "$sidecar" --listen "unix://$sock" --probe >/dev/null 2>&1 && break
-    sleep 0.1
-  done
-  local rc=0
-  "$bin" conformance "unix://$sock" --cluster "$cluster" -o json >"$work/$name.json" || rc=$?
-  python3 - "$work/$name.json" "$rc" "$@" <<'PY'
+# check_report JSON RC CLAUSES...: prints the kit's JSON report and checks that no
+# clause failed, that each of CLAUSES passed and that the kit exited 0.
+check_report() {
+  python3 - "$@" <<'PY'
 import json, sys
 path, rc, want = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 report = json.load(open(path))
@@ -109,10 +98,87 @@ if bad or missing or rc != 0:
 PY
 }
 
+# conformance NAME BINARY CLUSTER CLAUSES...: runs the kit against the sidecar and
+# checks that no clause failed and that each of CLAUSES passed.
+conformance() {
+  local name="$1" sidecar="$2" cluster="$3"
+  shift 3
+  local sock="$work/$name.sock"
+  step "conformance: $name ($cluster)"
+  "$sidecar" --listen "unix://$sock" >"$work/$name.log" 2>&1 &
+  pids+=("$!")
+  local i
+  for i in $(seq 1 100); do
+    "$sidecar" --listen "unix://$sock" --probe >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  local rc=0
+  "$bin" conformance "unix://$sock" --cluster "$cluster" -o json >"$work/$name.json" || rc=$?
+  check_report "$work/$name.json" "$rc" "$@"
+}
+
+# conformance_tls NAME BINARY CLUSTER CLAUSES...: serves the sidecar on
+# https://127.0.0.1:<free port> with mutual TLS (tests/fixtures/tls: the server's
+# certificate, client certificates from ca.crt required), runs the kit over TLS with
+# the client certificate and checks CLAUSES as conformance does; then checks that
+# the kit without a client certificate is refused (exit 1, H1 FAIL).
+conformance_tls() {
+  local name="$1" sidecar="$2" cluster="$3"
+  shift 3
+  local tls="$repo/tests/fixtures/tls"
+  local -a env=(SWITCHYARD_PLUGIN_TLS_CERT="$tls/server.crt" SWITCHYARD_PLUGIN_TLS_KEY="$tls/server.key"
+    SWITCHYARD_PLUGIN_TLS_CLIENT_CA="$tls/ca.crt")
+  local -a kit=(--tls-ca "$tls/ca.crt" --tls-server-name localhost --cluster "$cluster" -o json)
+  local addr="" pid="" i
+  # The port is free when chosen but may be taken before the sidecar binds it: then
+  # the sidecar exits, and another port is tried.
+  for _ in 1 2 3; do
+    addr="https://127.0.0.1:$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+    env "${env[@]}" "$sidecar" --listen "$addr" >"$work/$name.log" 2>&1 &
+    pid=$!
+    pids+=("$pid")
+    for i in $(seq 1 100); do
+      env "${env[@]}" "$sidecar" --listen "$addr" --probe >/dev/null 2>&1 && break
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -0 "$pid" 2>/dev/null && break
+    wait "$pid" || true
+    unset 'pids[${#pids[@]}-1]'
+    pid=""
+  done
+  if [ -z "$pid" ]; then
+    cat "$work/$name.log"
+    echo "FAIL: $name could not serve on https://127.0.0.1 (three free ports tried)"
+    exit 1
+  fi
+  step "conformance over mutual TLS: $name on $addr ($cluster)"
+  local rc=0
+  "$bin" conformance "$addr" "${kit[@]}" --tls-cert "$tls/client.crt" --tls-key "$tls/client.key" \
+    >"$work/$name.json" || rc=$?
+  check_report "$work/$name.json" "$rc" "$@"
+
+  step "mutual TLS: the kit without a client certificate is refused"
+  rc=0
+  "$bin" conformance "$addr" "${kit[@]}" >"$work/$name-nocert.json" || rc=$?
+  python3 - "$work/$name-nocert.json" "$rc" <<'PY'
+import json, sys
+path, rc = sys.argv[1], int(sys.argv[2])
+h1 = next(o for o in json.load(open(path))["outcomes"] if o["clause"] == "H1")
+print(f'{h1["verdict"].upper():4} H1   {h1["detail"].splitlines()[0] if h1["detail"] else ""}')
+if rc != 1 or h1["verdict"] != "fail":
+    print(f"FAIL: expected the kit to exit 1 with H1 FAIL, got exit status {rc} and H1 {h1['verdict']}")
+    sys.exit(1)
+print("ok: refused without a client certificate (kit exit status 1)")
+PY
+}
+
 conformance accelerator "$work/accelerator" "$repo/examples/conformance/accelerator.yaml" \
   H1 H2 H3 S1 R1 R2 R3 R4 R5 R6 F1 F2 F3 F4 F5 F6 F7 F8 SC1 SC2 SC3 HL1
 conformance tenantquota "$work/tenantquota" "$here/examples/tenantquota/cluster.yaml" \
   H1 H2 H3 S1 R1 R2 R3 R4 R5 R6 P1 F1 F2 F4 F5 F8 Q1 E1 X1 HL1
+conformance_tls accelerator-tls "$work/accelerator" "$repo/examples/conformance/accelerator.yaml" \
+  H1 H2 H3 S1 R1 R2 R3 R4 R5 R6 F1 F2 F3 F4 F5 F6 F7 F8 SC1 SC2 SC3 HL1
 
 step "shutdown on SIGTERM"
 for p in "${pids[@]}"; do
@@ -124,6 +190,6 @@ if ls "$work"/*.sock >/dev/null 2>&1; then
   echo "FAIL: a socket was left behind"
   exit 1
 fi
-echo "ok: both sidecars stopped cleanly and removed their sockets"
+echo "ok: every sidecar stopped cleanly and removed its socket"
 echo
 echo "PASS: Go plugin SDK"
