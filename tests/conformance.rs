@@ -235,3 +235,51 @@ fn an_endpoint_nobody_serves_fails_once_and_says_so() {
         "one failure, not one per clause: {text}"
     );
 }
+
+/// T1 with the kit's OTLP receiver: the Rust and Python SDKs' Accelerator, exporting
+/// to it, start each call's span under the call's traceparent; the same sidecar not
+/// exporting fails T1 naming the call and the receiver.
+#[test]
+fn trace_context_reaches_the_sidecars_spans() {
+    let Ok(Listen::Tcp(port)) = Listen::free_tcp() else {
+        panic!("no free port");
+    };
+    let otlp = format!("127.0.0.1:{port}");
+    let endpoint = format!("http://{otlp}");
+    let export = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "200"),
+    ];
+    let fixture = workspace_root()
+        .join("examples/conformance/accelerator.yaml")
+        .display()
+        .to_string();
+    let args = ["--cluster", &fixture, "--otlp-listen", &otlp];
+
+    let _rs = start_sidecar("examples/accelerator", "conf-t1-rs", &export);
+    passes(&sidecar_socket("conf-t1-rs"), &args, &["T1"]);
+
+    let script = workspace_root()
+        .join("plugin-sdk/python/examples/accelerator.py")
+        .display()
+        .to_string();
+    let env: String = export.iter().map(|(k, v)| format!("{k}='{v}' ")).collect();
+    let _py = SidecarProcess::start(
+        &format!("{env}{}", exec_command(&python(), &[&script])),
+        Listen::Unix(sidecar_socket("conf-t1-py")),
+        Duration::from_secs(30),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    passes(&sidecar_socket("conf-t1-py"), &args, &["T1"]);
+
+    let _quiet = start_sidecar("examples/accelerator", "conf-t1-quiet", &[]);
+    let (code, report) = conformance(&sidecar_socket("conf-t1-quiet"), &args);
+    assert_eq!(code, 1, "{report:#}");
+    assert_eq!(verdict(&report, "T1"), "fail", "{report:#}");
+    assert!(
+        failed(&report)
+            .iter()
+            .any(|f| f.contains("traceparent 00-") && f.contains(&otlp)),
+        "{report:#}"
+    );
+}

@@ -126,19 +126,20 @@ conformance_tls() {
   local name="$1" sidecar="$2" cluster="$3"
   shift 3
   local tls="$repo/tests/fixtures/tls"
-  local -a env=(SWITCHYARD_PLUGIN_TLS_CERT="$tls/server.crt" SWITCHYARD_PLUGIN_TLS_KEY="$tls/server.key"
+  local -a tls_env=(SWITCHYARD_PLUGIN_TLS_CERT="$tls/server.crt" SWITCHYARD_PLUGIN_TLS_KEY="$tls/server.key"
     SWITCHYARD_PLUGIN_TLS_CLIENT_CA="$tls/ca.crt")
   local -a kit=(--tls-ca "$tls/ca.crt" --tls-server-name localhost --cluster "$cluster" -o json)
+  step "conformance over mutual TLS: $name ($cluster)"
   local addr="" pid="" i
   # The port is free when chosen but may be taken before the sidecar binds it: then
   # the sidecar exits, and another port is tried.
   for _ in 1 2 3; do
     addr="https://127.0.0.1:$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-    env "${env[@]}" "$sidecar" --listen "$addr" >"$work/$name.log" 2>&1 &
+    env "${tls_env[@]}" "$sidecar" --listen "$addr" >"$work/$name.log" 2>&1 &
     pid=$!
     pids+=("$pid")
     for i in $(seq 1 100); do
-      env "${env[@]}" "$sidecar" --listen "$addr" --probe >/dev/null 2>&1 && break
+      env "${tls_env[@]}" "$sidecar" --listen "$addr" --probe >/dev/null 2>&1 && break
       kill -0 "$pid" 2>/dev/null || break
       sleep 0.1
     done
@@ -152,7 +153,7 @@ conformance_tls() {
     echo "FAIL: $name could not serve on https://127.0.0.1 (three free ports tried)"
     exit 1
   fi
-  step "conformance over mutual TLS: $name on $addr ($cluster)"
+  echo "serving on $addr"
   local rc=0
   "$bin" conformance "$addr" "${kit[@]}" --tls-cert "$tls/client.crt" --tls-key "$tls/client.key" \
     >"$work/$name.json" || rc=$?

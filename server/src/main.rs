@@ -136,6 +136,13 @@ struct ConformanceArgs {
     /// How long one call may take before it counts as unanswered.
     #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
     timeout: f64,
+    /// Receive the sidecar's spans over OTLP/gRPC on this address (for example
+    /// 127.0.0.1:4319) and check that each call's span starts under the call's
+    /// traceparent (clause T1). Start the sidecar with
+    /// OTEL_EXPORTER_OTLP_ENDPOINT=http://ADDRESS (and OTEL_BSP_SCHEDULE_DELAY=200 so
+    /// it exports within the kit's 10 s wait).
+    #[arg(long, value_name = "ADDRESS")]
+    otlp_listen: Option<std::net::SocketAddr>,
     #[arg(short, long, value_enum, default_value_t = OutputFormat::Table)]
     output_format: OutputFormat,
 }
@@ -561,6 +568,7 @@ fn conformance(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
         tls,
         cluster: args.cluster,
         timeout: Duration::from_secs_f64(args.timeout),
+        otlp_listen: args.otlp_listen,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

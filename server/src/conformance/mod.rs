@@ -88,6 +88,8 @@ pub const CLAUSES: &[Clause] = &[
         fix: "answer each call of a started cycle; set timeout_millis with WAIT", unexercised: "no plugin declares Reserve, Permit, PreBind or PostBind" },
     Clause { id: "X2", title: "A Permit WAIT is ended by a later decision on the Permit stream (request_id 0) naming the waiting pod and the plugin that made it wait, or by its timeout",
         fix: "send PermitResponse{request_id: 0, decision: {pod_uid, plugin, allow, message}} only for a pod that is waiting on that plugin", unexercised: "no Permit answered WAIT, or no decision came before its timeout" },
+    Clause { id: "T1", title: "A call's span in the sidecar starts under the call's `traceparent`, so the sidecar's work shows inside the scheduler's trace",
+        fix: "extract the W3C `traceparent` of each call and start the call's span as its child; export over OTLP to OTEL_EXPORTER_OTLP_ENDPOINT", unexercised: "run the kit with --otlp-listen HOST:PORT and the sidecar with OTEL_EXPORTER_OTLP_ENDPOINT=http://HOST:PORT (and OTEL_BSP_SCHEDULE_DELAY=200 to export quickly)" },
     Clause { id: "L2", title: "The scheduler going away with calls in flight costs nothing: a new connection is served and answers as a fresh one",
         fix: "when a connection drops, end its streams, drop its cycles, and discard answers to its calls; keep serving new connections", unexercised: "" },
     Clause { id: "HL1", title: "grpc.health.v1 Check answers SERVING",
@@ -183,6 +185,8 @@ pub struct Options {
     pub cluster: Vec<PathBuf>,
     /// How long one call may take.
     pub timeout: Duration,
+    /// Where to receive the sidecar's spans over OTLP/gRPC (T1).
+    pub otlp_listen: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -191,6 +195,8 @@ pub enum ConformanceError {
     Fixture(#[from] FixtureError),
     #[error("endpoint {0:?}: {1}")]
     Endpoint(String, String),
+    #[error("--otlp-listen {0}: cannot listen: {1}; pick a free port")]
+    OtlpListen(std::net::SocketAddr, String),
 }
 
 /// What the checks found, per clause.
@@ -675,7 +681,20 @@ pub async fn run(opts: &Options) -> Result<Report, ConformanceError> {
         endpoint,
         tls: opts.tls.clone(),
     };
+    let otlp = match opts.otlp_listen {
+        None => None,
+        Some(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| ConformanceError::OtlpListen(addr, e.to_string()))?;
+            let collector = crate::telemetry::otlp_receiver::Collector::default();
+            tokio::spawn(collector.clone().serve(listener));
+            Some((addr, collector))
+        }
+    };
     let mut k = Kit {
+        otlp,
+        traced: Vec::new(),
         permit_waits_left: 2,
         checks: Checks::default(),
         unreachable: false,
@@ -722,10 +741,35 @@ fn normalize_endpoint(e: &str) -> Result<String, String> {
     }
 }
 
+/// How long the kit waits for the sidecar to export the spans of its traced calls
+/// (T1); batching exporters send every 5 s by default.
+const OTLP_WAIT: Duration = Duration::from_secs(10);
+
+/// A W3C trace id and span id (hex) for the kit's `n`th traced call: random enough
+/// to tell runs apart, never all zero.
+fn trace_ids(n: usize) -> (String, String) {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+        | 1;
+    let pid = u64::from(std::process::id());
+    (
+        format!("{nanos:016x}{:016x}", (pid << 32) | n as u64 | 1 << 63),
+        format!("{:016x}", nanos.rotate_left(17) ^ (n as u64 + 1)),
+    )
+}
+
 /// How long the kit waits for a Permit decision after a WAIT (X2).
 const PERMIT_DECISION_WAIT: Duration = Duration::from_secs(1);
 
 struct Kit {
+    /// The OTLP receiver the sidecar exports its spans to (T1).
+    otlp: Option<(
+        std::net::SocketAddr,
+        crate::telemetry::otlp_receiver::Collector,
+    )>,
+    /// Calls sent with a `traceparent`: plugin, extension point, trace id, span id.
+    traced: Vec<(String, &'static str, String, String)>,
     /// Waits for a Permit decision the kit still spends before it stops waiting.
     permit_waits_left: u32,
     checks: Checks,
@@ -758,6 +802,7 @@ impl Kit {
             return Some(hs);
         }
         let baseline = self.all_pods(&mut a, &base, "connection 1").await;
+        self.traced_calls(&mut a, &base).await;
         self.queue_keys(&mut a).await;
         self.waits_for_generation(&mut a, &base, &baseline).await;
         self.concurrent_cycles(&mut a, &base, &baseline).await;
@@ -805,7 +850,103 @@ impl Kit {
         }
         self.first_message_not_full().await;
         self.dropped_mid_call(&base, &baseline).await;
+        self.trace_spans().await;
         Some(hs)
+    }
+
+    /// T1: one call per plugin carrying a `traceparent` of the kit's own; the spans
+    /// they should parent are looked for at the end ([`Kit::trace_spans`]).
+    async fn traced_calls(&mut self, c: &mut Conn, f: &Fixture) {
+        let Some(pod) = f.probes.first() else {
+            return;
+        };
+        if self.otlp.is_none() {
+            return;
+        }
+        let Ok((cycle, g)) = c.start_cycle(pod) else {
+            return;
+        };
+        let nodes = capped(f, c);
+        let t = self.timeout;
+        for p in c.hs.plugins.clone() {
+            let (trace_id, span_id) = trace_ids(self.traced.len());
+            let traceparent = format!("00-{trace_id}-{span_id}-01");
+            let id = c.id();
+            let (point, answered) = if has(&p, Ep::PreFilter) {
+                let req = pb::PreFilterRequest {
+                    request_id: id,
+                    plugin: p.name.clone(),
+                    cycle,
+                    generation: g,
+                    traceparent,
+                };
+                ("PreFilter", c.pre_filter.call(id, req, t).await.is_ok())
+            } else if has(&p, Ep::Filter) {
+                let mut req = c.filter_request(&p.name, cycle, g, &nodes);
+                req.traceparent = traceparent;
+                ("Filter", c.filter(req).await.is_ok())
+            } else if has(&p, Ep::Score) {
+                let req = pb::ScoreRequest {
+                    request_id: id,
+                    plugin: p.name.clone(),
+                    cycle,
+                    generation: g,
+                    nodes: nodes.clone(),
+                    normalize: true,
+                    after_pre_score: false,
+                    traceparent,
+                };
+                ("Score", c.score.call(id, req, t).await.is_ok())
+            } else {
+                continue;
+            };
+            if answered {
+                self.traced.push((p.name.clone(), point, trace_id, span_id));
+            }
+        }
+        let _ = c.end_cycle(cycle, false);
+    }
+
+    /// T1: waits (at most [`OTLP_WAIT`]) for a span under each traced call.
+    async fn trace_spans(&mut self) {
+        let Some((addr, collector)) = &self.otlp else {
+            return;
+        };
+        if self.traced.is_empty() {
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + OTLP_WAIT;
+        loop {
+            let spans = collector.spans();
+            let missing: Vec<String> = self
+                .traced
+                .iter()
+                .filter(|(_, _, trace, span)| {
+                    !spans
+                        .iter()
+                        .any(|s| s.trace_id == *trace && s.parent_span_id == *span)
+                })
+                .map(|(plugin, point, trace, span)| {
+                    format!("plugin {plugin}: {point} call with traceparent 00-{trace}-{span}-01")
+                })
+                .collect();
+            if missing.is_empty() {
+                self.checks.ok("T1");
+                return;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                self.checks.fail(
+                    "T1",
+                    format!(
+                        "no span under {} within {OTLP_WAIT:?} at the OTLP receiver on {addr} ({} spans received in all)",
+                        missing.join("; "),
+                        spans.len()
+                    ),
+                );
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     async fn reconnect(&mut self) -> Option<Conn> {

@@ -3,4 +3,5 @@
 
 pub mod http;
 pub mod metrics;
+pub mod otlp_receiver;
 pub mod trace;
