@@ -7,8 +7,10 @@
 //! description: why kube-scheduler decides this way
 //! config: {...}          # optional KubeSchedulerConfiguration
 //! seeds: 3               # optional: run with this many tie-break seeds
-//! sidecars: [switchyard-quota]  # optional: sidecar binaries of this workspace to
-//!                         # start; the plugins they serve are enabled at multiPoint
+//! sidecars: [switchyard-quota]  # optional: sidecars to start: binaries of this
+//!                         # workspace (examples/NAME for a cargo example) or Python
+//!                         # scripts (a path ending in .py, from the workspace root);
+//!                         # the plugins they serve are enabled at multiPoint
 //! expect:
 //!   placements: {default/web: node-a, default/db: [node-b, node-c]}
 //!   unschedulable: {default/big: "0/3 nodes are available: 3 Insufficient cpu."}
@@ -130,7 +132,18 @@ pub fn run_file_with(path: &Path, adjust: &dyn Fn(&mut SchedulerConfig)) -> Resu
     for bin in &scenario.sidecars {
         static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let sidecar = crate::start_sidecar(bin, &format!("{bin}-{run}"), &[]);
+        let socket_name = format!("{}-{run}", bin.replace(['/', '.'], "-"));
+        let sidecar = if bin.ends_with(".py") {
+            let script = crate::workspace_root().join(bin).display().to_string();
+            switchyard::remote::sidecar::SidecarProcess::start(
+                &switchyard::remote::sidecar::exec_command(&crate::python(), &[&script]),
+                switchyard::remote::sidecar::Listen::Unix(crate::sidecar_socket(&socket_name)),
+                std::time::Duration::from_secs(30),
+            )
+            .map_err(|e| format!("{file}: sidecar {bin}: {e}"))?
+        } else {
+            crate::start_sidecar(bin, &socket_name, &[])
+        };
         let index = config.remote_plugins.len();
         let mut ep = switchyard::remote::EndpointConfig::new(index, &sidecar.endpoint)
             .map_err(|e| format!("{file}: sidecar {bin}: {e}"))?;
