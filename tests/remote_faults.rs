@@ -280,6 +280,28 @@ fn sidecar_stopped_for_good_fail_ends_with_a_report() {
     );
 }
 
+/// A Fail sidecar that never comes: the pods cannot even pass PreEnqueue (the
+/// scheduler assumes every extension point of a sidecar it never reached). The run
+/// ends by itself with its report, nothing bound, and every pod pending with the
+/// sidecar's error as its recorded reason (no "pod without a reason" violation).
+#[test]
+fn sidecar_never_comes_fail_ends_with_every_pod_s_reason() {
+    let run = Run::new("never", Policy::Fail);
+    let out = run.simulate().join().expect("simulation thread");
+    let v = switchyard_e2e::json_output(&out);
+    assert_eq!(v["invariants"]["ok"], true, "{}", v["invariants"]);
+    assert_eq!(v["summary"]["bound"], 0, "{}", v["summary"]);
+    let pods = v["pods"].as_array().expect("pods");
+    assert_eq!(pods.len() as u64, PODS);
+    for p in pods {
+        let reason = p["reason"].as_str().unwrap_or_default();
+        assert!(
+            reason.contains("FaultyFilter") && reason.contains("not connected"),
+            "a pending pod names the sidecar as its reason: {p}"
+        );
+    }
+}
+
 fn garbage_replies(policy: Policy) {
     let run = Run::new("garbage", policy);
     let _sidecar = run.start_sidecar("bad-score");

@@ -92,6 +92,8 @@ pub struct QueuedPodInfo {
     pub pending_plugins: HashSet<Arc<str>>,
     /// The PreEnqueue plugin holding the pod back, if any.
     pub gating_plugin: Option<Arc<str>>,
+    /// The last PreEnqueue error recorded as the pod's reason (not recorded again).
+    pub pre_enqueue_error: Option<String>,
     /// Cached backoff expiry, cleared on requeue.
     pub backoff_expiration: Option<Instant>,
     /// A sort key computed once at enqueue by a remote QueueSort plugin.
@@ -110,6 +112,7 @@ impl QueuedPodInfo {
             unschedulable_plugins: HashSet::new(),
             pending_plugins: HashSet::new(),
             gating_plugin: None,
+            pre_enqueue_error: None,
             backoff_expiration: None,
             sort_key: None,
         }

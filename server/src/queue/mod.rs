@@ -106,7 +106,15 @@ pub struct SchedulingQueue {
     /// Base for aligning backoff expiries to whole windows.
     epoch: Instant,
     incoming: Mutex<IncomingCounts>,
+    /// Told when a PreEnqueue plugin fails with an error (a sidecar down under
+    /// `failurePolicy: Fail`): the pod cannot even be queued, and nothing else would
+    /// record why.
+    pre_enqueue_errors: std::sync::OnceLock<PreEnqueueErrorReporter>,
 }
+
+/// Receives a pod a PreEnqueue plugin failed on, and the error; called with the queue
+/// locked, so it must not block or call back into the queue.
+pub type PreEnqueueErrorReporter = Box<dyn Fn(Arc<Pod>, String) + Send + Sync>;
 
 fn backoff_less(a: &QueuedPodInfo, b: &QueuedPodInfo) -> bool {
     a.backoff_expiration < b.backoff_expiration
@@ -157,7 +165,14 @@ impl SchedulingQueue {
             max_in_unschedulable: DEFAULT_MAX_IN_UNSCHEDULABLE,
             epoch: now,
             incoming: Mutex::new(IncomingCounts::default()),
+            pre_enqueue_errors: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Sets who records a PreEnqueue error as the pod's reason (once; later calls
+    /// are ignored).
+    pub fn set_pre_enqueue_error_reporter(&self, r: PreEnqueueErrorReporter) {
+        let _ = self.pre_enqueue_errors.set(r);
     }
 
     pub fn set_max_in_unschedulable(&mut self, d: Duration) {
@@ -246,9 +261,22 @@ impl SchedulingQueue {
         match fw.run_pre_enqueue_plugins(&p.pod, p.gating_plugin.as_deref()) {
             None => {
                 p.gating_plugin = None;
+                p.pre_enqueue_error = None;
                 true
             }
-            Some((plugin, _status)) => {
+            Some((plugin, status)) => {
+                // Upstream only logs a PreEnqueue error; here it is also the pod's
+                // recorded reason (once per distinct message), since every pod must end
+                // bound or pending with one.
+                if status.code() == crate::framework::Code::Error {
+                    let msg = status.message();
+                    if p.pre_enqueue_error.as_deref() != Some(msg.as_str()) {
+                        if let Some(report) = self.pre_enqueue_errors.get() {
+                            report(p.pod.clone(), msg.clone());
+                        }
+                        p.pre_enqueue_error = Some(msg);
+                    }
+                }
                 p.unschedulable_plugins.insert(plugin.clone());
                 p.gating_plugin = Some(plugin);
                 false

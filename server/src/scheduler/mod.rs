@@ -156,6 +156,14 @@ impl Scheduler {
         for h in handles {
             h.set_services(services.clone());
         }
+        let weak = Arc::downgrade(&sched);
+        sched
+            .queue
+            .set_pre_enqueue_error_reporter(Box::new(move |pod, message| {
+                if let Some(me) = weak.upgrade() {
+                    me.report_pre_enqueue_error(pod, message);
+                }
+            }));
         Ok(sched)
     }
 
@@ -235,6 +243,34 @@ impl Scheduler {
 
     pub(crate) fn op_finished(&self) {
         self.in_flight_ops.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// A pod a PreEnqueue plugin failed on (an error, not a rejection: a sidecar down
+    /// under `failurePolicy: Fail`) waits in the unschedulable pool until the plugin
+    /// recovers; record why as a scheduling error is recorded: a FailedScheduling
+    /// event and PodScheduled=False with reason SchedulerError. Off the queue's lock.
+    fn report_pre_enqueue_error(self: &Arc<Self>, pod: Arc<Pod>, message: String) {
+        let me = self.clone();
+        self.spawn_op(async move {
+            me.client.record_event(crate::cluster::PodEvent::new(
+                &pod,
+                crate::cluster::EventType::Warning,
+                "FailedScheduling",
+                "Scheduling",
+                message.clone(),
+            ));
+            let update = crate::cluster::PodStatusUpdate {
+                condition: Some(crate::cluster::PodCondition {
+                    status: "False",
+                    reason: "SchedulerError",
+                    message,
+                }),
+                nominated_node_name: None,
+            };
+            if let Err(e) = me.client.update_pod_status(&pod, update).await {
+                tracing::warn!(pod = %pod.key(), error = %e, "error updating pod status");
+            }
+        });
     }
 
     /// Runs a backend call off the scheduling path, counted until it finishes.
