@@ -10,7 +10,9 @@
 // waiting for the generation each call names, per-cycle state from CycleStart to
 // CycleEnd, what-if deltas (a forked state and the plugin's AddPod/RemovePod),
 // batched and score-ahead Filter calls, FilterBatch, NormalizeScore, Permit
-// decisions, gRPC health, and shutdown on SIGTERM.
+// decisions, gRPC health, a span per traced call exported over OTLP/gRPC when the
+// OTEL_* variables ask for it (package otlp; see Traceparent and StartSpan), and
+// shutdown on SIGTERM.
 //
 //	type NoMaintenance struct{}
 //

@@ -172,21 +172,3 @@ type PostBindPlugin interface {
 	Plugin
 	PostBind(ctx context.Context, c *Cycle, state *CycleState, nodeName string)
 }
-
-type traceparentKey struct{}
-
-// Traceparent returns the W3C trace context of the scheduler's span for this call
-// ("" when the attempt is not traced). The SDK does not export spans itself (see
-// README): a plugin using OpenTelemetry can start its span under this parent with
-// its own propagator.
-func Traceparent(ctx context.Context) string {
-	s, _ := ctx.Value(traceparentKey{}).(string)
-	return s
-}
-
-func withTraceparent(ctx context.Context, tp string) context.Context {
-	if tp == "" {
-		return ctx
-	}
-	return context.WithValue(ctx, traceparentKey{}, tp)
-}

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/switchyard-sched/switchyard/plugin-sdk/go/otlp"
 	"github.com/switchyard-sched/switchyard/plugin-sdk/go/pb"
 )
 
@@ -69,6 +70,10 @@ type Options struct {
 	// ShutdownGrace bounds how long shutdown waits for open streams (the
 	// scheduler's streams live as long as its connection) before closing them.
 	ShutdownGrace time.Duration
+	// OTLP, when set, exports a span per traced call over OTLP/gRPC (see
+	// Traceparent and README "Tracing"); FromEnv sets it from the OTEL_* variables.
+	// An empty ServiceName is "switchyard-sidecar-<first plugin, lowercase>".
+	OTLP *otlp.Config
 }
 
 // DefaultOptions are the Rust SDK's defaults: 5 s generation wait, parallel batches
@@ -83,10 +88,18 @@ func DefaultOptions(listen string) Options {
 	}
 }
 
-// FromEnv is DefaultOptions with SWITCHYARD_PLUGIN_CAPABILITIES and, for an
-// https:// address, the TLS files of SWITCHYARD_PLUGIN_TLS_* applied.
+// FromEnv is DefaultOptions with SWITCHYARD_PLUGIN_CAPABILITIES, for an https://
+// address the TLS files of SWITCHYARD_PLUGIN_TLS_*, and span export (Options.OTLP)
+// when OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or
+// OTEL_TRACES_EXPORTER=otlp asks for it, applied. A malformed OTEL_* variable
+// turns tracing off (logged); it does not stop the sidecar.
 func FromEnv(listen string) (Options, error) {
 	o := DefaultOptions(listen)
+	if c, ok, err := otlp.ConfigFromEnv(); err != nil {
+		log.Printf("switchyard: tracing disabled: %v", err)
+	} else if ok {
+		o.OTLP = &c
+	}
 	switch strings.TrimSpace(os.Getenv(CapabilitiesEnv)) {
 	case "off", "false", "0":
 		o.Capabilities = false
@@ -238,6 +251,10 @@ func Serve(ctx context.Context, opts Options, plugins ...Plugin) error {
 		opts.GenerationWait = 5 * time.Second
 	}
 	svc := newService(plugins, opts)
+	if opts.OTLP != nil {
+		svc.tracer = startTracing(*opts.OTLP, plugins)
+		defer stopTracing(svc.tracer)
+	}
 	sopts := []grpc.ServerOption{
 		grpc.StatsHandler(connTagger{svc}),
 		grpc.CustomCodec(codec{}), //nolint:staticcheck // see codec; ForceServerCodec needs grpc 1.38
@@ -302,11 +319,40 @@ func Serve(ctx context.Context, opts Options, plugins ...Plugin) error {
 	return nil
 }
 
+// startTracing starts the span exporter (nil, logged, when it cannot start).
+func startTracing(c otlp.Config, plugins []Plugin) *otlp.Exporter {
+	if c.ServiceName == "" && c.ResourceAttributes["service.name"] == "" {
+		c.ServiceName = "switchyard-sidecar"
+		if len(plugins) > 0 {
+			c.ServiceName += "-" + strings.ToLower(plugins[0].Name())
+		}
+	}
+	e, err := otlp.New(c)
+	if err != nil {
+		log.Printf("switchyard: tracing disabled: %v", err)
+		return nil
+	}
+	return e
+}
+
+// stopTracing exports the spans still queued, waiting at most 5 s.
+func stopTracing(e *otlp.Exporter) {
+	if e == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := e.Shutdown(ctx); err != nil {
+		log.Printf("switchyard: %v", err)
+	}
+}
+
 // Main is a sidecar's main function: it reads --listen ADDRESS (else
 // $SWITCHYARD_PLUGIN_LISTEN, else unix:///tmp/switchyard/<first plugin>.sock) and
 // --probe from the command line (with the flag package, so a plugin can define flags
-// of its own before calling Main), serves until SIGTERM or SIGINT, and exits 1 with
-// the reason on failure.
+// of its own before calling Main), serves until SIGTERM or SIGINT (with the options
+// of FromEnv, so spans are exported when the OTEL_* variables ask for it, and flushed
+// at shutdown), and exits 1 with the reason on failure.
 func Main(plugins ...Plugin) {
 	if err := run(plugins); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", filepath.Base(os.Args[0]), err)

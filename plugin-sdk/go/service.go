@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/stats"
 	grpcstatus "google.golang.org/grpc/status"
 
+	"github.com/switchyard-sched/switchyard/plugin-sdk/go/otlp"
 	"github.com/switchyard-sched/switchyard/plugin-sdk/go/pb"
 )
 
@@ -121,6 +122,7 @@ type service struct {
 	byName  map[string]int
 	opts    Options
 	handle  *Handle
+	tracer  *otlp.Exporter // nil: no spans (see trace.go)
 
 	mu       sync.Mutex
 	sessions map[uint64]*session
@@ -530,8 +532,14 @@ func (s *session) preFilter(ctx context.Context, req *pb.PreFilterRequest) *pb.P
 }
 
 func (s *session) filter(ctx context.Context, req *pb.FilterRequest) *pb.FilterResponse {
+	return traced(ctx, s.svc, "Filter", req.GetPlugin(), req.GetTraceparent(), cycleAttrs(req.GetCycle(), len(req.GetNodes())),
+		func(ctx context.Context) *pb.FilterResponse { return s.filterTraced(ctx, req) },
+		(*pb.FilterResponse).GetError)
+}
+
+func (s *session) filterTraced(ctx context.Context, req *pb.FilterRequest) *pb.FilterResponse {
 	out := &pb.FilterResponse{RequestId: req.GetRequestId(), Generation: req.GetGeneration()}
-	failures, ahead, st := s.filterCall(withTraceparent(ctx, req.GetTraceparent()), req)
+	failures, ahead, st := s.filterCall(ctx, req)
 	if st != nil {
 		out.Error = st.toPB()
 		return out
@@ -1318,7 +1326,9 @@ func (svc *service) PreFilter(stream pb.Plugin_PreFilterServer) error {
 	s := svc.session(stream.Context())
 	return serveStream(stream.Context(), stream.Recv, stream.Send,
 		func(ctx context.Context, r *pb.PreFilterRequest) *pb.PreFilterResponse {
-			return s.preFilter(withTraceparent(ctx, r.GetTraceparent()), r)
+			return traced(ctx, svc, "PreFilter", r.GetPlugin(), r.GetTraceparent(), cycleAttrs(r.GetCycle(), -1),
+				func(ctx context.Context) *pb.PreFilterResponse { return s.preFilter(ctx, r) },
+				(*pb.PreFilterResponse).GetStatus)
 		},
 		func(r *pb.PreFilterRequest, st *Status) *pb.PreFilterResponse {
 			return &pb.PreFilterResponse{RequestId: r.GetRequestId(), Generation: r.GetGeneration(), Status: st.toPB()}
@@ -1349,7 +1359,9 @@ func (svc *service) PostFilter(stream pb.Plugin_PostFilterServer) error {
 	s := svc.session(stream.Context())
 	return serveStream(stream.Context(), stream.Recv, stream.Send,
 		func(ctx context.Context, r *pb.PostFilterRequest) *pb.PostFilterResponse {
-			return s.postFilter(withTraceparent(ctx, r.GetTraceparent()), r)
+			return traced(ctx, svc, "PostFilter", r.GetPlugin(), r.GetTraceparent(), cycleAttrs(r.GetCycle(), -1),
+				func(ctx context.Context) *pb.PostFilterResponse { return s.postFilter(ctx, r) },
+				(*pb.PostFilterResponse).GetStatus)
 		},
 		func(r *pb.PostFilterRequest, st *Status) *pb.PostFilterResponse {
 			return &pb.PostFilterResponse{RequestId: r.GetRequestId(), Generation: r.GetGeneration(), Status: st.toPB()}
@@ -1360,7 +1372,9 @@ func (svc *service) PreScore(stream pb.Plugin_PreScoreServer) error {
 	s := svc.session(stream.Context())
 	return serveStream(stream.Context(), stream.Recv, stream.Send,
 		func(ctx context.Context, r *pb.PreScoreRequest) *pb.StatusResponse {
-			return s.preScore(withTraceparent(ctx, r.GetTraceparent()), r)
+			return traced(ctx, svc, "PreScore", r.GetPlugin(), r.GetTraceparent(), cycleAttrs(r.GetCycle(), len(r.GetNodes())),
+				func(ctx context.Context) *pb.StatusResponse { return s.preScore(ctx, r) },
+				(*pb.StatusResponse).GetStatus)
 		},
 		func(r *pb.PreScoreRequest, st *Status) *pb.StatusResponse {
 			return statusReply(r.GetRequestId(), r.GetGeneration(), st)
@@ -1371,7 +1385,9 @@ func (svc *service) Score(stream pb.Plugin_ScoreServer) error {
 	s := svc.session(stream.Context())
 	return serveStream(stream.Context(), stream.Recv, stream.Send,
 		func(ctx context.Context, r *pb.ScoreRequest) *pb.ScoreResponse {
-			return s.score(withTraceparent(ctx, r.GetTraceparent()), r)
+			return traced(ctx, svc, "Score", r.GetPlugin(), r.GetTraceparent(), cycleAttrs(r.GetCycle(), len(r.GetNodes())),
+				func(ctx context.Context) *pb.ScoreResponse { return s.score(ctx, r) },
+				(*pb.ScoreResponse).GetStatus)
 		},
 		func(r *pb.ScoreRequest, st *Status) *pb.ScoreResponse {
 			return &pb.ScoreResponse{RequestId: r.GetRequestId(), Generation: r.GetGeneration(), Status: st.toPB()}
@@ -1382,7 +1398,9 @@ func (svc *service) NormalizeScore(stream pb.Plugin_NormalizeScoreServer) error 
 	s := svc.session(stream.Context())
 	return serveStream(stream.Context(), stream.Recv, stream.Send,
 		func(ctx context.Context, r *pb.NormalizeScoreRequest) *pb.ScoreResponse {
-			return s.normalizeScore(withTraceparent(ctx, r.GetTraceparent()), r)
+			return traced(ctx, svc, "NormalizeScore", r.GetPlugin(), r.GetTraceparent(), cycleAttrs(r.GetCycle(), len(r.GetNodes())),
+				func(ctx context.Context) *pb.ScoreResponse { return s.normalizeScore(ctx, r) },
+				(*pb.ScoreResponse).GetStatus)
 		},
 		func(r *pb.NormalizeScoreRequest, st *Status) *pb.ScoreResponse {
 			return &pb.ScoreResponse{RequestId: r.GetRequestId(), Generation: r.GetGeneration(), Status: st.toPB()}
@@ -1398,7 +1416,9 @@ func (svc *service) cycleStream(stream interface {
 	s := svc.session(stream.Context())
 	return serveStream(stream.Context(), stream.Recv, stream.Send,
 		func(ctx context.Context, r *pb.CycleRequest) *pb.StatusResponse {
-			return s.cycleCall(withTraceparent(ctx, r.GetTraceparent()), r, pt)
+			return traced(ctx, svc, pt.String(), r.GetPlugin(), r.GetTraceparent(), cycleAttrs(r.GetCycle(), -1),
+				func(ctx context.Context) *pb.StatusResponse { return s.cycleCall(ctx, r, pt) },
+				(*pb.StatusResponse).GetStatus)
 		},
 		func(r *pb.CycleRequest, st *Status) *pb.StatusResponse {
 			return statusReply(r.GetRequestId(), r.GetGeneration(), st)
@@ -1449,6 +1469,7 @@ func (svc *service) Permit(stream pb.Plugin_PermitServer) error {
 		if err != nil {
 			return err
 		}
+		callCtx, sp := svc.callSpan(ctx, "Permit", req.GetPlugin(), req.GetTraceparent(), cycleAttrs(req.GetCycle(), -1)...)
 		reply, register := func() (r *pb.PermitResponse, reg func()) {
 			defer func() {
 				if p := recover(); p != nil {
@@ -1456,8 +1477,9 @@ func (svc *service) Permit(stream pb.Plugin_PermitServer) error {
 					reg = func() {}
 				}
 			}()
-			return s.permitCall(withTraceparent(ctx, req.GetTraceparent()), req)
+			return s.permitCall(callCtx, req)
 		}()
+		endSpan(sp, reply.GetStatus())
 		ps.mu.Lock()
 		register()
 		err = stream.Send(reply)

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Builds the Go plugin SDK and its examples offline, runs the unit tests (with the
 # race detector when cgo works), starts each example sidecar on a Unix socket in a
-# temporary directory, and runs `switchyard conformance` against it; then serves the
-# Accelerator on https://127.0.0.1:<free port> with mutual TLS (tests/fixtures/tls)
-# and runs the kit over TLS, with and without a client certificate. Exits 0 only
-# when everything passes and every clause the examples exercise is PASS.
+# temporary directory, and runs `switchyard conformance` against it; runs the
+# Accelerator again exporting spans over OTLP/gRPC to the kit's receiver (clause T1);
+# then serves the Accelerator on https://127.0.0.1:<free port> with mutual TLS
+# (tests/fixtures/tls) and runs the kit over TLS, with and without a client
+# certificate. Exits 0 only when everything passes and every clause the examples
+# exercise is PASS.
 #
 #   plugin-sdk/go/test.sh
 #
@@ -50,7 +52,7 @@ else
   step "build (module mode, $(go version | cut -d' ' -f3))"
 fi
 
-unformatted="$(gofmt -l . | grep -v '^pb/' || true)"
+unformatted="$(gofmt -l . | grep -v -e '^pb/' -e '^otlp/pb/' || true)"
 if [ -n "$unformatted" ]; then
   echo "FAIL: not gofmt-clean: $unformatted"
   exit 1
@@ -66,7 +68,7 @@ go test -count=1 ./...
 if [ "${SWITCHYARD_GO_RACE:-1}" != 0 ]; then
   if CGO_ENABLED=1 go test -race -count=1 -run XXX_none . >/dev/null 2>&1; then
     echo "race detector:"
-    go test -race -count=1 .
+    go test -race -count=1 . ./otlp
   else
     echo "note: the race detector is unavailable here (needs cgo and a C compiler); skipped"
   fi
@@ -98,14 +100,23 @@ if bad or missing or rc != 0:
 PY
 }
 
+# free_port: a TCP port on 127.0.0.1 that is free now.
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
 # conformance NAME BINARY CLUSTER CLAUSES...: runs the kit against the sidecar and
-# checks that no clause failed and that each of CLAUSES passed.
+# checks that no clause failed and that each of CLAUSES passed. The sidecar gets
+# the environment of sidecar_env (VAR=value items), the kit the arguments of
+# kit_args (both empty unless set).
+sidecar_env=()
+kit_args=()
 conformance() {
   local name="$1" sidecar="$2" cluster="$3"
   shift 3
   local sock="$work/$name.sock"
-  step "conformance: $name ($cluster)"
-  "$sidecar" --listen "unix://$sock" >"$work/$name.log" 2>&1 &
+  step "conformance: $name ($cluster)${kit_args[*]:+ ${kit_args[*]}}"
+  env ${sidecar_env[@]+"${sidecar_env[@]}"} "$sidecar" --listen "unix://$sock" >"$work/$name.log" 2>&1 &
   pids+=("$!")
   local i
   for i in $(seq 1 100); do
@@ -113,7 +124,7 @@ conformance() {
     sleep 0.1
   done
   local rc=0
-  "$bin" conformance "unix://$sock" --cluster "$cluster" -o json >"$work/$name.json" || rc=$?
+  "$bin" conformance "unix://$sock" --cluster "$cluster" ${kit_args[@]+"${kit_args[@]}"} -o json >"$work/$name.json" || rc=$?
   check_report "$work/$name.json" "$rc" "$@"
 }
 
@@ -134,7 +145,7 @@ conformance_tls() {
   # The port is free when chosen but may be taken before the sidecar binds it: then
   # the sidecar exits, and another port is tried.
   for _ in 1 2 3; do
-    addr="https://127.0.0.1:$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+    addr="https://127.0.0.1:$(free_port)"
     env "${tls_env[@]}" "$sidecar" --listen "$addr" >"$work/$name.log" 2>&1 &
     pid=$!
     pids+=("$pid")
@@ -178,6 +189,15 @@ conformance accelerator "$work/accelerator" "$repo/examples/conformance/accelera
   H1 H2 H3 S1 R1 R2 R3 R4 R5 R6 F1 F2 F3 F4 F5 F6 F7 F8 SC1 SC2 SC3 HL1
 conformance tenantquota "$work/tenantquota" "$here/examples/tenantquota/cluster.yaml" \
   H1 H2 H3 S1 R1 R2 R3 R4 R5 R6 P1 F1 F2 F4 F5 F8 Q1 E1 X1 HL1
+# T1: the Accelerator exports a span per traced call over OTLP/gRPC; the kit runs the
+# OTLP receiver and checks each span's parent is the call's traceparent.
+otlp_port="$(free_port)"
+sidecar_env=(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$otlp_port" OTEL_BSP_SCHEDULE_DELAY=200)
+kit_args=(--otlp-listen "127.0.0.1:$otlp_port")
+conformance accelerator-otlp "$work/accelerator" "$repo/examples/conformance/accelerator.yaml" \
+  H1 H2 H3 S1 R1 R2 R3 R4 R5 R6 F1 F2 F3 F4 F5 F6 F7 F8 SC1 SC2 SC3 HL1 T1
+sidecar_env=()
+kit_args=()
 conformance_tls accelerator-tls "$work/accelerator" "$repo/examples/conformance/accelerator.yaml" \
   H1 H2 H3 S1 R1 R2 R3 R4 R5 R6 F1 F2 F3 F4 F5 F6 F7 F8 SC1 SC2 SC3 HL1
 
