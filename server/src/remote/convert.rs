@@ -194,12 +194,7 @@ pub fn status_from_pb(s: Option<&pb::Status>) -> Status {
     let Some(s) = s else {
         return Status::success();
     };
-    status_with(s.code, s.reasons.iter().map(String::as_str))
-}
-
-/// A status of `code` (from the wire) with `reasons`; an unknown code is an error.
-fn status_with<'a>(code: i32, reasons: impl ExactSizeIterator<Item = &'a str>) -> Status {
-    let code = match pb::Code::try_from(code) {
+    let code = match pb::Code::try_from(s.code) {
         Ok(pb::Code::Success) => Code::Success,
         Ok(pb::Code::Error) => Code::Error,
         Ok(pb::Code::Unschedulable) => Code::Unschedulable,
@@ -207,12 +202,15 @@ fn status_with<'a>(code: i32, reasons: impl ExactSizeIterator<Item = &'a str>) -
         Ok(pb::Code::Wait) => Code::Wait,
         Ok(pb::Code::Skip) => Code::Skip,
         Ok(pb::Code::Pending) => Code::Pending,
-        Err(_) => return Status::error(format!("reply carries unknown status code {code}")),
+        Err(_) => return Status::error(format!("reply carries unknown status code {}", s.code)),
     };
-    if reasons.len() == 0 {
+    if s.reasons.is_empty() {
         return Status::code_only(code);
     }
-    Status::with_reasons(code, reasons.map(|r| Cow::Owned(r.to_string())).collect())
+    Status::with_reasons(
+        code,
+        s.reasons.iter().map(|r| Cow::Owned(r.clone())).collect(),
+    )
 }
 
 /// A plugin's declared events; unknown names are reported, and an empty list means

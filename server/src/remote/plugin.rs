@@ -1363,7 +1363,7 @@ impl ScorePlugin for RemotePlugin {
             n: 1,
             g,
             meta: self.meta.clone(),
-            ignored: Some(state.ignored.clone()),
+            ignored: None, // result() is read directly; `policy` notes a skip
         };
         let r = call.result().map(|(v, _)| v[0]);
         self.policy(Some(state), "Score", r, || 0)
@@ -1408,7 +1408,7 @@ impl ScorePlugin for RemotePlugin {
                 n: nodes.len(),
                 g,
                 meta: self.meta.clone(),
-                ignored: Some(state.ignored.clone()),
+                ignored: None, // result() is read directly; `policy` notes a skip
             };
             call.result().map(|(v, _)| v)
         })();

@@ -252,24 +252,7 @@ impl Scheduler {
     fn report_pre_enqueue_error(self: &Arc<Self>, pod: Arc<Pod>, message: String) {
         let me = self.clone();
         self.spawn_op(async move {
-            me.client.record_event(crate::cluster::PodEvent::new(
-                &pod,
-                crate::cluster::EventType::Warning,
-                "FailedScheduling",
-                "Scheduling",
-                message.clone(),
-            ));
-            let update = crate::cluster::PodStatusUpdate {
-                condition: Some(crate::cluster::PodCondition {
-                    status: "False",
-                    reason: "SchedulerError",
-                    message,
-                }),
-                nominated_node_name: None,
-            };
-            if let Err(e) = me.client.update_pod_status(&pod, update).await {
-                tracing::warn!(pod = %pod.key(), error = %e, "error updating pod status");
-            }
+            me.record_failed_scheduling(pod, "SchedulerError", message, None);
         });
     }
 

@@ -812,8 +812,21 @@ impl Scheduler {
             }
         };
         tracing::debug!(pod = %pod.key(), reason, message = %msg, "unable to schedule pod");
-        let msg = truncate_message(msg);
         self.report_ignored(state, &pod);
+        self.record_failed_scheduling(pod, reason, msg, nominated_update);
+    }
+
+    /// A FailedScheduling event and the PodScheduled=False condition (`reason`:
+    /// Unschedulable or SchedulerError) with `msg`, and the nomination change if any;
+    /// the status patch goes off the scheduling path.
+    pub(crate) fn record_failed_scheduling(
+        self: &Arc<Self>,
+        pod: Arc<Pod>,
+        reason: &'static str,
+        msg: String,
+        nominated_update: Option<Option<Arc<str>>>,
+    ) {
+        let msg = truncate_message(msg);
         self.client.record_event(PodEvent::new(
             &pod,
             EventType::Warning,
