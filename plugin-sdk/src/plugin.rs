@@ -46,6 +46,17 @@ pub trait Plugin: Send + Sync + 'static {
         false
     }
 
+    /// The pod fields Filter and Score read, when their answers depend only on those
+    /// and on the Node object itself: not on the pods on any node (upstream's pod
+    /// signatures, KEP-5598). The scheduler then reuses an answer for every later pod
+    /// whose listed fields are equal, on a node whose Node object is unchanged,
+    /// without calling; with a standard [`ScorePlugin::score_normalization`] it reuses
+    /// scores too. Empty (the default): no reuse. A wrong list gives wrong
+    /// placements; `serve` refuses a list without `node_local`.
+    fn signature(&self) -> Vec<pb::PodField> {
+        Vec::new()
+    }
+
     fn as_pre_enqueue(&self) -> Option<&dyn PreEnqueuePlugin> {
         None
     }
@@ -172,6 +183,14 @@ pub trait ScorePlugin: Plugin {
     }
     fn normalize(&self, _cycle: &Cycle, _state: &CycleState, _scores: &mut [i64]) -> Status {
         Status::success()
+    }
+
+    /// One of upstream's standard NormalizeScores instead of [`normalize`](Self::normalize):
+    /// the SDK applies it (`switchyard_proto::normalize_scores`), and a scheduler that
+    /// reuses raw scores for alike pods can apply it too. `Custom` (the default) means
+    /// `normalize` when `has_normalize`, else none.
+    fn score_normalization(&self) -> pb::ScoreNormalization {
+        pb::ScoreNormalization::Custom
     }
 }
 

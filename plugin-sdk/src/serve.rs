@@ -182,6 +182,13 @@ fn check_plugins(plugins: &[Arc<dyn Plugin>]) -> Result<(), Error> {
                 p.name()
             )));
         }
+        if !p.signature().is_empty() && !p.node_local() {
+            return Err(Error::Usage(format!(
+                "plugin {:?} declares a signature but not node_local: answers reused \
+                 across pods must depend on the node alone as well",
+                p.name()
+            )));
+        }
     }
     Ok(())
 }

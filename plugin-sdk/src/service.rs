@@ -499,7 +499,13 @@ impl Shared {
             }
             None => state,
         };
-        Some(answer(self.score_nodes(sp, cycle, state, &scored, true)))
+        Some(answer(self.score_nodes(
+            sp,
+            cycle,
+            state,
+            &scored,
+            !req.raw_scores,
+        )))
     }
 
     /// Score over `nodes` (in parallel for big batches), then NormalizeScore when
@@ -525,11 +531,14 @@ impl Shared {
                     .map(|n| sp.score(cycle, state, n))
                     .collect::<Result<_, _>>()?
             };
-        if !sp.has_normalize() {
+        if !has_normalize(sp) {
             return Ok((scores, true));
         }
         if !normalize {
             return Ok((scores, false));
+        }
+        if switchyard_proto::normalize_scores(sp.score_normalization(), &mut scores) {
+            return Ok((scores, true));
         }
         let s = sp.normalize(cycle, state, &mut scores);
         if !s.is_success() {
@@ -767,13 +776,16 @@ impl Shared {
                 .await?;
             let p = plugin
                 .as_score()
-                .filter(|p| p.has_normalize())
+                .filter(|p| has_normalize(*p))
                 .ok_or_else(|| {
                     Status::error(format!("plugin {:?} has no NormalizeScore", req.plugin))
                 })?;
             let replica = self.replica_at(&entry, plugin.node_local())?;
             let cycle = entry.view(&replica);
             let mut scores = req.scores.clone();
+            if switchyard_proto::normalize_scores(p.score_normalization(), &mut scores) {
+                return Ok(scores);
+            }
             let s = p.normalize(&cycle, &read(&entry.states[idx]), &mut scores);
             if s.is_success() {
                 Ok(scores)
@@ -1034,9 +1046,14 @@ impl pb::plugin_server::Plugin for PluginService {
                 name: p.name().to_string(),
                 extension_points: points(p.as_ref()),
                 pre_filter_extensions: p.as_pre_filter().is_some_and(|f| f.has_extensions()),
-                normalize_score: p.as_score().is_some_and(|s| s.has_normalize()),
+                normalize_score: p.as_score().is_some_and(has_normalize),
                 events: p.events(),
                 node_local: p.node_local(),
+                signature: p.signature().into_iter().map(|f| f as i32).collect(),
+                score_normalization: p
+                    .as_score()
+                    .map_or(pb::ScoreNormalization::Custom, |s| s.score_normalization())
+                    as i32,
             })
             .collect();
         Ok(Response::new(pb::HandshakeResponse {
@@ -1341,4 +1358,8 @@ impl PluginService {
             async move { shared.cycle_call(req, point).await }
         })
     }
+}
+/// Whether the plugin has a NormalizeScore: its own, or a standard one it declared.
+fn has_normalize(sp: &dyn ScorePlugin) -> bool {
+    sp.has_normalize() || sp.score_normalization() != pb::ScoreNormalization::Custom
 }

@@ -44,6 +44,32 @@ pub const LISTEN_ENV: &str = "SWITCHYARD_PLUGIN_LISTEN";
 /// all; the scheduler applies the same rule (see `PodUpdate` in the proto).
 pub const MAX_PENDING_PODS: usize = 1024;
 
+/// Applies a standard `ScoreNormalization` to raw scores, as upstream's
+/// `DefaultNormalizeScore(100, reverse, ...)` does; false (scores untouched) for
+/// `Custom`, which only the plugin itself can apply. The SDKs normalise with it for
+/// plugins that declare a standard kind, and the scheduler when it reuses raw scores,
+/// so both ends compute the same numbers.
+pub fn normalize_scores(kind: v1::ScoreNormalization, scores: &mut [i64]) -> bool {
+    const MAX: i64 = 100;
+    let reverse = match kind {
+        v1::ScoreNormalization::Custom => return false,
+        v1::ScoreNormalization::Default => false,
+        v1::ScoreNormalization::DefaultReverse => true,
+    };
+    let max = scores.iter().copied().fold(0, i64::max);
+    for s in scores.iter_mut() {
+        // i128: raw scores come from a sidecar and may be anything.
+        let scaled = || (MAX as i128 * *s as i128 / max as i128) as i64;
+        *s = match (max == 0, reverse) {
+            (true, true) => MAX,
+            (true, false) => *s,
+            (false, true) => MAX.saturating_sub(scaled()),
+            (false, false) => scaled(),
+        };
+    }
+    true
+}
+
 /// The items a score-ahead answer covers (`FilterRequest.score_first`): the first
 /// `first` items of a batch of `len` that are not in `failed` (ascending), in batch
 /// order. Both ends compute it, so the answer carries scores only.

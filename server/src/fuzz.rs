@@ -971,6 +971,8 @@ mod sidecar {
                     actions: vec!["Add".into(), "Delete".into()],
                 }],
                 node_local: true,
+                signature: vec![pb::PodField::Tolerations as i32],
+                score_normalization: pb::ScoreNormalization::DefaultReverse as i32,
             }],
             max_batch_nodes: 512,
             capabilities: vec!["filter-batch".into()],

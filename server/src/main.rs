@@ -221,14 +221,15 @@ struct BenchArgs {
     workload_name: String,
 
     /// Runs to make, comma-separated: in-process, sidecar-uds, sidecar-tcp (the
-    /// TaintToleration sidecar), sidecar-quota (the TenantQuota sidecar, on
+    /// TaintToleration sidecar), sidecar-uds-no-reuse (the same, its answers never
+    /// reused for alike pods), sidecar-quota (the TenantQuota sidecar, on
     /// --quota-workload), sidecar-python (the Python EnergyAware sidecar; needs
     /// grpcio, see scripts/demo.sh).
     #[arg(
         long,
         value_name = "LIST",
         value_delimiter = ',',
-        default_value = "in-process,sidecar-uds,sidecar-tcp,sidecar-quota"
+        default_value = "in-process,sidecar-uds,sidecar-uds-no-reuse,sidecar-tcp,sidecar-quota"
     )]
     runs: Vec<String>,
 
@@ -863,7 +864,7 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
         None => {
             let exe = std::env::current_exe().context("cannot locate this binary")?;
             let bin = exe.with_file_name("switchyard-tainttoleration");
-            let taint = [Mode::SidecarUds, Mode::SidecarTcp];
+            let taint = [Mode::SidecarUds, Mode::SidecarUdsNoReuse, Mode::SidecarTcp];
             if modes.iter().any(|m| taint.contains(m)) && !bin.exists() {
                 anyhow::bail!(
                     "{} not found: build it with `cargo build --release --workspace`, or pass --sidecar-command",

@@ -5,22 +5,25 @@
 //! plugin and this one must decide identically; the test suite checks it.
 //!
 //! It declares itself node-local, which lets the scheduler send it the next pod's
-//! Filter ahead of time. `SWITCHYARD_TAINTTOLERATION_LOOKAHEAD=off` withdraws that, to
-//! measure what the lookahead is worth (`switchyard bench --sidecar-command`).
+//! Filter ahead of time, and signs pods (its answers depend on tolerations and taints
+//! only), which lets the scheduler reuse answers for alike pods.
+//! `SWITCHYARD_TAINTTOLERATION_LOOKAHEAD=off` withdraws both,
+//! `SWITCHYARD_TAINTTOLERATION_SIGNATURE=off` the second, to measure what each is
+//! worth (`switchyard bench --sidecar-command`).
 
 use std::sync::Arc;
 
-use switchyard_plugin_sdk::pb::{Taint, Toleration};
+use switchyard_plugin_sdk::pb::{PodField, ScoreNormalization, Taint, Toleration};
 use switchyard_plugin_sdk::{
     Cycle, CycleState, FilterPlugin, NodeInfo, Plugin, PreScorePlugin, ScorePlugin, Status,
 };
 
 const NAME: &str = "RemoteTaintToleration";
 const ERR_REASON_UNTOLERATED: &str = "node(s) had untolerated taint(s)";
-const MAX_SCORE: i64 = 100;
 
 struct TaintToleration {
     node_local: bool,
+    signature: bool,
 }
 
 /// Upstream `ToleratesTaint`.
@@ -65,6 +68,16 @@ impl Plugin for TaintToleration {
     /// Taints and tolerations are per node: the scheduler may look ahead.
     fn node_local(&self) -> bool {
         self.node_local
+    }
+    /// Filter and Score read the pod's tolerations and the node's taints only (as
+    /// upstream's TaintToleration signs pods): pods with the same tolerations get the
+    /// same answer on an unchanged node.
+    fn signature(&self) -> Vec<PodField> {
+        if self.node_local && self.signature {
+            vec![PodField::Tolerations]
+        } else {
+            Vec::new()
+        }
     }
     fn as_filter(&self) -> Option<&dyn FilterPlugin> {
         Some(self)
@@ -118,27 +131,21 @@ impl ScorePlugin for TaintToleration {
             .count() as i64)
     }
 
-    fn has_normalize(&self) -> bool {
-        true
-    }
-
-    /// Upstream `DefaultNormalizeScore(MaxNodeScore, reverse=true, ...)`.
-    fn normalize(&self, _cycle: &Cycle, _state: &CycleState, scores: &mut [i64]) -> Status {
-        let max = scores.iter().copied().fold(0, i64::max);
-        for s in scores.iter_mut() {
-            *s = if max == 0 {
-                MAX_SCORE
-            } else {
-                MAX_SCORE - MAX_SCORE * *s / max
-            };
-        }
-        Status::success()
+    /// Upstream `DefaultNormalizeScore(MaxNodeScore, reverse=true, ...)`, applied by
+    /// the SDK (and by a scheduler reusing raw scores).
+    fn score_normalization(&self) -> ScoreNormalization {
+        ScoreNormalization::DefaultReverse
     }
 }
 
 fn main() {
     let node_local = std::env::var("SWITCHYARD_TAINTTOLERATION_LOOKAHEAD").as_deref() != Ok("off");
-    if let Err(e) = switchyard_plugin_sdk::run(vec![Arc::new(TaintToleration { node_local })]) {
+    let signature = std::env::var("SWITCHYARD_TAINTTOLERATION_SIGNATURE").as_deref() != Ok("off");
+    let plugin = TaintToleration {
+        node_local,
+        signature,
+    };
+    if let Err(e) = switchyard_plugin_sdk::run(vec![Arc::new(plugin)]) {
         eprintln!("switchyard-tainttoleration: {e}");
         std::process::exit(1);
     }

@@ -295,6 +295,10 @@ pub struct RemotePluginEndpoint {
     /// (1..=64, default 16; 1: one pod ahead at a time, as with older sidecars).
     #[serde(default)]
     pub max_batch_pods: Option<u32>,
+    /// Reuse the answers of plugins that declare pod signatures for alike pods on
+    /// unchanged nodes (default true; false calls for every pod, to compare).
+    #[serde(default)]
+    pub reuse_alike_pods: Option<bool>,
 }
 
 /// TLS settings of an `https://` sidecar endpoint (PEM files, read at every connect so

@@ -459,6 +459,8 @@ pub struct EndpointStats {
     /// pod, or named other or changed nodes) and asked again.
     pub lookahead_hits: AtomicU64,
     pub lookahead_misses: AtomicU64,
+    /// Filter rounds and Score calls answered with answers reused for alike pods.
+    pub alike_reused: AtomicU64,
     /// Replies to no outstanding call (late, unknown id, or flooding).
     pub stray_replies: AtomicU64,
     /// The last call error or connection loss, as reported.
@@ -777,6 +779,16 @@ impl Endpoint {
                 .iter()
                 .any(|i| i.name == plugin && i.extension_points.contains(&(point as i32))),
         )
+    }
+
+    /// `plugin`'s entry in the latest handshake.
+    pub fn plugin_info(&self, plugin: &str) -> Option<pb::PluginInfo> {
+        let h = self.inner.handshake.lock().ok()?;
+        h.as_ref()?
+            .plugins
+            .iter()
+            .find(|i| i.name == plugin)
+            .cloned()
     }
 
     /// The open streams, or why there are none.

@@ -4,6 +4,7 @@
 //! to it as generation-numbered deltas at the start of each attempt; Filter and Score
 //! go out as one batch per round; failures follow the endpoint's failure policy.
 
+mod alike;
 pub mod client;
 pub mod convert;
 mod plugin;
@@ -47,6 +48,9 @@ pub struct EndpointConfig {
     pub tls: Option<TlsFiles>,
     /// Upper bound on the pods of one `FilterBatch` message (`maxBatchPods`).
     pub max_batch_pods: usize,
+    /// Answers of plugins that declare pod signatures are reused for alike pods
+    /// (`reuseAlikePods`, default true).
+    pub reuse_alike_pods: bool,
 }
 
 /// `maxBatchPods` when unset, and its upper bound.
@@ -183,6 +187,7 @@ impl EndpointConfig {
         Ok(EndpointConfig {
             index,
             max_batch_pods,
+            reuse_alike_pods: r.reuse_alike_pods.unwrap_or(true),
             endpoint: e.to_string(),
             timeout: dur(&r.timeout, "timeout", Duration::from_secs(1))?,
             failure_policy,

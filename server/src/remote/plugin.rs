@@ -11,6 +11,7 @@ use std::time::Duration;
 use smallvec::SmallVec;
 use switchyard_proto::v1 as pb;
 
+use super::alike::{self, AlikeAnswers, Declared};
 use super::client::{BatchReply, Outbound, Pending, Reply, Streams};
 use super::replicate::Replicator;
 use super::{convert, Endpoint, FailurePolicy};
@@ -19,7 +20,7 @@ use crate::framework::cycle_state::IgnoredCalls;
 use crate::framework::events::ClusterEventWithHint;
 use crate::framework::interface::*;
 use crate::framework::{Code, CycleState, NodeInfo, Status};
-use crate::model::Pod;
+use crate::model::{Node, Pod, PodSpec};
 
 /// The `kind` label of `switchyard_remote_errors_total`: what went wrong, in the
 /// words an operator alerts on.
@@ -267,6 +268,48 @@ struct Meta {
     ep: Endpoint,
     /// The last score-ahead answer (from a Filter reply), for the Score that follows.
     ahead: Mutex<Option<Ahead>>,
+    /// Answers reused for alike pods (plugins that declare pod signatures).
+    alike: Mutex<AlikeAnswers>,
+    /// The last pods' signatures (the current attempt's and the lookaheads'), by
+    /// spec (held, so its address is not reused) and name; newest last.
+    signatures: Mutex<Vec<SignedPod>>,
+}
+
+/// A pod's signature, memoised.
+struct SignedPod {
+    epoch: u64,
+    spec: Arc<PodSpec>,
+    namespace: Arc<str>,
+    name: Arc<str>,
+    signature: Arc<[u8]>,
+}
+
+/// How many pods' signatures are memoised: the attempt's and its lookaheads'.
+const SIGNATURES_KEPT: usize = 8;
+
+/// What a reply that may be reused for alike pods needs to be kept: the connection,
+/// the pod's signature, and the batch's nodes (id and object) in order.
+struct Fill {
+    epoch: u64,
+    signature: Arc<[u8]>,
+    nodes: Vec<(u32, Arc<Node>)>,
+}
+
+impl Fill {
+    fn new(
+        epoch: u64,
+        signature: Arc<[u8]>,
+        nodes: impl Iterator<Item = (u32, Option<Arc<Node>>)>,
+    ) -> Option<Fill> {
+        let nodes = nodes
+            .map(|(id, n)| n.map(|n| (id, n)))
+            .collect::<Option<Vec<_>>>()?;
+        Some(Fill {
+            epoch,
+            signature,
+            nodes,
+        })
+    }
 }
 
 /// Scores a Filter reply brought ahead of the Score call: valid for one cycle and
@@ -358,6 +401,8 @@ impl RemotePlugin {
                 name: name.into(),
                 ep,
                 ahead: Mutex::new(None),
+                alike: Mutex::new(AlikeAnswers::default()),
+                signatures: Mutex::new(Vec::new()),
             }),
             hooks,
             info,
@@ -380,6 +425,55 @@ impl RemotePlugin {
 
     fn ep(&self) -> &Endpoint {
         &self.meta.ep
+    }
+
+    /// The attempt's connection and the pod's signature, when this plugin's answers
+    /// may be reused for alike pods on that connection (it declared pod signatures
+    /// in its handshake, and the endpoint allows it).
+    fn alike(&self, state: &CycleState, pod: &Pod) -> Option<(u64, Arc<[u8]>)> {
+        if !self.ep().config().reuse_alike_pods {
+            return None;
+        }
+        let epoch = RemoteCycles::of(state, self.ep().config().index)?.epoch;
+        {
+            let mut a = self.meta.alike.lock().ok()?;
+            a.on_epoch(epoch, || {
+                Declared::of(self.ep().plugin_info(&self.meta.name).as_ref(), true)
+            });
+            if !a.declared.filter {
+                return None;
+            }
+        }
+        let mut memo = self.meta.signatures.lock().ok()?;
+        if let Some(m) = memo.iter().rev().find(|m| {
+            m.epoch == epoch
+                && Arc::ptr_eq(&m.spec, &pod.spec)
+                && m.name == pod.name
+                && m.namespace == pod.namespace
+        }) {
+            return Some((epoch, m.signature.clone()));
+        }
+        let fields = self.declared().fields;
+        let signature: Arc<[u8]> = alike::signature(pod, &fields).into();
+        if memo.len() == SIGNATURES_KEPT {
+            memo.remove(0);
+        }
+        memo.push(SignedPod {
+            epoch,
+            spec: pod.spec.clone(),
+            namespace: pod.namespace.clone(),
+            name: pod.name.clone(),
+            signature: signature.clone(),
+        });
+        Some((epoch, signature))
+    }
+
+    fn declared(&self) -> Declared {
+        self.meta
+            .alike
+            .lock()
+            .map(|a| a.declared.clone())
+            .unwrap_or_default()
     }
 
     /// The attempt's cycle on this endpoint (id, generation) and the streams it runs on.
@@ -609,6 +703,7 @@ impl RemotePlugin {
     /// while the sidecar holds that snapshot none of them needs a delta, and checking
     /// each (a cache miss per node) is skipped.
     /// `batched`: the call may join the `FilterBatch` message being collected.
+    /// `alike`: the reply is kept for alike pods (see [`Self::alike`]).
     fn start_filter_call(
         &self,
         state: &CycleState,
@@ -616,6 +711,7 @@ impl RemotePlugin {
         ahead: Option<ScoreAhead>,
         from_snapshot: bool,
         batched: bool,
+        alike: Option<(u64, Arc<[u8]>)>,
     ) -> Result<RemoteFilterCall, Status> {
         let (cycle, g, streams) = self.cycle(state)?;
         let mut deltas = Vec::new();
@@ -649,6 +745,18 @@ impl RemotePlugin {
             ),
             None => (0, false, None),
         };
+        // What-if items are never kept: their answers are not the node's own.
+        let fill = alike
+            .filter(|_| deltas.is_empty())
+            .and_then(|(epoch, sig)| {
+                Fill::new(
+                    epoch,
+                    sig,
+                    nodes.iter().map(|n| (n.id, n.node_arc().cloned())),
+                )
+            });
+        let declared = self.declared();
+        let raw_scores = fill.is_some() && declared.scores && declared.normalize && score_first > 0;
         let (span, traceparent) = self.call_trace(state, "Filter", nodes.len());
         let req = pb::FilterRequest {
             request_id: self.ep().next_request_id(),
@@ -660,6 +768,7 @@ impl RemotePlugin {
             score_first,
             pre_score,
             group_failures: true,
+            raw_scores,
             traceparent,
         };
         let id = req.request_id;
@@ -683,6 +792,8 @@ impl RemotePlugin {
             meta: self.meta.clone(),
             ahead: kept,
             ignored: Some(state.ignored.clone()),
+            reused: None,
+            fill,
         })
     }
 }
@@ -706,10 +817,17 @@ struct RemoteFilterCall {
     ahead: Option<(u64, Vec<u32>, usize)>,
     /// Where a failure skipped under `Ignore` is noted (the attempt's).
     ignored: Option<IgnoredCalls>,
+    /// Answered with answers reused for alike pods, without a call.
+    reused: Option<Vec<(usize, Status)>>,
+    /// Keep the reply for alike pods.
+    fill: Option<Fill>,
 }
 
 impl RemoteFilterCall {
     fn result(&mut self) -> Result<Vec<(usize, Status)>, Status> {
+        if let Some(r) = self.reused.take() {
+            return Ok(r);
+        }
         let Some(p) = self.pending.take() else {
             return Ok(Vec::new());
         };
@@ -757,6 +875,11 @@ impl RemoteFilterCall {
             }
         }
         out.sort_by_key(|(i, _)| *i);
+        if let Some(f) = &self.fill {
+            if let Ok(mut a) = self.meta.alike.lock() {
+                a.keep_filter(f.epoch, &f.signature, &f.nodes, &out);
+            }
+        }
         if let Some((cycle, ids, first)) = self.ahead.take() {
             self.keep_ahead(cycle, ids, first, &out, r.score);
         }
@@ -777,11 +900,9 @@ impl RemoteFilterCall {
         let Some(answer) = answer else {
             return;
         };
-        let nodes: Vec<u32> =
-            switchyard_proto::score_ahead_items(ids.len(), failures.iter().map(|(i, _)| *i), first)
-                .into_iter()
-                .map(|i| ids[i])
-                .collect();
+        let items =
+            switchyard_proto::score_ahead_items(ids.len(), failures.iter().map(|(i, _)| *i), first);
+        let nodes: Vec<u32> = items.iter().map(|&i| ids[i]).collect();
         let s = convert::status_from_pb(answer.status.as_ref());
         let result = if s.is_skip() {
             Ok(None)
@@ -798,8 +919,18 @@ impl RemoteFilterCall {
                 ),
             ))
         } else {
-            check_scores(&self.meta, &answer.scores, answer.normalized)
-                .map(|()| Some((answer.scores, answer.normalized)))
+            let (mut scores, mut normalized) = (answer.scores, answer.normalized);
+            if let Some(f) = &self.fill {
+                keep_raw_scores(&self.meta, f, &items, &scores, normalized);
+                if !normalized {
+                    normalized = self
+                        .meta
+                        .alike
+                        .lock()
+                        .is_ok_and(|a| a.declared.normalize(&mut scores));
+                }
+            }
+            check_scores(&self.meta, &scores, normalized).map(|()| Some((scores, normalized)))
         };
         if let Ok(mut slot) = self.meta.ahead.lock() {
             *slot = Some(Ahead {
@@ -809,6 +940,19 @@ impl RemoteFilterCall {
             });
         }
     }
+}
+
+/// Keeps raw scores of a reply for alike pods: `scored` are indices into `fill`'s
+/// batch. Scores already normalised are raw only for a plugin without NormalizeScore.
+fn keep_raw_scores(meta: &Meta, fill: &Fill, scored: &[usize], scores: &[i64], normalized: bool) {
+    let Ok(mut a) = meta.alike.lock() else {
+        return;
+    };
+    if (normalized && a.declared.normalize) || scored.len() != scores.len() {
+        return;
+    }
+    let nodes = scored.iter().filter_map(|&i| fill.nodes.get(i));
+    a.keep_scores(fill.epoch, &fill.signature, nodes, scores);
 }
 
 /// Normalised scores must be in range.
@@ -853,6 +997,8 @@ struct RemoteScoreCall {
     meta: Arc<Meta>,
     /// Where a failure skipped under `Ignore` is noted (the attempt's).
     ignored: Option<IgnoredCalls>,
+    /// Raw scores asked for, to keep for alike pods and normalise here.
+    fill: Option<Fill>,
 }
 
 impl RemoteScoreCall {
@@ -881,8 +1027,20 @@ impl RemoteScoreCall {
                 format!("{} scores for a batch of {} nodes", r.scores.len(), self.n),
             ));
         }
-        check_scores(&self.meta, &r.scores, r.normalized)?;
-        Ok((r.scores, r.normalized))
+        let (mut scores, mut normalized) = (r.scores, r.normalized);
+        if let Some(f) = &self.fill {
+            let all: Vec<usize> = (0..f.nodes.len()).collect();
+            keep_raw_scores(&self.meta, f, &all, &scores, normalized);
+            if !normalized {
+                normalized = self
+                    .meta
+                    .alike
+                    .lock()
+                    .is_ok_and(|a| a.declared.normalize(&mut scores));
+            }
+        }
+        check_scores(&self.meta, &scores, normalized)?;
+        Ok((scores, normalized))
     }
 }
 
@@ -1110,7 +1268,7 @@ impl FilterPlugin for RemotePlugin {
             return Status::success();
         }
         let r = self
-            .start_filter_call(state, &[node], None, false, false)
+            .start_filter_call(state, &[node], None, false, false, None)
             .and_then(|mut c| c.result());
         match self.policy(Some(state), "Filter", r, Vec::new) {
             Ok(v) => v
@@ -1174,14 +1332,21 @@ impl BatchFilter for RemotePlugin {
     fn lookahead_filter(
         &self,
         state: &mut CycleState,
-        _pod: &Pod,
+        pod: &Pod,
         nodes: &[&NodeInfo],
         ahead: Option<ScoreAhead>,
     ) -> bool {
         if self.absent(pb::ExtensionPoint::Filter) {
             return false;
         }
-        let Ok(call) = self.start_filter_call(state, nodes, ahead, true, true) else {
+        let alike = self.alike(state, pod);
+        if let Some((_, sig)) = &alike {
+            // The attempt will be answered from reused answers: nothing to send.
+            if self.meta.alike.lock().is_ok_and(|a| a.covers(sig, nodes)) {
+                return true;
+            }
+        }
+        let Ok(call) = self.start_filter_call(state, nodes, ahead, true, true, alike) else {
             return false;
         };
         // The call went out on the cycle's connection (start_filter_call checked it).
@@ -1205,7 +1370,7 @@ impl BatchFilter for RemotePlugin {
     fn start_filter(
         &self,
         state: &CycleState,
-        _pod: &Pod,
+        pod: &Pod,
         nodes: &[&NodeInfo],
         ahead: Option<ScoreAhead>,
         from_snapshot: bool,
@@ -1213,10 +1378,41 @@ impl BatchFilter for RemotePlugin {
         if let Some(call) = self.take_lookahead(state, nodes, ahead) {
             return Ok(Box::new(call));
         }
-        let started = if self.absent(pb::ExtensionPoint::Filter) {
+        let absent = self.absent(pb::ExtensionPoint::Filter);
+        // Nodes copied for a what-if are not the node's own: never reused.
+        let alike = (!absent && from_snapshot)
+            .then(|| self.alike(state, pod))
+            .flatten();
+        if let Some((_, sig)) = &alike {
+            let reused = self
+                .meta
+                .alike
+                .lock()
+                .ok()
+                .and_then(|a| a.filter(sig, nodes));
+            if let Some(failures) = reused {
+                self.ep()
+                    .inner
+                    .stats
+                    .alike_reused
+                    .fetch_add(1, Ordering::Relaxed);
+                return Ok(Box::new(RemoteFilterCall {
+                    _span: tracing::Span::none(),
+                    pending: None,
+                    n: nodes.len(),
+                    g: 0,
+                    meta: self.meta.clone(),
+                    ahead: None,
+                    ignored: None,
+                    reused: Some(failures),
+                    fill: None,
+                }));
+            }
+        }
+        let started = if absent {
             Err(Status::success())
         } else {
-            self.start_filter_call(state, nodes, ahead, from_snapshot, false)
+            self.start_filter_call(state, nodes, ahead, from_snapshot, false, alike)
         };
         match started {
             Ok(c) => Ok(Box::new(c)),
@@ -1232,6 +1428,8 @@ impl BatchFilter for RemotePlugin {
                     meta: self.meta.clone(),
                     ahead: None,
                     ignored: None,
+                    reused: None,
+                    fill: None,
                 }))
             }
             Err(s) => Err(s),
@@ -1364,6 +1562,7 @@ impl ScorePlugin for RemotePlugin {
             g,
             meta: self.meta.clone(),
             ignored: None, // result() is read directly; `policy` notes a skip
+            fill: None,
         };
         let r = call.result().map(|(v, _)| v[0]);
         self.policy(Some(state), "Score", r, || 0)
@@ -1409,6 +1608,7 @@ impl ScorePlugin for RemotePlugin {
                 g,
                 meta: self.meta.clone(),
                 ignored: None, // result() is read directly; `policy` notes a skip
+                fill: None,
             };
             call.result().map(|(v, _)| v)
         })();
@@ -1426,7 +1626,7 @@ impl BatchScore for RemotePlugin {
     fn start_score(
         &self,
         state: &CycleState,
-        _pod: &Pod,
+        pod: &Pod,
         nodes: &[Arc<NodeInfo>],
         with_pre_score: bool,
     ) -> Result<Box<dyn PendingScore>, Status> {
@@ -1445,8 +1645,47 @@ impl BatchScore for RemotePlugin {
                     g,
                     meta: self.meta.clone(),
                     ignored: Some(state.ignored.clone()),
+                    fill: None,
                 });
             }
+            let alike = self.alike(state, pod);
+            let declared = self.declared();
+            if let Some((_, sig)) = &alike {
+                let raw = self
+                    .meta
+                    .alike
+                    .lock()
+                    .ok()
+                    .and_then(|a| a.raw_scores(sig, nodes));
+                if let Some(mut scores) = raw {
+                    if declared.normalize(&mut scores) {
+                        self.ep()
+                            .inner
+                            .stats
+                            .alike_reused
+                            .fetch_add(1, Ordering::Relaxed);
+                        let ready =
+                            check_scores(&self.meta, &scores, true).map(|()| Some((scores, true)));
+                        return Ok(RemoteScoreCall {
+                            _span: tracing::Span::none(),
+                            ready: Some(ready),
+                            pending: None,
+                            n: nodes.len(),
+                            g,
+                            meta: self.meta.clone(),
+                            ignored: Some(state.ignored.clone()),
+                            fill: None,
+                        });
+                    }
+                }
+            }
+            let fill = alike.filter(|_| declared.scores).and_then(|(epoch, sig)| {
+                Fill::new(
+                    epoch,
+                    sig,
+                    nodes.iter().map(|n| (n.id, n.node_arc().cloned())),
+                )
+            });
             let ids: Vec<u32> = nodes.iter().map(|n| n.id).collect();
             let (span, traceparent) = self.call_trace(state, "Score", nodes.len());
             if with_pre_score {
@@ -1471,7 +1710,8 @@ impl BatchScore for RemotePlugin {
                     cycle,
                     generation: g,
                     nodes: ids,
-                    normalize: true,
+                    // Raw scores are kept for alike pods and normalised here.
+                    normalize: fill.is_none() || !declared.normalize,
                     after_pre_score: with_pre_score,
                     traceparent,
                 })
@@ -1484,6 +1724,7 @@ impl BatchScore for RemotePlugin {
                 g,
                 meta: self.meta.clone(),
                 ignored: Some(state.ignored.clone()),
+                fill,
             })
         })();
         match started {
@@ -1500,6 +1741,7 @@ impl BatchScore for RemotePlugin {
                     g: 0,
                     meta: self.meta.clone(),
                     ignored: None,
+                    fill: None,
                 }))
             }
             Err(s) => Err(s),

@@ -26,6 +26,9 @@ pub const REMOTE: &str = "RemoteTaintToleration";
 pub enum Mode {
     InProcess,
     SidecarUds,
+    /// The same, with answers never reused for alike pods (`reuseAlikePods: false`):
+    /// what reuse is worth.
+    SidecarUdsNoReuse,
     SidecarTcp,
     /// TenantQuota (Rust) over a Unix socket, on [`BenchOptions::quota_workload`].
     SidecarQuota,
@@ -37,9 +40,10 @@ pub enum Mode {
 }
 
 impl Mode {
-    pub const ALL: [Mode; 5] = [
+    pub const ALL: [Mode; 6] = [
         Mode::InProcess,
         Mode::SidecarUds,
+        Mode::SidecarUdsNoReuse,
         Mode::SidecarTcp,
         Mode::SidecarQuota,
         Mode::SidecarPython,
@@ -50,6 +54,7 @@ impl Mode {
         match self {
             Mode::InProcess => "in-process",
             Mode::SidecarUds => "sidecar-uds",
+            Mode::SidecarUdsNoReuse => "sidecar-uds-no-reuse",
             Mode::SidecarTcp => "sidecar-tcp",
             Mode::SidecarQuota => "sidecar-quota",
             Mode::SidecarPython => "sidecar-python",
@@ -112,6 +117,9 @@ pub struct BenchRun {
     /// were dropped and asked again); absent when none were sent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lookahead_used: Option<f64>,
+    /// Filter rounds and Score calls per pod answered with answers reused for alike
+    /// pods, without a call.
+    pub alike_reused_per_pod: f64,
     /// Pods bound over the whole run.
     pub pods: usize,
     /// Share of the in-process run's throughput, when that ran.
@@ -219,6 +227,7 @@ fn run_one(
     let sidecar = match mode {
         Mode::InProcess => None,
         Mode::SidecarUds
+        | Mode::SidecarUdsNoReuse
         | Mode::SidecarTcp
         | Mode::SidecarQuota
         | Mode::SidecarPython
@@ -245,6 +254,7 @@ fn run_one(
                 .map_err(SimulateError::Remote)?;
             let mut ep = EndpointConfig::new(0, &p.endpoint).map_err(SimulateError::Remote)?;
             ep.plugins = vec![plugin.to_string()];
+            ep.reuse_alike_pods = mode != Mode::SidecarUdsNoReuse;
             if plugin == REMOTE {
                 config.rename_plugin(BUILT_IN, REMOTE);
             } else {
@@ -288,6 +298,9 @@ fn run_one(
         remote_calls_per_pod: round1(calls as f64 / bound),
         wire_bytes_per_pod: round1(bytes as f64 / bound),
         lookahead_used,
+        alike_reused_per_pod: round1(
+            report.remote.iter().map(|r| r.alike_reused).sum::<u64>() as f64 / bound,
+        ),
         pods: report.summary.bound,
         relative_throughput: None,
         invariants_ok: report.invariants.ok,
@@ -307,7 +320,7 @@ impl BenchReport {
         let _ = writeln!(s, "Workload: {}", self.workload);
         let _ = writeln!(
             s,
-            "{:<12} {:>10} {:>9} {:>9} {:>9} {:>12} {:>14} {:>10} {:>14}  INVARIANTS",
+            "{:<20} {:>10} {:>9} {:>9} {:>9} {:>12} {:>14} {:>10} {:>8} {:>14}  INVARIANTS",
             "RUN",
             "PODS/S",
             "VS IN-PROC",
@@ -316,12 +329,13 @@ impl BenchReport {
             "CALLS/POD",
             "WIRE B/POD",
             "LOOKAHEAD",
+            "REUSED",
             "CPU µS/POD",
         );
         for r in &self.runs {
             let _ = writeln!(
                 s,
-                "{:<12} {:>10.0} {:>10} {:>9.3} {:>9.3} {:>12.1} {:>14.1} {:>10} {:>14}  {}",
+                "{:<20} {:>10.0} {:>10} {:>9.3} {:>9.3} {:>12.1} {:>14.1} {:>10} {:>8.1} {:>14}  {}",
                 r.name,
                 r.pods_per_second,
                 r.relative_throughput
@@ -334,6 +348,7 @@ impl BenchReport {
                 r.lookahead_used
                     .map(|x| format!("{:.0}%", x * 100.0))
                     .unwrap_or_else(|| "-".into()),
+                r.alike_reused_per_pod,
                 r.cpu_us_per_pod
                     .map(|c| c.cell())
                     .unwrap_or_else(|| "-".into()),
@@ -343,7 +358,7 @@ impl BenchReport {
         if self.runs.iter().any(|r| r.cpu_us_per_pod.is_some()) {
             let _ = writeln!(
                 s,
-                "CPU µs/pod: scheduler process + sidecar process, user and system, over the measured pods"
+                "CPU µs/pod: scheduler process + sidecar process, user and system, over the measured pods\nREUSED: Filter rounds and Score calls per pod answered with a plugin's answers for alike pods, without a call"
             );
         }
         for r in self.runs.iter().filter(|r| !r.rounds.is_empty()) {

@@ -141,6 +141,9 @@ pub struct RemoteReport {
     /// Filter answers sent ahead for the next pod and used, or dropped and asked again.
     pub lookahead_hits: u64,
     pub lookahead_misses: u64,
+    /// Filter rounds and Score calls answered with answers reused for alike pods
+    /// (plugins that declare pod signatures), without a call.
+    pub alike_reused: u64,
     /// Replies to no outstanding call (late after a timeout, or a flooding sidecar).
     pub stray_replies: u64,
     /// The last call error or connection loss (plugin, extension point, why).
@@ -165,6 +168,7 @@ impl RemoteReport {
             bytes_received: s.bytes_received.load(Relaxed),
             lookahead_hits: s.lookahead_hits.load(Relaxed),
             lookahead_misses: s.lookahead_misses.load(Relaxed),
+            alike_reused: s.alike_reused.load(Relaxed),
             stray_replies: s.stray_replies.load(Relaxed),
             last_error: s.last_error.lock().map(|e| e.clone()).unwrap_or_default(),
         }
@@ -565,7 +569,7 @@ impl Report {
         for r in &self.remote {
             let _ = writeln!(
                 s,
-                "Sidecar {} ({}): {} calls, {} errors, {} reconnects, {} KiB sent, {} KiB received, lookahead {} used / {} dropped",
+                "Sidecar {} ({}): {} calls, {} errors, {} reconnects, {} KiB sent, {} KiB received, lookahead {} used / {} dropped, {} answered from alike pods' answers",
                 r.endpoint,
                 r.plugins.join(", "),
                 r.calls,
@@ -574,7 +578,8 @@ impl Report {
                 r.bytes_sent / 1024,
                 r.bytes_received / 1024,
                 r.lookahead_hits,
-                r.lookahead_misses
+                r.lookahead_misses,
+                r.alike_reused
             );
             if r.stray_replies > 0 {
                 let _ = writeln!(s, "  {} replies to no outstanding call", r.stray_replies);

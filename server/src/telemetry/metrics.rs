@@ -476,6 +476,13 @@ pub fn render_all(
     );
     sample(
         &mut out,
+        "switchyard_remote_alike_reused_total",
+        "Filter rounds and Score calls answered, without a call, with a plugin's answers for an alike pod (same signature) on unchanged nodes.",
+        "counter",
+        &per(&|s| s.alike_reused.load(Relaxed)),
+    );
+    sample(
+        &mut out,
         "switchyard_remote_lookahead_misses_total",
         "Filter answers sent ahead and dropped: the next attempt was another pod, or its first round named other or changed nodes.",
         "counter",

@@ -1,0 +1,381 @@
+//! Answers reused for alike pods (upstream's opportunistic batching, KEP-5598, and
+//! its pod signatures), for remote plugins that declare a `signature`: their Filter
+//! and Score answers depend only on the pod fields it lists and the Node object, so an
+//! answer given for one pod on a node holds for every pod with the same signature
+//! while that Node object is unchanged — pods landing on the node do not change it.
+//! A round whose every node has such an answer is answered here, without a call;
+//! placements are the ones the sidecar would give, because its answer would be the
+//! same. Answers come only from this connection's replies and are dropped when it
+//! reconnects (the sidecar may have changed).
+
+use std::sync::Arc;
+
+use prost::Message;
+use switchyard_proto::v1 as pb;
+
+use super::convert;
+use crate::framework::{NodeInfo, Status};
+use crate::model::{Node, Pod};
+
+/// How many signatures are kept at once: workloads of a few kinds interleaved in
+/// the queue keep their answers; more kinds than that start over.
+const MAX_SIGNATURES: usize = 4;
+
+/// The pod's signature over `fields` (as sidecars see the pod, `pb::Pod`; maps in
+/// key order): equal signatures mean the plugin cannot tell the pods apart.
+pub fn signature(pod: &Pod, fields: &[pb::PodField]) -> Vec<u8> {
+    use pb::PodField as F;
+    let p = convert::pod(pod);
+    let mut out = Vec::new();
+    let map = |out: &mut Vec<u8>, m: &std::collections::HashMap<String, String>| {
+        let mut kv: Vec<_> = m.iter().collect();
+        kv.sort_unstable();
+        put(out, kv.len() as u64);
+        for (k, v) in kv {
+            put_str(out, k);
+            put_str(out, v);
+        }
+    };
+    for f in fields {
+        put(&mut out, *f as u64);
+        match f {
+            F::Unspecified => {}
+            F::Namespace => put_str(&mut out, &p.namespace),
+            F::Labels => map(&mut out, &p.labels),
+            F::Annotations => map(&mut out, &p.annotations),
+            F::SchedulerName => put_str(&mut out, &p.scheduler_name),
+            F::Priority => {
+                put(&mut out, p.priority as u64);
+                put_str(&mut out, &p.priority_class_name);
+            }
+            F::Requests => {
+                let mut kv: Vec<_> = p.requests.iter().collect();
+                kv.sort_unstable();
+                put(&mut out, kv.len() as u64);
+                for (k, v) in kv {
+                    put_str(&mut out, k);
+                    put(&mut out, *v as u64);
+                }
+            }
+            F::Tolerations => {
+                for t in &p.tolerations {
+                    t.encode_length_delimited(&mut out).ok();
+                }
+                put(&mut out, p.tolerations.len() as u64);
+            }
+            F::NodeSelector => map(&mut out, &p.node_selector),
+            F::OwnerReferences => {
+                for o in &p.owner_references {
+                    o.encode_length_delimited(&mut out).ok();
+                }
+                put(&mut out, p.owner_references.len() as u64);
+            }
+            F::VolumeClaims => {
+                for c in &p.volume_claims {
+                    c.encode_length_delimited(&mut out).ok();
+                }
+                put(&mut out, p.volume_claims.len() as u64);
+            }
+        }
+    }
+    out
+}
+
+fn put(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    put(out, s.len() as u64);
+    out.extend_from_slice(s.as_bytes());
+}
+
+/// One node's answer for one signature.
+struct Answer {
+    /// The Node object it was given for (held, so its address is never reused).
+    node: Arc<Node>,
+    /// `None`: the node passed Filter.
+    failure: Option<Status>,
+    /// The raw (un-normalised) score, once one was given.
+    raw_score: Option<i64>,
+}
+
+struct Signed {
+    signature: Box<[u8]>,
+    /// By node id.
+    answers: Vec<Option<Answer>>,
+}
+
+/// What the plugin declared on the connection the answers come from.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Declared {
+    /// Filter answers may be reused.
+    pub filter: bool,
+    /// The pod fields the plugin signs.
+    pub fields: Arc<[pb::PodField]>,
+    /// Scores may be reused and normalised here (a standard normalisation).
+    pub scores: bool,
+    pub normalization: i32,
+    /// The plugin has a NormalizeScore (standard or not).
+    pub normalize: bool,
+}
+
+impl Declared {
+    pub fn of(info: Option<&pb::PluginInfo>, enabled: bool) -> Declared {
+        let Some(i) = info.filter(|i| enabled && !i.signature.is_empty() && i.node_local) else {
+            return Declared::default();
+        };
+        // A field this scheduler does not know could tell pods apart: no reuse.
+        let Ok(mut fields) = i
+            .signature
+            .iter()
+            .map(|&f| match pb::PodField::try_from(f) {
+                Ok(pb::PodField::Unspecified) | Err(_) => Err(()),
+                Ok(f) => Ok(f),
+            })
+            .collect::<Result<Vec<_>, ()>>()
+        else {
+            return Declared::default();
+        };
+        fields.sort_unstable();
+        fields.dedup();
+        let standard = i.score_normalization != pb::ScoreNormalization::Custom as i32
+            && pb::ScoreNormalization::try_from(i.score_normalization).is_ok();
+        Declared {
+            filter: true,
+            fields: fields.into(),
+            // Without a NormalizeScore raw scores are final; with a custom one only
+            // the sidecar can normalise.
+            scores: !i.normalize_score || standard,
+            normalization: i.score_normalization,
+            normalize: i.normalize_score,
+        }
+    }
+
+    /// Normalises raw scores as the plugin declared; false for a custom one.
+    pub fn normalize(&self, scores: &mut [i64]) -> bool {
+        if !self.normalize {
+            return true;
+        }
+        let kind = pb::ScoreNormalization::try_from(self.normalization)
+            .unwrap_or(pb::ScoreNormalization::Custom);
+        switchyard_proto::normalize_scores(kind, scores)
+    }
+}
+
+/// The reused answers of one remote plugin.
+#[derive(Default)]
+pub struct AlikeAnswers {
+    /// The connection the answers come from (none yet).
+    epoch: Option<u64>,
+    pub declared: Declared,
+    /// Most recently used first.
+    signed: Vec<Signed>,
+}
+
+impl AlikeAnswers {
+    /// Starts over when the connection changed, with what its handshake declared.
+    pub fn on_epoch(&mut self, epoch: u64, declared: impl FnOnce() -> Declared) {
+        if self.epoch != Some(epoch) {
+            self.epoch = Some(epoch);
+            self.signed.clear();
+            self.declared = declared();
+        }
+    }
+
+    fn find(&self, signature: &[u8]) -> Option<&Signed> {
+        self.signed.iter().find(|s| &*s.signature == signature)
+    }
+
+    fn entry(&mut self, signature: &[u8]) -> &mut Signed {
+        match self.signed.iter().position(|s| &*s.signature == signature) {
+            Some(i) => {
+                let s = self.signed.remove(i);
+                self.signed.insert(0, s);
+            }
+            None => {
+                self.signed.truncate(MAX_SIGNATURES - 1);
+                self.signed.insert(
+                    0,
+                    Signed {
+                        signature: signature.into(),
+                        answers: Vec::new(),
+                    },
+                );
+            }
+        }
+        &mut self.signed[0]
+    }
+
+    fn answer<'a>(s: &'a Signed, ni: &NodeInfo) -> Option<&'a Answer> {
+        let a = s.answers.get(ni.id as usize)?.as_ref()?;
+        ni.node_arc()
+            .is_some_and(|n| Arc::ptr_eq(n, &a.node))
+            .then_some(a)
+    }
+
+    /// The Filter failures (by index in `nodes`) if every node has an answer.
+    pub fn filter(&self, signature: &[u8], nodes: &[&NodeInfo]) -> Option<Vec<(usize, Status)>> {
+        if !self.declared.filter {
+            return None;
+        }
+        let s = self.find(signature)?;
+        let mut out = Vec::new();
+        for (i, ni) in nodes.iter().enumerate() {
+            if let Some(f) = &Self::answer(s, ni)?.failure {
+                out.push((i, f.clone()));
+            }
+        }
+        Some(out)
+    }
+
+    /// Whether every node has an answer (a lookahead need not be sent).
+    pub fn covers(&self, signature: &[u8], nodes: &[&NodeInfo]) -> bool {
+        self.declared.filter
+            && self
+                .find(signature)
+                .is_some_and(|s| nodes.iter().all(|ni| Self::answer(s, ni).is_some()))
+    }
+
+    /// Raw scores for `nodes` if every one has one.
+    pub fn raw_scores(&self, signature: &[u8], nodes: &[Arc<NodeInfo>]) -> Option<Vec<i64>> {
+        if !self.declared.scores {
+            return None;
+        }
+        let s = self.find(signature)?;
+        nodes
+            .iter()
+            .map(|ni| Self::answer(s, ni).and_then(|a| a.raw_score))
+            .collect()
+    }
+
+    /// Keeps a Filter reply: `nodes` (id, object) in batch order, the failures by
+    /// index (ascending).
+    pub fn keep_filter(
+        &mut self,
+        epoch: u64,
+        signature: &[u8],
+        nodes: &[(u32, Arc<Node>)],
+        failures: &[(usize, Status)],
+    ) {
+        if Some(epoch) != self.epoch || !self.declared.filter {
+            return;
+        }
+        let s = self.entry(signature);
+        let mut failed = failures.iter().peekable();
+        for (i, (id, node)) in nodes.iter().enumerate() {
+            let failure = match failed.peek() {
+                Some((j, f)) if *j == i => {
+                    failed.next();
+                    Some(f.clone())
+                }
+                _ => None,
+            };
+            let slot = slot(&mut s.answers, *id);
+            let raw_score = slot
+                .as_ref()
+                .filter(|a| Arc::ptr_eq(&a.node, node))
+                .and_then(|a| a.raw_score);
+            *slot = Some(Answer {
+                node: node.clone(),
+                failure,
+                raw_score,
+            });
+        }
+    }
+
+    /// Keeps raw scores of nodes that passed Filter (those without a Filter answer are
+    /// not kept: a score alone cannot answer a round).
+    pub fn keep_scores<'a>(
+        &mut self,
+        epoch: u64,
+        signature: &[u8],
+        nodes: impl Iterator<Item = &'a (u32, Arc<Node>)>,
+        raw: &[i64],
+    ) {
+        if Some(epoch) != self.epoch || !self.declared.scores {
+            return;
+        }
+        let s = self.entry(signature);
+        for ((id, node), &v) in nodes.zip(raw) {
+            if let Some(Some(a)) = s.answers.get_mut(*id as usize) {
+                if Arc::ptr_eq(&a.node, node) && a.failure.is_none() {
+                    a.raw_score = Some(v);
+                }
+            }
+        }
+    }
+}
+
+fn slot(v: &mut Vec<Option<Answer>>, id: u32) -> &mut Option<Answer> {
+    let i = id as usize;
+    if v.len() <= i {
+        v.resize_with(i + 1, || None);
+    }
+    &mut v[i]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::pod;
+
+    #[test]
+    fn signatures_cover_the_listed_fields_only() {
+        use crate::model::taint::{Toleration, TolerationOperator};
+        use pb::PodField as F;
+        let tol = |k: &str| Toleration {
+            key: k.into(),
+            operator: TolerationOperator::Exists,
+            value: "".into(),
+            effect: None,
+            toleration_seconds: None,
+        };
+        let a = pod("a").label("app", "x").toleration(tol("gpu")).build();
+        let b = pod("b")
+            .label("app", "y")
+            .toleration(tol("gpu"))
+            .node("n1")
+            .build();
+        let c = pod("c").label("app", "x").toleration(tol("ssd")).build();
+        let t = [F::Tolerations];
+        assert_eq!(signature(&a, &t), signature(&b, &t));
+        assert_ne!(signature(&a, &t), signature(&c, &t));
+        let all = [F::Labels, F::Tolerations];
+        assert_ne!(signature(&a, &all), signature(&b, &all));
+        let d = pod("d").label("app", "x").toleration(tol("gpu")).build();
+        assert_eq!(signature(&a, &all), signature(&d, &all));
+        let e = pod("e")
+            .label("app", "x")
+            .toleration(tol("gpu"))
+            .cpu(100)
+            .build();
+        assert_ne!(signature(&a, &[F::Requests]), signature(&e, &[F::Requests]));
+        assert_eq!(signature(&a, &all), signature(&e, &all));
+    }
+
+    #[test]
+    fn standard_normalisations_match_upstream() {
+        let mut v = [0, 2, 4];
+        assert!(switchyard_proto::normalize_scores(
+            pb::ScoreNormalization::DefaultReverse,
+            &mut v
+        ));
+        assert_eq!(v, [100, 50, 0]);
+        let mut v = [0, 2, 4];
+        assert!(switchyard_proto::normalize_scores(
+            pb::ScoreNormalization::Default,
+            &mut v
+        ));
+        assert_eq!(v, [0, 50, 100]);
+        let mut v = [0, 0];
+        switchyard_proto::normalize_scores(pb::ScoreNormalization::DefaultReverse, &mut v);
+        assert_eq!(v, [100, 100]);
+        let mut v = [3];
+        assert!(!switchyard_proto::normalize_scores(
+            pb::ScoreNormalization::Custom,
+            &mut v
+        ));
+        assert_eq!(v, [3]);
+    }
+}
