@@ -80,9 +80,12 @@ fn in_process_and_remote(
     (remote, ep)
 }
 
+/// The lookahead alone: the sidecar signs no pods, so no answer is reused.
+const NO_SIGNATURE: (&str, &str) = ("SWITCHYARD_TAINTTOLERATION_SIGNATURE", "off");
+
 #[test]
 fn lookahead_answers_are_used_and_change_no_placement() {
-    let (remote, ep) = in_process_and_remote("3000Nodes", &[]);
+    let (remote, ep) = in_process_and_remote("3000Nodes", &[NO_SIGNATURE]);
     assert_eq!(remote.summary.bound, 460);
     // With 3000 nodes a pod checks 991 from where the previous one stopped, past the
     // nodes that one went through: most pods' answers were sent ahead and used.
@@ -106,7 +109,7 @@ fn lookahead_answers_are_used_and_change_no_placement() {
 /// at a time, as before, with the same placements: the batches save round trips.
 #[test]
 fn several_pods_per_round_trip_change_no_placement() {
-    let (remote, batched) = in_process_and_remote("6000Nodes", &[]);
+    let (remote, batched) = in_process_and_remote("6000Nodes", &[NO_SIGNATURE]);
     assert_eq!(remote.summary.bound, 660);
     assert!(
         batched.lookahead_hits >= 400 && batched.lookahead_misses >= 50,
@@ -114,8 +117,10 @@ fn several_pods_per_round_trip_change_no_placement() {
         batched.lookahead_hits,
         batched.lookahead_misses
     );
-    let (remote, single) =
-        in_process_and_remote("6000Nodes", &[("SWITCHYARD_PLUGIN_CAPABILITIES", "off")]);
+    let (remote, single) = in_process_and_remote(
+        "6000Nodes",
+        &[("SWITCHYARD_PLUGIN_CAPABILITIES", "off"), NO_SIGNATURE],
+    );
     assert_eq!(remote.summary.bound, 660);
     assert!(single.lookahead_hits >= 300, "{single:?}");
     assert!(
@@ -128,6 +133,29 @@ fn several_pods_per_round_trip_change_no_placement() {
         batched.calls,
         single.calls
     );
+}
+
+/// Alike pods (KEP-5598 signatures): the sidecar signs tolerations, so pods with the
+/// same tolerations are answered from earlier answers on unchanged nodes, and only
+/// the first pods of each kind and the pinned ones' new nodes are called for. The
+/// tainted, tolerating, intolerant and pinned pods of these clusters still land
+/// exactly where the in-process plugin puts them.
+#[test]
+fn alike_pods_reuse_answers_and_change_no_placement() {
+    for (workload, pods) in [("3000Nodes", 460), ("6000Nodes", 660)] {
+        let (remote, ep) = in_process_and_remote(workload, &[]);
+        assert_eq!(remote.summary.bound, pods);
+        assert!(
+            ep.alike_reused as usize >= pods,
+            "{workload}: reused {} times for {pods} pods ({ep:?})",
+            ep.alike_reused
+        );
+        assert!(
+            (ep.calls as usize) * 4 < pods,
+            "{workload}: {} calls for {pods} pods ({ep:?})",
+            ep.calls
+        );
+    }
 }
 
 /// The contract side: a node-local plugin's calls may name a generation after their

@@ -355,6 +355,62 @@ mod tests {
     }
 
     #[test]
+    fn answers_hold_while_the_node_object_does() {
+        use crate::testing::node;
+        let fields: Arc<[pb::PodField]> = vec![pb::PodField::Tolerations].into();
+        let mut a = AlikeAnswers::default();
+        a.on_epoch(1, || Declared {
+            filter: true,
+            fields: fields.clone(),
+            scores: true,
+            normalization: pb::ScoreNormalization::DefaultReverse as i32,
+            normalize: true,
+        });
+        let n1 = node("n1").build();
+        let n2 = node("n2").build();
+        let mut i1 = NodeInfo::new(n1.clone());
+        i1.id = 0;
+        let mut i2 = NodeInfo::new(n2.clone());
+        i2.id = 1;
+        let sig = signature(&pod("p").build(), &fields);
+        assert!(a.filter(&sig, &[&i1, &i2]).is_none(), "nothing kept yet");
+        let rejected = Status::unresolvable("node(s) had untolerated taint(s)");
+        a.keep_filter(
+            1,
+            &sig,
+            &[(0, n1.clone()), (1, n2.clone())],
+            &[(1, rejected)],
+        );
+        a.keep_scores(1, &sig, [(0, n1.clone())].iter(), &[3]);
+        // A pod placed on n1 changes its NodeInfo, not its Node object.
+        i1.add_pod(pod("q").node("n1").build());
+        let got = a.filter(&sig, &[&i1, &i2]).expect("reused");
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].0, 1);
+        assert_eq!(a.raw_scores(&sig, &[Arc::new(i1.clone())]), Some(vec![3]));
+        // Another signature, another connection, or a new Node object: asked again.
+        let gpu = crate::model::taint::Toleration {
+            key: "gpu".into(),
+            operator: crate::model::taint::TolerationOperator::Exists,
+            value: "".into(),
+            effect: None,
+            toleration_seconds: None,
+        };
+        let other = signature(&pod("r").toleration(gpu).build(), &fields);
+        assert!(a.filter(&other, &[&i1]).is_none());
+        i1.set_node(node("n1").label("zone", "b").build());
+        assert!(a.filter(&sig, &[&i1]).is_none());
+        assert!(a.filter(&sig, &[&i2]).is_some());
+        a.on_epoch(2, Declared::default);
+        assert!(a.filter(&sig, &[&i2]).is_none());
+        a.keep_filter(1, &sig, &[(1, n2.clone())], &[]);
+        assert!(
+            a.filter(&sig, &[&i2]).is_none(),
+            "a reply from the old connection"
+        );
+    }
+
+    #[test]
     fn standard_normalisations_match_upstream() {
         let mut v = [0, 2, 4];
         assert!(switchyard_proto::normalize_scores(
