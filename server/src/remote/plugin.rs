@@ -1636,17 +1636,19 @@ impl BatchScore for RemotePlugin {
                 return Err(Status::success());
             }
             let (cycle, g, streams) = self.cycle(state)?;
+            // Answered already, without a call of its own.
+            let answered = |ready: AheadResult| RemoteScoreCall {
+                _span: tracing::Span::none(),
+                ready: Some(ready),
+                pending: None,
+                n: nodes.len(),
+                g,
+                meta: self.meta.clone(),
+                ignored: Some(state.ignored.clone()),
+                fill: None,
+            };
             if let Some(ready) = self.take_ahead(cycle, nodes) {
-                return Ok(RemoteScoreCall {
-                    _span: tracing::Span::none(),
-                    ready: Some(ready),
-                    pending: None,
-                    n: nodes.len(),
-                    g,
-                    meta: self.meta.clone(),
-                    ignored: Some(state.ignored.clone()),
-                    fill: None,
-                });
+                return Ok(answered(ready));
             }
             let alike = self.alike(state, pod);
             let declared = self.declared();
@@ -1666,16 +1668,7 @@ impl BatchScore for RemotePlugin {
                             .fetch_add(1, Ordering::Relaxed);
                         let ready =
                             check_scores(&self.meta, &scores, true).map(|()| Some((scores, true)));
-                        return Ok(RemoteScoreCall {
-                            _span: tracing::Span::none(),
-                            ready: Some(ready),
-                            pending: None,
-                            n: nodes.len(),
-                            g,
-                            meta: self.meta.clone(),
-                            ignored: Some(state.ignored.clone()),
-                            fill: None,
-                        });
+                        return Ok(answered(ready));
                     }
                 }
             }
