@@ -303,8 +303,10 @@ fn bench_reports_each_run_as_json() {
     let (local, remote) = (&runs[0], &runs[1]);
     assert_eq!(local["remote_calls_per_pod"], 0.0);
     assert!(local["cpu_us_per_pod"].get("sidecar").is_none(), "{local}");
+    // The first pods call; the alike ones after them are answered from those answers
+    // (calls per pod round to 0.0).
     assert!(
-        remote["remote_calls_per_pod"].as_f64().unwrap() >= 1.0,
+        remote["alike_reused_per_pod"].as_f64().unwrap() > 0.0,
         "{remote}"
     );
     assert!(
