@@ -435,7 +435,7 @@ impl RemotePlugin {
             return None;
         }
         let epoch = RemoteCycles::of(state, self.ep().config().index)?.epoch;
-        {
+        let fields = {
             let mut a = self.meta.alike.lock().ok()?;
             a.on_epoch(epoch, || {
                 Declared::of(self.ep().plugin_info(&self.meta.name).as_ref(), true)
@@ -443,7 +443,8 @@ impl RemotePlugin {
             if !a.declared.filter {
                 return None;
             }
-        }
+            a.declared.fields.clone()
+        };
         let mut memo = self.meta.signatures.lock().ok()?;
         if let Some(m) = memo.iter().rev().find(|m| {
             m.epoch == epoch
@@ -453,7 +454,6 @@ impl RemotePlugin {
         }) {
             return Some((epoch, m.signature.clone()));
         }
-        let fields = self.declared().fields;
         let signature: Arc<[u8]> = alike::signature(pod, &fields).into();
         if memo.len() == SIGNATURES_KEPT {
             memo.remove(0);
@@ -755,8 +755,10 @@ impl RemotePlugin {
                     nodes.iter().map(|n| (n.id, n.node_arc().cloned())),
                 )
             });
-        let declared = self.declared();
-        let raw_scores = fill.is_some() && declared.scores && declared.normalize && score_first > 0;
+        let raw_scores = fill.is_some() && score_first > 0 && {
+            let d = self.declared();
+            d.scores && d.normalize
+        };
         let (span, traceparent) = self.call_trace(state, "Filter", nodes.len());
         let req = pb::FilterRequest {
             request_id: self.ep().next_request_id(),
@@ -919,17 +921,17 @@ impl RemoteFilterCall {
                 ),
             ))
         } else {
-            let (mut scores, mut normalized) = (answer.scores, answer.normalized);
-            if let Some(f) = &self.fill {
-                keep_raw_scores(&self.meta, f, &items, &scores, normalized);
-                if !normalized {
-                    normalized = self
-                        .meta
-                        .alike
-                        .lock()
-                        .is_ok_and(|a| a.declared.normalize(&mut scores));
-                }
-            }
+            let mut scores = answer.scores;
+            let normalized = match &self.fill {
+                Some(f) => keep_raw_scores(
+                    &self.meta,
+                    f,
+                    items.iter().filter_map(|&i| f.nodes.get(i)),
+                    &mut scores,
+                    answer.normalized,
+                ),
+                None => answer.normalized,
+            };
             check_scores(&self.meta, &scores, normalized).map(|()| Some((scores, normalized)))
         };
         if let Ok(mut slot) = self.meta.ahead.lock() {
@@ -942,17 +944,25 @@ impl RemoteFilterCall {
     }
 }
 
-/// Keeps raw scores of a reply for alike pods: `scored` are indices into `fill`'s
-/// batch. Scores already normalised are raw only for a plugin without NormalizeScore.
-fn keep_raw_scores(meta: &Meta, fill: &Fill, scored: &[usize], scores: &[i64], normalized: bool) {
+/// Keeps the scores of a reply for alike pods (`scored`: their nodes of `fill`'s
+/// batch, in order) when they are raw, then normalises raw ones as the plugin
+/// declared; whether `scores` are now normalised. Scores already normalised are raw
+/// only for a plugin without NormalizeScore.
+fn keep_raw_scores<'a>(
+    meta: &Meta,
+    fill: &Fill,
+    scored: impl Iterator<Item = &'a (u32, Arc<Node>)>,
+    scores: &mut [i64],
+    normalized: bool,
+) -> bool {
     let Ok(mut a) = meta.alike.lock() else {
-        return;
+        return normalized;
     };
-    if (normalized && a.declared.normalize) || scored.len() != scores.len() {
-        return;
+    if normalized && a.declared.normalize {
+        return true;
     }
-    let nodes = scored.iter().filter_map(|&i| fill.nodes.get(i));
-    a.keep_scores(fill.epoch, &fill.signature, nodes, scores);
+    a.keep_scores(fill.epoch, &fill.signature, scored, scores);
+    normalized || a.declared.normalize(scores)
 }
 
 /// Normalised scores must be in range.
@@ -1027,18 +1037,11 @@ impl RemoteScoreCall {
                 format!("{} scores for a batch of {} nodes", r.scores.len(), self.n),
             ));
         }
-        let (mut scores, mut normalized) = (r.scores, r.normalized);
-        if let Some(f) = &self.fill {
-            let all: Vec<usize> = (0..f.nodes.len()).collect();
-            keep_raw_scores(&self.meta, f, &all, &scores, normalized);
-            if !normalized {
-                normalized = self
-                    .meta
-                    .alike
-                    .lock()
-                    .is_ok_and(|a| a.declared.normalize(&mut scores));
-            }
-        }
+        let mut scores = r.scores;
+        let normalized = match &self.fill {
+            Some(f) => keep_raw_scores(&self.meta, f, f.nodes.iter(), &mut scores, r.normalized),
+            None => r.normalized,
+        };
         check_scores(&self.meta, &scores, normalized)?;
         Ok((scores, normalized))
     }
@@ -1651,7 +1654,10 @@ impl BatchScore for RemotePlugin {
                 return Ok(answered(ready));
             }
             let alike = self.alike(state, pod);
-            let declared = self.declared();
+            let declared = match &alike {
+                Some(_) => self.declared(),
+                None => Declared::default(),
+            };
             if let Some((_, sig)) = &alike {
                 let raw = self
                     .meta
