@@ -265,6 +265,13 @@ fn binds_records_events_and_reports_unschedulable_pods_as_kube_scheduler() {
             .collect::<Vec<_>>()
             .join("\n")
     );
+    // The real API server took the bindings and events in protobuf, as it takes
+    // kube-scheduler's: no fall back to JSON.
+    assert!(
+        !sy.log_text().contains("refused protobuf"),
+        "{}",
+        sy.log_text()
+    );
     cp.assert_invariants("default", &created, &[], &["switchyard"]);
 }
 

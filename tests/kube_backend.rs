@@ -265,6 +265,27 @@ fn schedules_through_the_api_server_and_follows_its_watches() {
                 .any(|e| e["reason"] == "Scheduled" && e["regarding"]["name"] == "p-0")
     });
     assert_eq!(api.node_of("other"), None);
+    // Bindings and events are offered in protobuf first; this server takes JSON only
+    // (415), so the scheduler fell back to JSON once and wrote JSON from then on.
+    let writes: Vec<_> = api
+        .calls()
+        .into_iter()
+        .filter(|c| {
+            c.method == "POST" && (c.path.contains("/binding") || c.path.contains("/events"))
+        })
+        .collect();
+    let protobuf = |c: &&switchyard_e2e::apiserver::Call| {
+        c.content_type.as_deref() == Some("application/vnd.kubernetes.protobuf")
+    };
+    // Writes already on the way when the first 415 came back may still be protobuf.
+    let in_flight = switchyard::cluster::kubernetes::MAX_WRITES_IN_FLIGHT
+        + switchyard::cluster::kubernetes::MAX_EVENTS_IN_FLIGHT;
+    assert!(
+        writes.first().is_some_and(|c| protobuf(&c))
+            && writes.last().is_some_and(|c| !protobuf(&c))
+            && writes.iter().filter(|c| protobuf(c)).count() <= in_flight,
+        "{writes:#?}"
+    );
     let forbidden = api.forbidden_by_deploy_rbac();
     assert!(
         forbidden.is_empty(),

@@ -128,8 +128,13 @@ pub fn run(opts: RunOptions, registry: &Registry) -> Result<(), RunError> {
         )
     };
     let config = opts.config;
+    // One I/O worker, as `simulate` has: the scheduling cycle runs on its own thread,
+    // and a second worker mostly woke and parked the first (futex wake-ups were a
+    // third of the I/O thread's CPU through a real API server). One worker carries
+    // 2,000 pods/s of bindings, events and watch events, the whole process at
+    // 0.18 ms of CPU per pod (`scripts/bench-k8s.sh`).
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(1)
         .thread_name("switchyard-io")
         .enable_all()
         .build()

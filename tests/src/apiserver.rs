@@ -147,6 +147,8 @@ const KINDS: [Kind; 17] = [
 pub struct Call {
     pub method: String,
     pub path: String,
+    /// The request body's media type, when it had one.
+    pub content_type: Option<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -460,7 +462,27 @@ impl Shared {
                 .path_and_query()
                 .map(|p| p.to_string())
                 .unwrap_or_default(),
+            content_type: req
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string),
         });
+        // JSON only, as a server without protobuf answers: 415 for anything else, so
+        // a client that writes protobuf falls back to JSON.
+        let content_type = req
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("application/json")
+            .to_string();
+        if !content_type.contains("json") {
+            return status(
+                415,
+                "UnsupportedMediaType",
+                &format!("the body of the request was in an unknown format - accepted media types include: application/json (got {content_type})"),
+            );
+        }
         let body = match req.into_body().collect().await {
             Ok(b) => b.to_bytes(),
             Err(_) => Bytes::new(),

@@ -11,13 +11,15 @@
 //!
 //! Acting: bind through `pods/binding`, PodScheduled and nominatedNodeName through a
 //! strategic-merge patch of `pods/status`, victims marked `DisruptionTarget` then
-//! deleted with a UID precondition, `events.k8s.io/v1` Events. Writes go through one
+//! deleted with a UID precondition, `events.k8s.io/v1` Events. Bindings and events,
+//! the two writes every pod costs, go in protobuf ([`super::kubeproto`]) as
+//! kube-scheduler's do, and as JSON if the server refuses it. Writes go through one
 //! client-side rate limiter (`clientConnection.qps`/`burst`); none of them runs on the
 //! scheduling thread.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Debug;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -31,6 +33,7 @@ use kube::runtime::WatchStreamExt;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
+use super::kubeproto;
 use super::{
     ClientError, ClusterBackend, ClusterClient, EventSink, EventType, PodEvent, PodStatusUpdate,
     WatchEvent,
@@ -86,6 +89,9 @@ pub struct KubernetesCluster {
     events: Arc<tokio::sync::Semaphore>,
     options: KubernetesOptions,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Bindings and events go as protobuf until the API server refuses the media
+    /// type (415); then as JSON.
+    protobuf: Arc<AtomicBool>,
 }
 
 impl KubernetesCluster {
@@ -103,6 +109,7 @@ impl KubernetesCluster {
             events: Arc::new(tokio::sync::Semaphore::new(MAX_EVENTS_IN_FLIGHT)),
             options,
             tasks: Mutex::new(Vec::new()),
+            protobuf: Arc::new(AtomicBool::new(true)),
         }
     }
 
@@ -600,6 +607,60 @@ pub fn report_api_error(verb: &str, resource: &str, what: &str, e: &kube::Error)
     );
 }
 
+/// POSTs a body in Kubernetes' protobuf encoding ([`kubeproto`]) to `path` and asks
+/// for the answer in it too. `Ok(false)` when the server refuses the media type
+/// (415): the caller writes JSON instead. A refusal is a `kube::Error::Api` with
+/// the server's own Status, as kube's JSON calls give.
+async fn post_protobuf(
+    client: &kube::Client,
+    path: &str,
+    body: Vec<u8>,
+) -> Result<bool, kube::Error> {
+    let req = http::Request::post(path)
+        .header(http::header::CONTENT_TYPE, kubeproto::PROTOBUF)
+        .header(http::header::ACCEPT, kubeproto::PROTOBUF)
+        .body(kube::client::Body::from(body))
+        .map_err(kube::Error::HttpError)?;
+    let res = client.send(req).await?;
+    let code = res.status();
+    let protobuf_reply = res
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with(kubeproto::PROTOBUF));
+    // Read the whole answer even when it is not needed: an unread body would close
+    // the kept-alive connection and cost a new TLS handshake.
+    let body = res.into_body().collect_bytes().await?;
+    if code.is_success() {
+        return Ok(true);
+    }
+    if code == http::StatusCode::UNSUPPORTED_MEDIA_TYPE {
+        return Ok(false);
+    }
+    let status = if protobuf_reply {
+        kubeproto::decode_status(&body).map(|s| {
+            kube::core::Status::failure(
+                s.message.as_deref().unwrap_or_default(),
+                s.reason.as_deref().unwrap_or_default(),
+            )
+        })
+    } else {
+        serde_json::from_slice::<kube::core::Status>(&body).ok()
+    };
+    let status = status
+        .unwrap_or_else(|| kube::core::Status::failure(String::from_utf8_lossy(&body).trim(), ""));
+    Err(kube::Error::Api(status.with_code(code.as_u16()).boxed()))
+}
+
+/// Notes, once, that the API server takes no protobuf, so JSON is written from now on.
+fn protobuf_refused(flag: &AtomicBool) {
+    if flag.swap(false, Ordering::Relaxed) {
+        tracing::info!(
+            "the API server refused protobuf bodies (415); writing bindings and events as JSON"
+        );
+    }
+}
+
 fn client_error(what: &str, e: kube::Error) -> ClientError {
     match &e {
         kube::Error::Api(s) if s.code == 404 => ClientError::NotFound(what.to_string()),
@@ -621,25 +682,45 @@ impl ClusterClient for KubernetesCluster {
         Box::pin(async move {
             self.limiter.acquire().await;
             let _permit = self.writes.acquire().await;
-            let binding = json!({
-                "apiVersion": "v1",
-                "kind": "Binding",
-                "metadata": {"name": &*pod.name, "namespace": &*pod.namespace, "uid": &*pod.uid},
-                "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-            });
-            self.pods(&pod.namespace)
-                .create_subresource::<_, serde_json::Value>(
-                    "binding",
-                    &pod.name,
-                    &PostParams::default(),
-                    &binding,
-                )
-                .await
-                .map(|_| ())
-                .map_err(|e| {
-                    report_api_error("create", "pods/binding", &pod_key(pod), &e);
-                    client_error(&format!("pods \"{}\"", pod.name), e)
-                })
+            let mut done = false;
+            let mut result = Ok(());
+            if self.protobuf.load(Ordering::Relaxed) {
+                let path = format!(
+                    "/api/v1/namespaces/{}/pods/{}/binding",
+                    pod.namespace, pod.name
+                );
+                let body = kubeproto::binding(&pod.namespace, &pod.name, &pod.uid, node);
+                match post_protobuf(&self.client, &path, body).await {
+                    Ok(true) => done = true,
+                    Ok(false) => protobuf_refused(&self.protobuf),
+                    Err(e) => {
+                        done = true;
+                        result = Err(e);
+                    }
+                }
+            }
+            if !done {
+                let binding = json!({
+                    "apiVersion": "v1",
+                    "kind": "Binding",
+                    "metadata": {"name": &*pod.name, "namespace": &*pod.namespace, "uid": &*pod.uid},
+                    "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+                });
+                result = self
+                    .pods(&pod.namespace)
+                    .create_subresource::<_, serde_json::Value>(
+                        "binding",
+                        &pod.name,
+                        &PostParams::default(),
+                        &binding,
+                    )
+                    .await
+                    .map(|_| ());
+            }
+            result.map_err(|e| {
+                report_api_error("create", "pods/binding", &pod_key(pod), &e);
+                client_error(&format!("pods \"{}\"", pod.name), e)
+            })
         })
     }
 
@@ -823,12 +904,11 @@ impl ClusterClient for KubernetesCluster {
         let client = self.client.clone();
         let limiter = self.limiter.clone();
         let gate = self.events.clone();
+        let protobuf = self.protobuf.clone();
         let instance = self.options.instance.clone();
         self.runtime.spawn(async move {
             limiter.acquire().await;
             let _permit = gate.acquire().await;
-            let api: Api<k8s_openapi::api::events::v1::Event> =
-                Api::namespaced(client, &event.namespace);
             let mut note = event.message.clone();
             if note.len() > 1024 {
                 let mut cut = 1021;
@@ -839,16 +919,58 @@ impl ClusterClient for KubernetesCluster {
                 note.push_str("...");
             }
             let now = k8s_openapi::jiff::Timestamp::now();
+            // As client-go's recorder names them: `<object>.<hex unix nanoseconds>`
+            // (a generateName ending in "." is not a valid name prefix).
+            let name = event_name(&event.name, now);
+            let event_type = match event.event_type {
+                EventType::Normal => "Normal",
+                EventType::Warning => "Warning",
+            };
+            let what = || format!("{} event for pod {}/{}", event.reason, event.namespace, event.name);
+            if protobuf.load(Ordering::Relaxed) {
+                let ev = kubeproto::Event {
+                    metadata: Some(kubeproto::ObjectMeta {
+                        name: Some(name.clone()),
+                        namespace: Some(event.namespace.to_string()),
+                        uid: None,
+                    }),
+                    event_time: Some(kubeproto::MicroTime {
+                        seconds: Some(now.as_second()),
+                        // metav1.MicroTime keeps microseconds.
+                        nanos: Some(now.subsec_nanosecond() / 1000 * 1000),
+                    }),
+                    reporting_controller: Some(FIELD_MANAGER.into()),
+                    reporting_instance: Some(instance.clone()),
+                    action: Some(event.action.to_string()),
+                    reason: Some(event.reason.to_string()),
+                    regarding: Some(kubeproto::ObjectReference {
+                        kind: Some("Pod".into()),
+                        namespace: Some(event.namespace.to_string()),
+                        name: Some(event.name.to_string()),
+                        uid: Some(event.uid.to_string()),
+                        api_version: Some("v1".into()),
+                    }),
+                    note: Some(note.clone()),
+                    r#type: Some(event_type.into()),
+                };
+                let path = format!("/apis/events.k8s.io/v1/namespaces/{}/events", event.namespace);
+                let body = kubeproto::envelope("events.k8s.io/v1", "Event", &ev);
+                match post_protobuf(&client, &path, body).await {
+                    Ok(true) => return,
+                    Ok(false) => protobuf_refused(&protobuf),
+                    Err(e) => return report_api_error("create", "events", &what(), &e),
+                }
+            }
+            let api: Api<k8s_openapi::api::events::v1::Event> =
+                Api::namespaced(client, &event.namespace);
             let ev: k8s_openapi::api::events::v1::Event = match serde_json::from_value(json!({
-                // As client-go's recorder names them: `<object>.<hex unix nanoseconds>`
-                // (a generateName ending in "." is not a valid name prefix).
-                "metadata": {"name": event_name(&event.name, now), "namespace": &*event.namespace},
+                "metadata": {"name": name, "namespace": &*event.namespace},
                 "eventTime": now.to_string(),
                 "reportingController": FIELD_MANAGER,
                 "reportingInstance": instance,
                 "action": event.action,
                 "reason": event.reason,
-                "type": match event.event_type { EventType::Normal => "Normal", EventType::Warning => "Warning" },
+                "type": event_type,
                 "note": note,
                 "regarding": {"apiVersion": "v1", "kind": "Pod", "namespace": &*event.namespace, "name": &*event.name, "uid": &*event.uid},
             })) {
@@ -859,12 +981,7 @@ impl ClusterClient for KubernetesCluster {
                 }
             };
             if let Err(e) = api.create(&PostParams::default(), &ev).await {
-                report_api_error(
-                    "create",
-                    "events",
-                    &format!("{} event for pod {}/{}", event.reason, event.namespace, event.name),
-                    &e,
-                );
+                report_api_error("create", "events", &what(), &e);
             }
         });
     }

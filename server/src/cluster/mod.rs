@@ -7,6 +7,7 @@
 
 pub mod embedded;
 pub mod embedded_volumes;
+pub mod kubeproto;
 pub mod kubernetes;
 pub mod leaderelection;
 pub mod manifest;

@@ -9,6 +9,7 @@
 //! A benchmark, not a test: nothing here asserts a speed.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -25,16 +26,24 @@ struct Args {
     repeat: usize,
     json: bool,
     timeout: Duration,
+    /// Both schedulers authenticate with the control plane's static bearer token
+    /// (`token`, as a scheduler pod's ServiceAccount token does) or with the admin
+    /// client certificate (`cert`).
+    token: bool,
 }
 
 const USAGE: &str = "usage: switchyard-k8s-bench [--nodes N (5000)] [--pods N (10000)] \
-[--schedulers kube-scheduler,switchyard] [--repeat N (1)] [--timeout SECONDS (600)] [--output-format table|json]
+[--schedulers kube-scheduler,switchyard] [--repeat N (1)] [--timeout SECONDS (600)] [--auth token|cert (token)]
+[--output-format table|json]
 
 Runs SchedulingBasic through a fresh real control plane per run ($K8S_CONTROL_PLANE_DIR,
 default ../shared/k8s): the nodes and pending pods are created first, then the scheduler
 starts; a pod watch times each binding. Prints pods/s first to last bind, the time from
 the scheduler's start to its first bind, and the CPU seconds per 1000 pods of the API
-server, etcd and the scheduler. Build first: cargo build --release --workspace.";
+server, etcd and the scheduler. Both schedulers get the same credential: the control
+plane's static bearer token (--auth token, as an in-cluster pod's ServiceAccount token
+authenticates) or the admin client certificate (--auth cert), which the API server
+verifies on every request. Build first: cargo build --release --workspace.";
 
 fn parse_args() -> Result<Args, String> {
     let mut a = Args {
@@ -44,6 +53,7 @@ fn parse_args() -> Result<Args, String> {
         repeat: 1,
         json: false,
         timeout: Duration::from_secs(600),
+        token: true,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -72,6 +82,13 @@ fn parse_args() -> Result<Args, String> {
                             "--schedulers: unknown {s:?}; expected kube-scheduler or switchyard"
                         ));
                     }
+                }
+            }
+            "--auth" => {
+                a.token = match value("--auth")?.as_str() {
+                    "token" => true,
+                    "cert" => false,
+                    other => return Err(format!("--auth {other:?}: token or cert")),
                 }
             }
             "--output-format" => {
@@ -163,8 +180,22 @@ struct RunResult {
     timeline: Vec<usize>,
 }
 
-fn start_scheduler(cp: &ControlPlane, which: &str, dir: &std::path::Path) -> Child {
+/// The kubeconfig both schedulers use: the admin certificate's, or one with the
+/// control plane's static bearer token (same user group, system:masters).
+fn scheduler_kubeconfig(cp: &ControlPlane, dir: &std::path::Path, token: bool) -> PathBuf {
+    if !token {
+        return cp.kubeconfig.clone();
+    }
+    let path = dir.join("token.kubeconfig");
+    let token = std::fs::read_to_string(cp.state_dir().join("pki/admin.token"))
+        .expect("the control plane's pki/admin.token");
+    cp.write_token_kubeconfig(&path, token.trim());
+    path
+}
+
+fn start_scheduler(cp: &ControlPlane, which: &str, dir: &std::path::Path, token: bool) -> Child {
     let log = std::fs::File::create(dir.join(format!("{which}.log"))).expect("log file");
+    let kubeconfig = scheduler_kubeconfig(cp, dir, token);
     match which {
         "kube-scheduler" => {
             let bin = cp
@@ -172,12 +203,17 @@ fn start_scheduler(cp: &ControlPlane, which: &str, dir: &std::path::Path) -> Chi
                 .parent()
                 .map(|p| p.join("bin/kube-scheduler"))
                 .unwrap_or_default();
+            // The control plane's scheduler-config.yaml (qps and burst 5000, no leader
+            // election), with the chosen kubeconfig.
+            let config = dir.join("kube-scheduler-config.yaml");
+            std::fs::write(
+                &config,
+                format!("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nclientConnection:\n  kubeconfig: {:?}\n  qps: 5000\n  burst: 5000\nleaderElection:\n  leaderElect: false\n", kubeconfig.display().to_string()),
+            )
+            .expect("config");
             let port = switchyard_e2e::process::free_port();
             Command::new(bin)
-                .arg(format!(
-                    "--config={}",
-                    cp.state_dir().join("scheduler-config.yaml").display()
-                ))
+                .arg(format!("--config={}", config.display()))
                 .args(["--bind-address=127.0.0.1", &format!("--secure-port={port}")])
                 .arg(format!(
                     "--authentication-kubeconfig={}",
@@ -207,7 +243,7 @@ fn start_scheduler(cp: &ControlPlane, which: &str, dir: &std::path::Path) -> Chi
                 .arg("--config")
                 .arg(&config)
                 .arg("--kubeconfig")
-                .arg(&cp.kubeconfig)
+                .arg(&kubeconfig)
                 .arg("--health-address")
                 .arg(format!("127.0.0.1:{port}"))
                 .stdin(Stdio::null())
@@ -281,7 +317,7 @@ fn one_run(args: &Args, which: &str, round: usize) -> RunResult {
     let etcd_pid = component_pid(&cp, "etcd");
     let (api0, etcd0) = (cpu_seconds(api_pid), cpu_seconds(etcd_pid));
     let start = Instant::now();
-    let mut child = start_scheduler(&cp, which, &dir);
+    let mut child = start_scheduler(&cp, which, &dir, args.token);
     let pid = child.id();
     let mut last_cpu = 0.0;
     let mut last_progress = Instant::now();
@@ -412,14 +448,16 @@ fn main() {
             .collect();
         println!(
             "{}",
-            json!({"nodes": args.nodes, "pods": args.pods, "repeat": args.repeat, "runs": runs})
+            json!({"nodes": args.nodes, "pods": args.pods, "repeat": args.repeat,
+                   "auth": if args.token { "token" } else { "cert" }, "runs": runs})
         );
         return;
     }
     println!(
-        "SchedulingBasic through a real API server: {} nodes, {} pods created before the scheduler started{}",
+        "SchedulingBasic through a real API server: {} nodes, {} pods created before the scheduler started, both schedulers authenticated by {}{}",
         args.nodes,
         args.pods,
+        if args.token { "bearer token" } else { "client certificate" },
         if args.repeat > 1 {
             format!(" (median of {} rounds)", args.repeat)
         } else {
