@@ -682,8 +682,10 @@ impl ClusterClient for KubernetesCluster {
         Box::pin(async move {
             self.limiter.acquire().await;
             let _permit = self.writes.acquire().await;
-            let mut done = false;
-            let mut result = Ok(());
+            let failed = |e: kube::Error| {
+                report_api_error("create", "pods/binding", &pod_key(pod), &e);
+                client_error(&format!("pods \"{}\"", pod.name), e)
+            };
             if self.protobuf.load(Ordering::Relaxed) {
                 let path = format!(
                     "/api/v1/namespaces/{}/pods/{}/binding",
@@ -691,36 +693,27 @@ impl ClusterClient for KubernetesCluster {
                 );
                 let body = kubeproto::binding(&pod.namespace, &pod.name, &pod.uid, node);
                 match post_protobuf(&self.client, &path, body).await {
-                    Ok(true) => done = true,
+                    Ok(true) => return Ok(()),
                     Ok(false) => protobuf_refused(&self.protobuf),
-                    Err(e) => {
-                        done = true;
-                        result = Err(e);
-                    }
+                    Err(e) => return Err(failed(e)),
                 }
             }
-            if !done {
-                let binding = json!({
-                    "apiVersion": "v1",
-                    "kind": "Binding",
-                    "metadata": {"name": &*pod.name, "namespace": &*pod.namespace, "uid": &*pod.uid},
-                    "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-                });
-                result = self
-                    .pods(&pod.namespace)
-                    .create_subresource::<_, serde_json::Value>(
-                        "binding",
-                        &pod.name,
-                        &PostParams::default(),
-                        &binding,
-                    )
-                    .await
-                    .map(|_| ());
-            }
-            result.map_err(|e| {
-                report_api_error("create", "pods/binding", &pod_key(pod), &e);
-                client_error(&format!("pods \"{}\"", pod.name), e)
-            })
+            let binding = json!({
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": {"name": &*pod.name, "namespace": &*pod.namespace, "uid": &*pod.uid},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+            });
+            self.pods(&pod.namespace)
+                .create_subresource::<_, serde_json::Value>(
+                    "binding",
+                    &pod.name,
+                    &PostParams::default(),
+                    &binding,
+                )
+                .await
+                .map(|_| ())
+                .map_err(failed)
         })
     }
 
