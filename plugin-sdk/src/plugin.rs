@@ -51,7 +51,8 @@ pub trait Plugin: Send + Sync + 'static {
     /// signatures, KEP-5598). The scheduler then reuses an answer for every later pod
     /// whose listed fields are equal, on a node whose Node object is unchanged,
     /// without calling; with a standard [`ScorePlugin::score_normalization`] it reuses
-    /// scores too. Empty (the default): no reuse. A wrong list gives wrong
+    /// scores too. `vec![pb::PodField::None]` for a plugin that reads no field of the pod
+    /// (every pod alike). Empty (the default): no reuse. A wrong list gives wrong
     /// placements; `serve` refuses a list without `node_local`.
     fn signature(&self) -> Vec<pb::PodField> {
         Vec::new()

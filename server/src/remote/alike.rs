@@ -25,8 +25,15 @@ const MAX_SIGNATURES: usize = 4;
 /// key order): equal signatures mean the plugin cannot tell the pods apart.
 pub fn signature(pod: &Pod, fields: &[pb::PodField]) -> Vec<u8> {
     use pb::PodField as F;
-    let p = convert::pod(pod);
     let mut out = Vec::new();
+    // `NONE` alone: every pod is alike, and the pod need not be converted.
+    if fields.iter().all(|f| *f == F::None) {
+        for f in fields {
+            put(&mut out, *f as u64);
+        }
+        return out;
+    }
+    let p = convert::pod(pod);
     let map = |out: &mut Vec<u8>, m: &std::collections::HashMap<String, String>| {
         let mut kv: Vec<_> = m.iter().collect();
         kv.sort_unstable();
@@ -39,7 +46,7 @@ pub fn signature(pod: &Pod, fields: &[pb::PodField]) -> Vec<u8> {
     for f in fields {
         put(&mut out, *f as u64);
         match f {
-            F::Unspecified => {}
+            F::Unspecified | F::None => {}
             F::Namespace => put_str(&mut out, &p.namespace),
             F::Labels => map(&mut out, &p.labels),
             F::Annotations => map(&mut out, &p.annotations),
@@ -352,6 +359,22 @@ mod tests {
             .build();
         assert_ne!(signature(&a, &[F::Requests]), signature(&e, &[F::Requests]));
         assert_eq!(signature(&a, &all), signature(&e, &all));
+        // NONE: a plugin that reads no field of the pod sees every pod alike, and
+        // with other fields it adds nothing to them.
+        for x in [&b, &c, &d, &e] {
+            assert_eq!(signature(&a, &[F::None]), signature(x, &[F::None]));
+        }
+        assert_ne!(
+            signature(&a, &[F::None, F::Tolerations]),
+            signature(&c, &[F::None, F::Tolerations])
+        );
+        let info = pb::PluginInfo {
+            node_local: true,
+            signature: vec![F::None as i32],
+            ..Default::default()
+        };
+        let declared = Declared::of(Some(&info), true);
+        assert!(declared.filter && declared.scores, "NONE declares reuse");
     }
 
     #[test]
