@@ -8,7 +8,12 @@ the Python plugin SDK (plugin-sdk/python), which speaks the whole contract:
 
 Usage: sidecar.py [--listen unix:///path.sock | --listen 127.0.0.1:PORT] [--probe]
 (or SWITCHYARD_PLUGIN_LISTEN; default unix:///tmp/switchyard/energyaware.sock).
-SWITCHYARD_ENERGY_LOOKAHEAD=off withdraws the node-local declaration, to measure it.
+
+Both answers read the node's labels and no field of the pod, so it declares itself
+node-local (the scheduler sends Filter ahead) and signs pods with "none" (every pod is
+alike: the scheduler reuses its answers for a node whose Node object is unchanged,
+without calling). SWITCHYARD_ENERGY_LOOKAHEAD=off withdraws both declarations,
+SWITCHYARD_ENERGY_SIGNATURE=off the signature alone, to measure what each is worth.
 """
 
 import os
@@ -31,9 +36,12 @@ class EnergyAware(Plugin):
     # Pods it rejected can only fit once a node appears or is relabelled (undrained).
     events = [ClusterEvent("Node", "Add", "UpdateNodeLabel")]
 
-    def __init__(self, node_local=True):
+    def __init__(self, node_local=True, signature=True):
         # Filter and Score read only the node asked about (its labels).
         self.node_local = node_local
+        # ...and no field of the pod: every pod is alike. Its scores are final (no
+        # NormalizeScore), so reused ones need none either. A signature needs node_local.
+        self.signature = ("none",) if node_local and signature else ()
 
     def filter(self, cycle, state, node):
         if node.node.labels.get(LABEL_DRAINING) == "true":
@@ -47,4 +55,8 @@ class EnergyAware(Plugin):
 
 
 if __name__ == "__main__":
-    sys.exit(main([EnergyAware(node_local=os.environ.get("SWITCHYARD_ENERGY_LOOKAHEAD", "on") != "off")]))
+    plugin = EnergyAware(
+        node_local=os.environ.get("SWITCHYARD_ENERGY_LOOKAHEAD", "on") != "off",
+        signature=os.environ.get("SWITCHYARD_ENERGY_SIGNATURE", "on") != "off",
+    )
+    sys.exit(main([plugin]))

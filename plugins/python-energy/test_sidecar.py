@@ -149,9 +149,20 @@ async def scenario(addr, node_local=True):
         await channel.close(grace=None)
 
 
+def check_declarations(info, node_local, signed):
+    """What the handshake declares for the scheduler's lookahead and alike pods."""
+    check(info.node_local == node_local, "node_local in the handshake", info.node_local)
+    # Filter and Score read no field of the pod: "none", every pod alike.
+    want = [pb.POD_FIELD_NONE] if signed else []
+    check(list(info.signature) == want, "signature in the handshake", list(info.signature))
+    # Its scores are final: no normalisation for the scheduler to apply to reused ones.
+    check(info.score_normalization == pb.SCORE_NORMALIZATION_CUSTOM, "no standard normalisation", info)
+
+
 async def run_checks(stub, node_local):
     """The scheduler's side of a session. `node_local`: whether the sidecar declares
-    EnergyAware node-local (the default), which relaxes the generation checks."""
+    EnergyAware node-local (the default), which relaxes the generation checks; it
+    signs pods exactly then (no signature without node_local)."""
     # ---- handshake
     hs = await stub.Handshake(pb.HandshakeRequest(protocol_versions=["v2", "v1"], scheduler="test"), timeout=REPLY_SECS)
     check(hs.protocol_version == "v1", "handshake version", hs.protocol_version)
@@ -165,7 +176,7 @@ async def run_checks(stub, node_local):
         info.events,
     )
     check(hs.max_batch_nodes == 0, "no batch limit")
-    check(info.node_local == node_local, "node_local in the handshake", info.node_local)
+    check_declarations(info, node_local, signed=node_local)
     try:
         await stub.Handshake(pb.HandshakeRequest(protocol_versions=["v9"]), timeout=REPLY_SECS)
         check(False, "handshake offering only v9 must fail")
@@ -215,6 +226,10 @@ async def run_checks(stub, node_local):
     check(f.evaluated == 4 and [x.index for x in f.failures] == [1], "score-ahead filter", f)
     check(f.HasField("score") and f.score.status.code == pb.SUCCESS, "score ahead answered", f.score)
     check(list(f.score.scores) == [100, 80] and f.score.normalized, "scores ahead", f.score)
+    # Raw scores asked for (as for a plugin with a standard normalisation): without a
+    # NormalizeScore, EnergyAware's scores are final either way.
+    f = await s["Filter"].ask(cycle_ids(pb.FilterRequest, 21, 7, 2, nodes=[3, 1, 2], score_first=2, raw_scores=True))
+    check(list(f.score.scores) == [100, 80] and f.score.normalized, "raw scores ahead are final", f.score)
     f = await s["Filter"].ask(
         cycle_ids(pb.FilterRequest, 19, 7, 2, nodes=[2, 3], score_first=2, deltas=[pb.NodeDelta(index=1)])
     )
@@ -402,6 +417,21 @@ def check_node_local_without_pre_filter():
     sdk.PluginService([WithPreFilter(node_local=False)])
 
 
+def check_signature_needs_node_local():
+    """The signature follows node_local (SWITCHYARD_ENERGY_LOOKAHEAD=off withdraws
+    both), and the SDK refuses one without the other."""
+    check(sidecar.EnergyAware().signature == ("none",), "signs pods with none")
+    check(sidecar.EnergyAware(signature=False).signature == (), "signature withdrawn")
+    plain = sidecar.EnergyAware(node_local=False)
+    check(plain.signature == (), "no signature without node_local", plain.signature)
+    plain.signature = ("none",)
+    try:
+        sdk.PluginService([plain])
+        check(False, "a signature without node_local must be refused")
+    except ValueError as e:
+        check("declares a signature but not node_local" in str(e), "signature without node_local refused", e)
+
+
 def check_addresses():
     p = sdk.parse_listen_address
     check(p("unix:///tmp/a.sock") == ("unix", "/tmp/a.sock"), "unix:///")
@@ -561,6 +591,7 @@ async def check_capabilities(stub, served):
 async def main():
     check_addresses()
     check_node_local_without_pre_filter()
+    check_signature_needs_node_local()
     tmp = tempfile.mkdtemp(prefix="sy-energy-")
     sock = os.path.join(tmp, "sub", "energy.sock")  # the sidecar creates sub/
     env = dict(os.environ, SWITCHYARD_PLUGIN_LISTEN=f"unix://{sock}")
@@ -605,13 +636,15 @@ async def main():
 
     await check_tls()
 
-    # TCP, port chosen by the system, via --listen.
-    proc, shown, lines, drain = await start_sidecar(["--listen", "tcp://127.0.0.1:0"])
+    # TCP, port chosen by the system, via --listen; node-local but not signing pods.
+    env3 = dict(os.environ, SWITCHYARD_ENERGY_SIGNATURE="off")
+    proc, shown, lines, drain = await start_sidecar(["--listen", "tcp://127.0.0.1:0"], env=env3)
     try:
         check(shown.startswith("tcp://127.0.0.1:"), "tcp listening line", shown)
         async with grpc.aio.insecure_channel(shown[len("tcp://") :]) as ch:
             hs = await pb_grpc.PluginStub(ch).Handshake(pb.HandshakeRequest(protocol_versions=["v1"]), timeout=START_SECS)
             check(hs.plugins[0].name == PLUGIN, "handshake over TCP")
+            check_declarations(hs.plugins[0], node_local=True, signed=False)
             await check_capabilities(pb_grpc.PluginStub(ch), served=True)
     finally:
         await stop_sidecar(proc)

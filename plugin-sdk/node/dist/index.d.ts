@@ -1,5 +1,5 @@
-export { Cycle } from './plugin.js';
-export type { MaybePromise, PermitHandle, PermitResult, Plugin, PostFilterResult, PreFilterResult, StatusResult, } from './plugin.js';
+export { Cycle, normalizeScores } from './plugin.js';
+export type { MaybePromise, PermitHandle, PermitResult, Plugin, PodFieldName, PostFilterResult, PreFilterResult, ScoreNormalizationName, StatusResult, } from './plugin.js';
 export { NodeInfo, Snapshot, ReplicationError, MAX_PENDING_PODS } from './snapshot.js';
 export { Status, CallError } from './status.js';
 export type { ClusterEvent, Code, Node, OwnerReference, Pod, Taint, Toleration, VolumeClaim, } from './types.js';

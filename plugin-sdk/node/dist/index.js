@@ -3,9 +3,10 @@
 // A plugin is an object with a name and the methods of the extension points it
 // implements; `main(plugins)` serves them. See README.md.
 Object.defineProperty(exports, "__esModule", { value: true });
-exports.protoDir = exports.LOADER_OPTIONS = exports.parseTraceparent = exports.CAPABILITY_REPLICATE_BATCH = exports.CAPABILITY_FILTER_BATCH = exports.PROTOCOL_VERSION = exports.PluginService = exports.serve = exports.resolveListen = exports.probe = exports.parseListen = exports.main = exports.formatListen = exports.TLS_KEY_ENV = exports.TLS_CLIENT_CA_ENV = exports.TLS_CERT_ENV = exports.LISTEN_ENV = exports.CAPABILITIES_ENV = exports.makePod = exports.makeNode = exports.CallError = exports.Status = exports.MAX_PENDING_PODS = exports.ReplicationError = exports.Snapshot = exports.NodeInfo = exports.Cycle = void 0;
+exports.protoDir = exports.LOADER_OPTIONS = exports.parseTraceparent = exports.CAPABILITY_REPLICATE_BATCH = exports.CAPABILITY_FILTER_BATCH = exports.PROTOCOL_VERSION = exports.PluginService = exports.serve = exports.resolveListen = exports.probe = exports.parseListen = exports.main = exports.formatListen = exports.TLS_KEY_ENV = exports.TLS_CLIENT_CA_ENV = exports.TLS_CERT_ENV = exports.LISTEN_ENV = exports.CAPABILITIES_ENV = exports.makePod = exports.makeNode = exports.CallError = exports.Status = exports.MAX_PENDING_PODS = exports.ReplicationError = exports.Snapshot = exports.NodeInfo = exports.normalizeScores = exports.Cycle = void 0;
 var plugin_js_1 = require("./plugin.js");
 Object.defineProperty(exports, "Cycle", { enumerable: true, get: function () { return plugin_js_1.Cycle; } });
+Object.defineProperty(exports, "normalizeScores", { enumerable: true, get: function () { return plugin_js_1.normalizeScores; } });
 var snapshot_js_1 = require("./snapshot.js");
 Object.defineProperty(exports, "NodeInfo", { enumerable: true, get: function () { return snapshot_js_1.NodeInfo; } });
 Object.defineProperty(exports, "Snapshot", { enumerable: true, get: function () { return snapshot_js_1.Snapshot; } });

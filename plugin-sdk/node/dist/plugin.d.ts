@@ -67,6 +67,23 @@ export interface Plugin<S = any> {
      * and the nodes they are asked about (each node and its pods), and there is no
      * preFilter. Lets the scheduler send the next pods' Filter ahead (lookahead). */
     readonly nodeLocal?: boolean;
+    /** The pod fields filter and score read, when their answers for a pod and a node
+     * depend only on those fields and on the Node object itself: not on the pods on
+     * that node or any other, nor on other nodes (upstream's pod signatures,
+     * KEP-5598). The scheduler then answers a later pod whose listed fields are equal,
+     * on a node whose Node object is unchanged, from an earlier answer without calling;
+     * with a standard `scoreNormalization` it reuses scores too. `['none']` for a
+     * plugin that reads no field of the pod (every pod alike). Empty or absent (the
+     * default): no reuse. Needs `nodeLocal`. A wrong list gives wrong placements. */
+    readonly signature?: readonly PodFieldName[];
+    /** One of upstream's standard NormalizeScores, applied by the SDK (and by a
+     * scheduler reusing raw scores for alike pods) instead of `normalizeScore`, which
+     * is then never called: 'default' is DefaultNormalizeScore(100, reverse=false),
+     * each score times 100 over the highest (left as they are when the highest is 0);
+     * 'defaultReverse' is 100 minus that (all 100 when the highest is 0). 'custom'
+     * (the default): `normalizeScore` if the plugin has one, else none. Needs
+     * `score`. */
+    readonly scoreNormalization?: ScoreNormalizationName;
     /** Gates a pod before it enters the active queue: anything but Success holds it
      * back (UNSCHEDULABLE_AND_UNRESOLVABLE: it waits in the unschedulable pool). */
     preEnqueue?(pod: Pod): MaybePromise<StatusResult>;
@@ -111,6 +128,28 @@ export interface Plugin<S = any> {
      * prototypes and refuses functions). */
     cloneState?(state: S): S;
 }
+/** Fields of the pod a signature may list (the proto's `PodField`, camelCase):
+ * 'priority' covers priority and priorityClassName; 'none' is no field at all. */
+export type PodFieldName = 'namespace' | 'labels' | 'annotations' | 'schedulerName' | 'priority' | 'requests' | 'tolerations' | 'nodeSelector' | 'ownerReferences' | 'volumeClaims' | 'none';
+/** The proto's `ScoreNormalization`, camelCase. */
+export type ScoreNormalizationName = 'custom' | 'default' | 'defaultReverse';
+/** Signature names to the proto's enum names (what the wire carries). */
+export declare const POD_FIELDS: ReadonlyMap<PodFieldName, string>;
+export declare const SCORE_NORMALIZATIONS: ReadonlyMap<ScoreNormalizationName, string>;
+/** A plugin's signature as the wire's enum names; throws on what the scheduler could
+ * not use: an unknown name, 'none' with fields, a list without `nodeLocal`. */
+export declare function pluginSignature(p: Plugin): string[];
+/** A plugin's declared normalisation by name ('custom' when absent); throws on an
+ * unknown one, or a standard one without `score`. */
+export declare function scoreNormalizationOf(p: Plugin): ScoreNormalizationName;
+/** Whether Score has a NormalizeScore: the plugin's own, or a standard one it
+ * declared (which wins over its own, as in the Rust SDK). */
+export declare function hasNormalize(p: Plugin): boolean;
+/** Applies a standard normalisation to raw scores in place, as upstream's
+ * DefaultNormalizeScore(100, reverse) and `switchyard_proto::normalize_scores` do
+ * (the scheduler applies the latter to raw scores it reuses, so both ends must get
+ * the same numbers); false, scores untouched, for 'custom'. */
+export declare function normalizeScores(kind: ScoreNormalizationName, scores: number[]): boolean;
 /** The extension points a plugin implements, by proto enum name, in proto order. */
 export declare function extensionPoints(p: Plugin): string[];
 export declare function hasPreFilterExtensions(p: Plugin): boolean;
@@ -120,5 +159,6 @@ export declare const EVENT_ACTIONS: ReadonlySet<string>;
 export declare function pluginEvents(p: Plugin): ClusterEvent[];
 /** Refuses what the scheduler could not use (clause H3): unnamed or duplicate
  * plugins, unknown events, node-local with a PreFilter, NormalizeScore without Score,
- * AddPod/RemovePod without PreFilter. */
+ * AddPod/RemovePod without PreFilter, an unknown signature field or one without
+ * node-local, an unknown scoreNormalization or a standard one without Score. */
 export declare function checkPlugins(plugins: readonly Plugin[]): void;

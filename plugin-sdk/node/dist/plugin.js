@@ -3,7 +3,11 @@
 // methods of the extension points it implements. The SDK declares exactly those
 // points at handshake. Every method may return its value or a Promise of it.
 Object.defineProperty(exports, "__esModule", { value: true });
-exports.EVENT_ACTIONS = exports.EVENT_RESOURCES = exports.Cycle = void 0;
+exports.EVENT_ACTIONS = exports.EVENT_RESOURCES = exports.SCORE_NORMALIZATIONS = exports.POD_FIELDS = exports.Cycle = void 0;
+exports.pluginSignature = pluginSignature;
+exports.scoreNormalizationOf = scoreNormalizationOf;
+exports.hasNormalize = hasNormalize;
+exports.normalizeScores = normalizeScores;
 exports.extensionPoints = extensionPoints;
 exports.hasPreFilterExtensions = hasPreFilterExtensions;
 exports.pluginEvents = pluginEvents;
@@ -51,6 +55,111 @@ class Cycle {
     }
 }
 exports.Cycle = Cycle;
+/** Signature names to the proto's enum names (what the wire carries). */
+exports.POD_FIELDS = new Map([
+    ['namespace', 'POD_FIELD_NAMESPACE'],
+    ['labels', 'POD_FIELD_LABELS'],
+    ['annotations', 'POD_FIELD_ANNOTATIONS'],
+    ['schedulerName', 'POD_FIELD_SCHEDULER_NAME'],
+    ['priority', 'POD_FIELD_PRIORITY'],
+    ['requests', 'POD_FIELD_REQUESTS'],
+    ['tolerations', 'POD_FIELD_TOLERATIONS'],
+    ['nodeSelector', 'POD_FIELD_NODE_SELECTOR'],
+    ['ownerReferences', 'POD_FIELD_OWNER_REFERENCES'],
+    ['volumeClaims', 'POD_FIELD_VOLUME_CLAIMS'],
+    ['none', 'POD_FIELD_NONE'],
+]);
+exports.SCORE_NORMALIZATIONS = new Map([
+    ['custom', 'SCORE_NORMALIZATION_CUSTOM'],
+    ['default', 'SCORE_NORMALIZATION_DEFAULT'],
+    ['defaultReverse', 'SCORE_NORMALIZATION_DEFAULT_REVERSE'],
+]);
+/** A plugin's signature as the wire's enum names; throws on what the scheduler could
+ * not use: an unknown name, 'none' with fields, a list without `nodeLocal`. */
+function pluginSignature(p) {
+    const sig = p.signature;
+    if (sig === undefined || sig === null)
+        return [];
+    const q = JSON.stringify(p.name);
+    const accepted = `one of ${[...exports.POD_FIELDS.keys()].map((k) => `'${k}'`).join(', ')}`;
+    if (!Array.isArray(sig)) {
+        throw new Error(`plugin ${q}: signature ${(0, status_js_1.describe)(sig)} is not an array of pod field names (${accepted})`);
+    }
+    const out = [];
+    for (const f of sig) {
+        const wire = typeof f === 'string' ? exports.POD_FIELDS.get(f) : undefined;
+        if (wire === undefined)
+            throw new Error(`plugin ${q}: unknown signature field ${(0, status_js_1.describe)(f)} (${accepted})`);
+        if (!out.includes(wire))
+            out.push(wire);
+    }
+    if (out.includes('POD_FIELD_NONE') && out.length > 1) {
+        throw new Error(`plugin ${q}: signature lists 'none' with other fields: 'none' alone means the answers read no field of the pod`);
+    }
+    if (out.length > 0 && !p.nodeLocal) {
+        throw new Error(`plugin ${q} declares a signature but not nodeLocal: answers reused across pods must depend on the node alone ` +
+            'as well (set nodeLocal: true if they do, else drop the signature)');
+    }
+    return out;
+}
+/** A plugin's declared normalisation by name ('custom' when absent); throws on an
+ * unknown one, or a standard one without `score`. */
+function scoreNormalizationOf(p) {
+    const n = p.scoreNormalization;
+    if (n === undefined || n === null)
+        return 'custom';
+    const q = JSON.stringify(p.name);
+    if (typeof n !== 'string' || !exports.SCORE_NORMALIZATIONS.has(n)) {
+        throw new Error(`plugin ${q}: unknown scoreNormalization ${(0, status_js_1.describe)(n)} ` +
+            `(one of ${[...exports.SCORE_NORMALIZATIONS.keys()].map((k) => `'${k}'`).join(', ')})`);
+    }
+    if (n !== 'custom' && typeof p.score !== 'function') {
+        throw new Error(`plugin ${q} declares scoreNormalization ${(0, status_js_1.describe)(n)} but has no score`);
+    }
+    return n;
+}
+/** Whether Score has a NormalizeScore: the plugin's own, or a standard one it
+ * declared (which wins over its own, as in the Rust SDK). */
+function hasNormalize(p) {
+    return (typeof p.score === 'function' &&
+        (typeof p.normalizeScore === 'function' || scoreNormalizationOf(p) !== 'custom'));
+}
+const MAX_NODE_SCORE = 100;
+/** Applies a standard normalisation to raw scores in place, as upstream's
+ * DefaultNormalizeScore(100, reverse) and `switchyard_proto::normalize_scores` do
+ * (the scheduler applies the latter to raw scores it reuses, so both ends must get
+ * the same numbers); false, scores untouched, for 'custom'. */
+function normalizeScores(kind, scores) {
+    if (kind === 'custom')
+        return false;
+    if (kind !== 'default' && kind !== 'defaultReverse') {
+        throw new Error(`normalizeScores: unknown kind ${(0, status_js_1.describe)(kind)} (one of 'custom', 'default', 'defaultReverse')`);
+    }
+    const reverse = kind === 'defaultReverse';
+    let max = 0;
+    for (const s of scores)
+        if (s > max)
+            max = s;
+    for (let i = 0; i < scores.length; i++) {
+        const s = scores[i];
+        if (max === 0) {
+            // Upstream leaves the scores alone (not 0) when the highest is 0.
+            if (reverse)
+                scores[i] = MAX_NODE_SCORE;
+            continue;
+        }
+        const scaled = scale(s, max);
+        scores[i] = reverse ? MAX_NODE_SCORE - scaled : scaled;
+    }
+    return true;
+}
+/** trunc(100 * s / max) as Go's and Rust's integer division: exact for safe integers
+ * (BigInt once 100 * s is past 2^53), and never -0. */
+function scale(s, max) {
+    const a = MAX_NODE_SCORE * s;
+    const v = Number.isSafeInteger(a) ? Math.trunc(a / max) : Number((BigInt(MAX_NODE_SCORE) * BigInt(s)) / BigInt(max));
+    return v === 0 ? 0 : v;
+}
 /** The extension points a plugin implements, by proto enum name, in proto order. */
 function extensionPoints(p) {
     const has = (m) => typeof p[m] === 'function';
@@ -142,7 +251,8 @@ function pluginEvents(p) {
 }
 /** Refuses what the scheduler could not use (clause H3): unnamed or duplicate
  * plugins, unknown events, node-local with a PreFilter, NormalizeScore without Score,
- * AddPod/RemovePod without PreFilter. */
+ * AddPod/RemovePod without PreFilter, an unknown signature field or one without
+ * node-local, an unknown scoreNormalization or a standard one without Score. */
 function checkPlugins(plugins) {
     if (plugins.length === 0)
         throw new Error('serve: no plugins given');
@@ -167,5 +277,7 @@ function checkPlugins(plugins) {
             throw new Error(`plugin ${q} implements no extension point (filter, score, ...)`);
         }
         pluginEvents(p);
+        pluginSignature(p);
+        scoreNormalizationOf(p);
     }
 }

@@ -126,9 +126,11 @@ class PluginService {
                 name: p.name,
                 extensionPoints: (0, plugin_js_1.extensionPoints)(p),
                 preFilterExtensions: (0, plugin_js_1.hasPreFilterExtensions)(p),
-                normalizeScore: typeof p.score === 'function' && typeof p.normalizeScore === 'function',
+                normalizeScore: (0, plugin_js_1.hasNormalize)(p),
                 events: (0, plugin_js_1.pluginEvents)(p),
                 nodeLocal: !!p.nodeLocal,
+                signature: (0, plugin_js_1.pluginSignature)(p),
+                scoreNormalization: plugin_js_1.SCORE_NORMALIZATIONS.get(typeof p.score === 'function' ? (0, plugin_js_1.scoreNormalizationOf)(p) : 'custom'),
             })),
             maxBatchNodes: this.maxBatchNodes,
             capabilities: this.capabilities
@@ -596,7 +598,9 @@ class PluginService {
                 if (st.code !== 'SUCCESS')
                     return { status: st, scores: [], normalized: false };
             }
-            const [scores, normalized] = await this.#scoreNodes(p, c, nodes, true, req.plugin);
+            // rawScores: the scheduler keeps raw scores to reuse for alike pods and
+            // normalises them itself.
+            const [scores, normalized] = await this.#scoreNodes(p, c, nodes, !req.rawScores, req.plugin);
             return { status: status_js_1.Status.SUCCESS, scores, normalized };
         }
         catch (e) {
@@ -604,7 +608,8 @@ class PluginService {
         }
     }
     /** Score over `nodes`, then NormalizeScore when asked; the flag says whether the
-     * scores are normalised. */
+     * scores are final: true without a NormalizeScore (raw scores are final), false
+     * for raw scores the scheduler must still normalise. */
     async #scoreNodes(p, cycle, nodes, normalize, name) {
         const scores = new Array(nodes.length);
         for (let i = 0; i < nodes.length; i++) {
@@ -619,13 +624,16 @@ class PluginService {
             }
             scores[i] = v;
         }
-        if (typeof p.normalizeScore !== 'function')
+        if (!(0, plugin_js_1.hasNormalize)(p))
             return [scores, true];
         if (!normalize)
             return [scores, false];
         return [await this.#normalize(p, cycle, scores, nodes, name), true];
     }
+    /** The declared standard normalisation, else the plugin's own normalizeScore. */
     async #normalize(p, cycle, scores, nodes, name) {
+        if ((0, plugin_js_1.normalizeScores)((0, plugin_js_1.scoreNormalizationOf)(p), scores))
+            return scores;
         let r = p.normalizeScore(cycle, scores, nodes);
         if (isThenable(r))
             r = await r;
@@ -747,7 +755,7 @@ class PluginService {
             const [idx, p] = this.#plugin(req.plugin);
             const local = !!p.nodeLocal;
             const e = await this.#cycle(req.cycle, req.generation, local);
-            if (typeof p.score !== 'function' || typeof p.normalizeScore !== 'function') {
+            if (!(0, plugin_js_1.hasNormalize)(p)) {
                 throw new status_js_1.CallError(`plugin ${q(req.plugin)} has no NormalizeScore`);
             }
             this.#replicaAt(e, local);

@@ -2,14 +2,16 @@
 // A plugin is an object with a name and the methods of the extension points it
 // implements; `main(plugins)` serves them. See README.md.
 
-export { Cycle } from './plugin.js';
+export { Cycle, normalizeScores } from './plugin.js';
 export type {
   MaybePromise,
   PermitHandle,
   PermitResult,
   Plugin,
+  PodFieldName,
   PostFilterResult,
   PreFilterResult,
+  ScoreNormalizationName,
   StatusResult,
 } from './plugin.js';
 export { NodeInfo, Snapshot, ReplicationError, MAX_PENDING_PODS } from './snapshot.js';

@@ -101,6 +101,23 @@ export interface Plugin<S = any> {
    * and the nodes they are asked about (each node and its pods), and there is no
    * preFilter. Lets the scheduler send the next pods' Filter ahead (lookahead). */
   readonly nodeLocal?: boolean;
+  /** The pod fields filter and score read, when their answers for a pod and a node
+   * depend only on those fields and on the Node object itself: not on the pods on
+   * that node or any other, nor on other nodes (upstream's pod signatures,
+   * KEP-5598). The scheduler then answers a later pod whose listed fields are equal,
+   * on a node whose Node object is unchanged, from an earlier answer without calling;
+   * with a standard `scoreNormalization` it reuses scores too. `['none']` for a
+   * plugin that reads no field of the pod (every pod alike). Empty or absent (the
+   * default): no reuse. Needs `nodeLocal`. A wrong list gives wrong placements. */
+  readonly signature?: readonly PodFieldName[];
+  /** One of upstream's standard NormalizeScores, applied by the SDK (and by a
+   * scheduler reusing raw scores for alike pods) instead of `normalizeScore`, which
+   * is then never called: 'default' is DefaultNormalizeScore(100, reverse=false),
+   * each score times 100 over the highest (left as they are when the highest is 0);
+   * 'defaultReverse' is 100 minus that (all 100 when the highest is 0). 'custom'
+   * (the default): `normalizeScore` if the plugin has one, else none. Needs
+   * `score`. */
+  readonly scoreNormalization?: ScoreNormalizationName;
 
   /** Gates a pod before it enters the active queue: anything but Success holds it
    * back (UNSCHEDULABLE_AND_UNRESOLVABLE: it waits in the unschedulable pool). */
@@ -145,6 +162,137 @@ export interface Plugin<S = any> {
   /** Copies the cycle state for a fork (default: structuredClone, which drops class
    * prototypes and refuses functions). */
   cloneState?(state: S): S;
+}
+
+/** Fields of the pod a signature may list (the proto's `PodField`, camelCase):
+ * 'priority' covers priority and priorityClassName; 'none' is no field at all. */
+export type PodFieldName =
+  | 'namespace'
+  | 'labels'
+  | 'annotations'
+  | 'schedulerName'
+  | 'priority'
+  | 'requests'
+  | 'tolerations'
+  | 'nodeSelector'
+  | 'ownerReferences'
+  | 'volumeClaims'
+  | 'none';
+
+/** The proto's `ScoreNormalization`, camelCase. */
+export type ScoreNormalizationName = 'custom' | 'default' | 'defaultReverse';
+
+/** Signature names to the proto's enum names (what the wire carries). */
+export const POD_FIELDS: ReadonlyMap<PodFieldName, string> = new Map<PodFieldName, string>([
+  ['namespace', 'POD_FIELD_NAMESPACE'],
+  ['labels', 'POD_FIELD_LABELS'],
+  ['annotations', 'POD_FIELD_ANNOTATIONS'],
+  ['schedulerName', 'POD_FIELD_SCHEDULER_NAME'],
+  ['priority', 'POD_FIELD_PRIORITY'],
+  ['requests', 'POD_FIELD_REQUESTS'],
+  ['tolerations', 'POD_FIELD_TOLERATIONS'],
+  ['nodeSelector', 'POD_FIELD_NODE_SELECTOR'],
+  ['ownerReferences', 'POD_FIELD_OWNER_REFERENCES'],
+  ['volumeClaims', 'POD_FIELD_VOLUME_CLAIMS'],
+  ['none', 'POD_FIELD_NONE'],
+]);
+
+export const SCORE_NORMALIZATIONS: ReadonlyMap<ScoreNormalizationName, string> = new Map<ScoreNormalizationName, string>([
+  ['custom', 'SCORE_NORMALIZATION_CUSTOM'],
+  ['default', 'SCORE_NORMALIZATION_DEFAULT'],
+  ['defaultReverse', 'SCORE_NORMALIZATION_DEFAULT_REVERSE'],
+]);
+
+/** A plugin's signature as the wire's enum names; throws on what the scheduler could
+ * not use: an unknown name, 'none' with fields, a list without `nodeLocal`. */
+export function pluginSignature(p: Plugin): string[] {
+  const sig: unknown = p.signature;
+  if (sig === undefined || sig === null) return [];
+  const q = JSON.stringify(p.name);
+  const accepted = `one of ${[...POD_FIELDS.keys()].map((k) => `'${k}'`).join(', ')}`;
+  if (!Array.isArray(sig)) {
+    throw new Error(`plugin ${q}: signature ${describe(sig)} is not an array of pod field names (${accepted})`);
+  }
+  const out: string[] = [];
+  for (const f of sig) {
+    const wire = typeof f === 'string' ? POD_FIELDS.get(f as PodFieldName) : undefined;
+    if (wire === undefined) throw new Error(`plugin ${q}: unknown signature field ${describe(f)} (${accepted})`);
+    if (!out.includes(wire)) out.push(wire);
+  }
+  if (out.includes('POD_FIELD_NONE') && out.length > 1) {
+    throw new Error(
+      `plugin ${q}: signature lists 'none' with other fields: 'none' alone means the answers read no field of the pod`,
+    );
+  }
+  if (out.length > 0 && !p.nodeLocal) {
+    throw new Error(
+      `plugin ${q} declares a signature but not nodeLocal: answers reused across pods must depend on the node alone ` +
+        'as well (set nodeLocal: true if they do, else drop the signature)',
+    );
+  }
+  return out;
+}
+
+/** A plugin's declared normalisation by name ('custom' when absent); throws on an
+ * unknown one, or a standard one without `score`. */
+export function scoreNormalizationOf(p: Plugin): ScoreNormalizationName {
+  const n: unknown = p.scoreNormalization;
+  if (n === undefined || n === null) return 'custom';
+  const q = JSON.stringify(p.name);
+  if (typeof n !== 'string' || !SCORE_NORMALIZATIONS.has(n as ScoreNormalizationName)) {
+    throw new Error(
+      `plugin ${q}: unknown scoreNormalization ${describe(n)} ` +
+        `(one of ${[...SCORE_NORMALIZATIONS.keys()].map((k) => `'${k}'`).join(', ')})`,
+    );
+  }
+  if (n !== 'custom' && typeof p.score !== 'function') {
+    throw new Error(`plugin ${q} declares scoreNormalization ${describe(n)} but has no score`);
+  }
+  return n as ScoreNormalizationName;
+}
+
+/** Whether Score has a NormalizeScore: the plugin's own, or a standard one it
+ * declared (which wins over its own, as in the Rust SDK). */
+export function hasNormalize(p: Plugin): boolean {
+  return (
+    typeof p.score === 'function' &&
+    (typeof p.normalizeScore === 'function' || scoreNormalizationOf(p) !== 'custom')
+  );
+}
+
+const MAX_NODE_SCORE = 100;
+
+/** Applies a standard normalisation to raw scores in place, as upstream's
+ * DefaultNormalizeScore(100, reverse) and `switchyard_proto::normalize_scores` do
+ * (the scheduler applies the latter to raw scores it reuses, so both ends must get
+ * the same numbers); false, scores untouched, for 'custom'. */
+export function normalizeScores(kind: ScoreNormalizationName, scores: number[]): boolean {
+  if (kind === 'custom') return false;
+  if (kind !== 'default' && kind !== 'defaultReverse') {
+    throw new Error(`normalizeScores: unknown kind ${describe(kind)} (one of 'custom', 'default', 'defaultReverse')`);
+  }
+  const reverse = kind === 'defaultReverse';
+  let max = 0;
+  for (const s of scores) if (s > max) max = s;
+  for (let i = 0; i < scores.length; i++) {
+    const s = scores[i];
+    if (max === 0) {
+      // Upstream leaves the scores alone (not 0) when the highest is 0.
+      if (reverse) scores[i] = MAX_NODE_SCORE;
+      continue;
+    }
+    const scaled = scale(s, max);
+    scores[i] = reverse ? MAX_NODE_SCORE - scaled : scaled;
+  }
+  return true;
+}
+
+/** trunc(100 * s / max) as Go's and Rust's integer division: exact for safe integers
+ * (BigInt once 100 * s is past 2^53), and never -0. */
+function scale(s: number, max: number): number {
+  const a = MAX_NODE_SCORE * s;
+  const v = Number.isSafeInteger(a) ? Math.trunc(a / max) : Number((BigInt(MAX_NODE_SCORE) * BigInt(s)) / BigInt(max));
+  return v === 0 ? 0 : v;
 }
 
 /** The extension points a plugin implements, by proto enum name, in proto order. */
@@ -233,7 +381,8 @@ export function pluginEvents(p: Plugin): ClusterEvent[] {
 
 /** Refuses what the scheduler could not use (clause H3): unnamed or duplicate
  * plugins, unknown events, node-local with a PreFilter, NormalizeScore without Score,
- * AddPod/RemovePod without PreFilter. */
+ * AddPod/RemovePod without PreFilter, an unknown signature field or one without
+ * node-local, an unknown scoreNormalization or a standard one without Score. */
 export function checkPlugins(plugins: readonly Plugin[]): void {
   if (plugins.length === 0) throw new Error('serve: no plugins given');
   const seen = new Set<string>();
@@ -257,5 +406,7 @@ export function checkPlugins(plugins: readonly Plugin[]): void {
       throw new Error(`plugin ${q} implements no extension point (filter, score, ...)`);
     }
     pluginEvents(p);
+    pluginSignature(p);
+    scoreNormalizationOf(p);
   }
 }

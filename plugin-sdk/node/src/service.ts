@@ -9,8 +9,13 @@ import {
   Cycle,
   checkPlugins,
   extensionPoints,
+  hasNormalize,
   hasPreFilterExtensions,
+  normalizeScores,
   pluginEvents,
+  pluginSignature,
+  SCORE_NORMALIZATIONS,
+  scoreNormalizationOf,
   type PermitHandle,
   type Plugin,
 } from './plugin.js';
@@ -186,9 +191,11 @@ export class PluginService {
         name: p.name,
         extensionPoints: extensionPoints(p),
         preFilterExtensions: hasPreFilterExtensions(p),
-        normalizeScore: typeof p.score === 'function' && typeof p.normalizeScore === 'function',
+        normalizeScore: hasNormalize(p),
         events: pluginEvents(p),
         nodeLocal: !!p.nodeLocal,
+        signature: pluginSignature(p),
+        scoreNormalization: SCORE_NORMALIZATIONS.get(typeof p.score === 'function' ? scoreNormalizationOf(p) : 'custom'),
       })),
       maxBatchNodes: this.maxBatchNodes,
       capabilities: this.capabilities
@@ -650,7 +657,9 @@ export class PluginService {
         const st = toStatus(s, `PreScore of plugin ${q(req.plugin)}`);
         if (st.code !== 'SUCCESS') return { status: st, scores: [], normalized: false };
       }
-      const [scores, normalized] = await this.#scoreNodes(p, c, nodes, true, req.plugin);
+      // rawScores: the scheduler keeps raw scores to reuse for alike pods and
+      // normalises them itself.
+      const [scores, normalized] = await this.#scoreNodes(p, c, nodes, !req.rawScores, req.plugin);
       return { status: Status.SUCCESS, scores, normalized };
     } catch (e) {
       return { status: this.#failure('Score', req.plugin, e), scores: [], normalized: false };
@@ -658,7 +667,8 @@ export class PluginService {
   }
 
   /** Score over `nodes`, then NormalizeScore when asked; the flag says whether the
-   * scores are normalised. */
+   * scores are final: true without a NormalizeScore (raw scores are final), false
+   * for raw scores the scheduler must still normalise. */
   async #scoreNodes(
     p: Plugin,
     cycle: Cycle,
@@ -680,12 +690,14 @@ export class PluginService {
       }
       scores[i] = v;
     }
-    if (typeof p.normalizeScore !== 'function') return [scores, true];
+    if (!hasNormalize(p)) return [scores, true];
     if (!normalize) return [scores, false];
     return [await this.#normalize(p, cycle, scores, nodes, name), true];
   }
 
+  /** The declared standard normalisation, else the plugin's own normalizeScore. */
   async #normalize(p: Plugin, cycle: Cycle, scores: number[], nodes: NodeInfo[], name: string): Promise<number[]> {
+    if (normalizeScores(scoreNormalizationOf(p), scores)) return scores;
     let r: unknown = p.normalizeScore!(cycle, scores, nodes);
     if (isThenable(r)) r = await r;
     let out = scores;
@@ -802,7 +814,7 @@ export class PluginService {
       const [idx, p] = this.#plugin(req.plugin);
       const local = !!p.nodeLocal;
       const e = await this.#cycle(req.cycle, req.generation, local);
-      if (typeof p.score !== 'function' || typeof p.normalizeScore !== 'function') {
+      if (!hasNormalize(p)) {
         throw new CallError(`plugin ${q(req.plugin)} has no NormalizeScore`);
       }
       this.#replicaAt(e, local);

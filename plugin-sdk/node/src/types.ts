@@ -165,6 +165,9 @@ export interface FilterRequest extends CycleCall {
   preScore: boolean;
   /** Answer the failures grouped by status (FilterResponse.failureGroups). */
   groupFailures: boolean;
+  /** Score ahead without NormalizeScore (ScoreAhead.normalized false): sent only to
+   * plugins declaring a signature and a standard scoreNormalization. */
+  rawScores: boolean;
 }
 export interface FilterBatchRequest {
   requestId: number;
@@ -179,6 +182,8 @@ export interface PreScoreRequest extends CycleCall {
 }
 export interface ScoreRequest extends CycleCall {
   nodes: number[];
+  /** The batch holds every feasible node: normalise in this call too. False: raw
+   * scores (normalized false) when the plugin has a NormalizeScore. */
   normalize: boolean;
   afterPreScore: boolean;
 }

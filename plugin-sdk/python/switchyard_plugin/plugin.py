@@ -9,7 +9,7 @@ every one is optional.
         def filter(self, cycle, state, node):
             ...
 
-Signatures (`cycle` is a `Cycle`, `state` the plugin's `CycleState` for the attempt,
+Methods (`cycle` is a `Cycle`, `state` the plugin's `CycleState` for the attempt,
 `node` a `NodeInfo`; a Status may be returned as None for success):
 
 ==================  ============================================================  ======================
@@ -76,11 +76,30 @@ class Plugin:
             scheduler may then send several pods' Filter calls in one message and
             ahead of their attempts, which hides the round trip. A wrong True gives
             wrong answers; the SDK refuses it together with a pre_filter.
+        signature: the pod fields filter and score read, when their answers for a
+            pod and a node depend only on those and on the Node object itself: not
+            on the pods on any node, nor on other nodes (upstream's pod signatures,
+            KEP-5598). The scheduler then answers a later pod whose listed fields
+            are equal, on a node whose Node object is unchanged, from an earlier
+            answer without calling. Names: namespace, labels, annotations,
+            scheduler_name, priority (and priority class), requests, tolerations,
+            node_selector, owner_references, volume_claims; ("none",) when the
+            plugin reads no field of the pod (every pod alike). Empty (the
+            default): no reuse. A wrong list gives wrong placements, as a wrong
+            node_local does; the SDK refuses one without node_local, or with a
+            name it does not know.
+        score_normalization: None or "custom" (the default: the plugin's own
+            normalize_score, or none), "default" or "default_reverse": upstream's
+            DefaultNormalizeScore(100, reverse), which the SDK then applies itself
+            (define no normalize_score) and the scheduler can apply to raw scores
+            it reuses for alike pods.
     """
 
     name: str = ""
     events: Sequence[ClusterEvent] = ()
     node_local: bool = False
+    signature: Sequence[str] = ()
+    score_normalization: Optional[str] = None
 
 
 class Cycle:

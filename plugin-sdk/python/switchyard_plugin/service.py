@@ -63,6 +63,103 @@ def pre_filter_extensions(plugin: Any) -> bool:
     return has(plugin, "pre_filter") and (has(plugin, "add_pod") or has(plugin, "remove_pod"))
 
 
+#: The names a plugin's `signature` may list: the proto's PodField values, lowercase
+#: and without their prefix ("tolerations" is POD_FIELD_TOLERATIONS, "none" declares
+#: that no field of the pod is read).
+POD_FIELDS = {
+    n[len("POD_FIELD_") :].lower(): v for n, v in pb.PodField.items() if v != pb.POD_FIELD_UNSPECIFIED
+}
+#: A plugin's `score_normalization`, by name; None is "custom".
+SCORE_NORMALIZATIONS = {
+    "custom": pb.SCORE_NORMALIZATION_CUSTOM,
+    "default": pb.SCORE_NORMALIZATION_DEFAULT,
+    "default_reverse": pb.SCORE_NORMALIZATION_DEFAULT_REVERSE,
+}
+
+
+def _signature(plugin: Any, name: str) -> List[int]:
+    """The plugin's `signature` as PodField values; a ValueError naming the plugin
+    and the bad value when it is not a list of known names or lacks node_local."""
+    declared = getattr(plugin, "signature", ()) or ()
+    if isinstance(declared, (str, bytes)):
+        raise ValueError(
+            f"plugin {quote(name)} declares signature = {declared!r}: list the pod fields, "
+            f"e.g. signature = ({declared!r},)"
+        )
+    fields = []
+    for f in declared:
+        v = POD_FIELDS.get(f) if isinstance(f, str) else None
+        if v is None:
+            raise ValueError(
+                f"plugin {quote(name)} lists {f!r} in its signature, which is no pod field the "
+                f"SDK knows: use some of {', '.join(POD_FIELDS)} (\"none\": filter and score read "
+                "no field of the pod)"
+            )
+        fields.append(v)
+    if fields and not node_local(plugin):
+        raise ValueError(
+            f"plugin {quote(name)} declares a signature but not node_local: answers reused across "
+            "pods must depend on the node alone as well; set node_local = True or drop the signature"
+        )
+    return fields
+
+
+def _score_normalization(plugin: Any, name: str) -> int:
+    """The plugin's `score_normalization` as a ScoreNormalization value; a ValueError
+    when unknown, or when a standard one has no score to apply to or competes with the
+    plugin's own normalize_score."""
+    declared = getattr(plugin, "score_normalization", None)
+    if declared is None:
+        kind = pb.SCORE_NORMALIZATION_CUSTOM
+    else:
+        kind = SCORE_NORMALIZATIONS.get(declared) if isinstance(declared, str) else None
+    if kind is None:
+        raise ValueError(
+            f"plugin {quote(name)} declares score_normalization = {declared!r}: use None (or "
+            "\"custom\": its own normalize_score, if any), \"default\" or \"default_reverse\""
+        )
+    if kind != pb.SCORE_NORMALIZATION_CUSTOM:
+        if not has(plugin, "score"):
+            raise ValueError(f"plugin {quote(name)} declares score_normalization = {declared!r} but has no score")
+        if has(plugin, "normalize_score"):
+            raise ValueError(
+                f"plugin {quote(name)} declares score_normalization = {declared!r} and defines "
+                "normalize_score: the SDK applies the standard one itself; drop normalize_score, "
+                "or the declaration to keep your own"
+            )
+    return kind
+
+
+MAX_NODE_SCORE = 100
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+
+
+def normalize_scores(kind: int, scores: List[int]) -> bool:
+    """Applies a standard ScoreNormalization to raw scores in place, as upstream's
+    DefaultNormalizeScore(100, reverse) does and as the scheduler does to raw scores
+    it reuses (switchyard_proto::normalize_scores, whose arithmetic this mirrors, so
+    both ends compute the same numbers): each score times 100 over the highest
+    (integer division toward zero), then 100 minus that when reversed; when the
+    highest is 0 or less, every score stays as it is, or becomes 100 when reversed.
+    False, scores untouched, for "custom", which only the plugin can apply."""
+    if kind == pb.SCORE_NORMALIZATION_DEFAULT:
+        reverse = False
+    elif kind == pb.SCORE_NORMALIZATION_DEFAULT_REVERSE:
+        reverse = True
+    else:
+        return False
+    top = max(0, max(scores, default=0))
+    for i, s in enumerate(scores):
+        if top == 0:
+            scores[i] = MAX_NODE_SCORE if reverse else s
+            continue
+        q = abs(MAX_NODE_SCORE * s) // top  # Rust's division truncates toward zero
+        q = q if s >= 0 else -q
+        q = (q - _I64_MIN) % 2**64 + _I64_MIN  # and its `as i64` wraps
+        scores[i] = min(_I64_MAX, MAX_NODE_SCORE - q) if reverse else q  # saturating_sub
+    return True
+
+
 def _events(plugin: Any) -> list:
     out = []
     for e in getattr(plugin, "events", ()) or ():
@@ -217,6 +314,9 @@ class PluginService(pb_grpc.PluginServicer):
             if has(p, "reserve") != has(p, "unreserve"):
                 raise ValueError(f"plugin {quote(name)} must implement reserve and unreserve together")
         self.plugins = {p.name: p for p in plugins}
+        # Read and checked once: what the handshake declares is what the calls apply.
+        self.signatures = {p.name: _signature(p, p.name) for p in plugins}
+        self.normalizations = {p.name: _score_normalization(p, p.name) for p in plugins}
         self.max_batch_nodes = max_batch_nodes
         self.generation_wait = generation_wait
         self.replica = Snapshot()
@@ -237,6 +337,13 @@ class PluginService(pb_grpc.PluginServicer):
         if p is None:
             raise _error(f"this sidecar serves no plugin named {quote(name)}")
         return p
+
+    def normalizes(self, p) -> bool:
+        """Whether the plugin has a NormalizeScore: its own, or a standard one it
+        declared (which the SDK applies)."""
+        return has(p, "score") and (
+            has(p, "normalize_score") or self.normalizations[p.name] != pb.SCORE_NORMALIZATION_CUSTOM
+        )
 
     @staticmethod
     def missing(name: str, point: str) -> CallError:
@@ -328,9 +435,11 @@ class PluginService(pb_grpc.PluginServicer):
                 name=p.name,
                 extension_points=[getattr(pb, e) for m, e in POINTS if has(p, m)],
                 pre_filter_extensions=pre_filter_extensions(p),
-                normalize_score=has(p, "score") and has(p, "normalize_score"),
+                normalize_score=self.normalizes(p),
                 node_local=node_local(p),
                 events=_events(p),
+                signature=self.signatures[p.name],
+                score_normalization=self.normalizations[p.name],
             )
             for p in self.plugins.values()
         ]
@@ -636,8 +745,10 @@ class PluginService(pb_grpc.PluginServicer):
     def score_ahead(self, req, p, cycle, state, nodes, deltas, failures):
         """PreScore (on a fork, so a later PreScore call is unaffected), Score and
         NormalizeScore over the first `score_first` items the Filter passed, so the
-        pod needs no Score call. None when it cannot be done (no Score, or an item
-        carries a delta): the scheduler then calls Score as usual."""
+        pod needs no Score call; with `raw_scores`, no NormalizeScore (the scheduler
+        keeps raw scores to reuse for alike pods and normalises them itself). None
+        when it cannot be done (no Score, or an item carries a delta): the scheduler
+        then calls Score as usual."""
         if not has(p, "score"):
             return None
         failed = {f.index for f in failures}
@@ -656,7 +767,7 @@ class PluginService(pb_grpc.PluginServicer):
                 s = as_status(p.pre_score(cycle, state, scored), "pre_score")
                 if not s.is_success:
                     return pb.ScoreAhead(status=s.to_pb())
-            scores, normalized = self.score_nodes(p, cycle, state, scored, True)
+            scores, normalized = self.score_nodes(p, cycle, state, scored, not req.raw_scores)
         except (CallError, PluginError) as e:
             return pb.ScoreAhead(status=e.status.to_pb())
         except Exception as e:  # noqa: BLE001
@@ -666,11 +777,10 @@ class PluginService(pb_grpc.PluginServicer):
 
     # ------------------------------------------------------------ Score
 
-    @staticmethod
-    def score_nodes(p, cycle, state, nodes, normalize: bool):
-        """Score over `nodes`, then NormalizeScore when asked; the flag says whether
-        the scores are final. Without normalize_score a plugin's scores are final
-        whatever the request asked."""
+    def score_nodes(self, p, cycle, state, nodes, normalize: bool):
+        """Score over `nodes`, then NormalizeScore (the plugin's, or the standard one
+        it declared) when asked; the flag says whether the scores are final. Without
+        a NormalizeScore a plugin's scores are final whatever the request asked."""
         sp = p.score
         scores = []
         for ni in nodes:
@@ -680,10 +790,12 @@ class PluginService(pb_grpc.PluginServicer):
                     raise _error(f"score returned {type(v).__name__} {v!r} for node {ni.name}, not an int")
                 v = int(v)
             scores.append(v)
-        if not has(p, "normalize_score"):
+        if not self.normalizes(p):
             return scores, True
         if not normalize:
             return scores, False
+        if normalize_scores(self.normalizations[p.name], scores):
+            return scores, True
         s = as_status(p.normalize_score(cycle, state, scores), "normalize_score")
         if not s.is_success:
             raise CallError(s)
@@ -767,10 +879,12 @@ class PluginService(pb_grpc.PluginServicer):
             p = self.plugin(req.plugin)
             relaxed = node_local(p)
             entry = await self.cycle(req.cycle, req.generation, relaxed)
-            if not (has(p, "score") and has(p, "normalize_score")):
+            if not self.normalizes(p):
                 raise self.missing(req.plugin, "NormalizeScore")
             replica = self.replica_at(entry, relaxed)
             scores = list(req.scores)
+            if normalize_scores(self.normalizations[p.name], scores):
+                return scores
             s = as_status(p.normalize_score(entry.view(replica), entry.state(p.name), scores), "normalize_score")
             if not s.is_success:
                 raise CallError(s)

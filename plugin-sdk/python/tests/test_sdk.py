@@ -9,6 +9,7 @@ import asyncio
 import unittest
 
 from switchyard_plugin import Code, CycleState, PluginService, ReplicationError, Snapshot, Status, pb
+from switchyard_plugin.service import normalize_scores
 from switchyard_plugin.status import as_status
 
 
@@ -272,6 +273,180 @@ class ServiceTest(unittest.TestCase):
             with self.assertRaises(ValueError) as e:
                 PluginService(plugins)
             self.assertIn(why, str(e.exception))
+
+    def test_bad_alike_declarations_are_refused(self):
+        def plugin(node_local=True, signature=(), normalization=None, normalize=False, score=True):
+            p = type("P", (), {"name": "P", "node_local": node_local})()
+            p.signature, p.score_normalization = signature, normalization
+            if score:
+                p.score = lambda cycle, state, ni: 0
+            if normalize:
+                p.normalize_score = lambda cycle, state, scores: None
+            return p
+
+        for p, why in (
+            (plugin(signature=("tolerations", "taints")), "lists 'taints' in its signature"),
+            (plugin(signature=("Tolerations",)), "use some of namespace, labels,"),
+            (plugin(signature=(pb.POD_FIELD_TOLERATIONS,)), "lists 7 in its signature"),
+            (plugin(signature="tolerations"), "e.g. signature = ('tolerations',)"),
+            (plugin(node_local=False, signature=("none",)), "declares a signature but not node_local"),
+            (plugin(normalization="reverse"), "score_normalization = 'reverse': use None"),
+            (plugin(normalization="default", normalize=True), "drop normalize_score"),
+            (plugin(normalization="default_reverse", score=False), "but has no score"),
+        ):
+            with self.assertRaises(ValueError) as e:
+                PluginService([p])
+            self.assertIn('plugin "P"', str(e.exception))
+            self.assertIn(why, str(e.exception))
+        # The accepted forms.
+        PluginService([plugin(node_local=False, signature=None)])
+        PluginService([plugin(signature=["volume_claims", "owner_references"], normalization="custom", normalize=True)])
+
+
+class NormalizeScoresTest(unittest.TestCase):
+    """Upstream's DefaultNormalizeScore(100, reverse), as switchyard_proto computes it."""
+
+    def normalized(self, kind, scores):
+        scores = list(scores)
+        self.assertTrue(normalize_scores(kind, scores))
+        return scores
+
+    def test_default(self):
+        D = pb.SCORE_NORMALIZATION_DEFAULT
+        self.assertEqual(self.normalized(D, [0, 5, 10]), [0, 50, 100])
+        self.assertEqual(self.normalized(D, [3, 7]), [42, 100])  # 300 // 7
+        # The highest is 0: scores stay as they are (negative ones too).
+        self.assertEqual(self.normalized(D, [0, 0]), [0, 0])
+        self.assertEqual(self.normalized(D, [-5, 0, -1]), [-5, 0, -1])
+        self.assertEqual(self.normalized(D, [-5, -1]), [-5, -1])  # the highest counts from 0
+        # Rust's division truncates toward zero: -700 / 3 is -233, not -234.
+        self.assertEqual(self.normalized(D, [-7, 3]), [-233, 100])
+        self.assertEqual(self.normalized(D, []), [])
+        # int64 arithmetic as Rust's: -100 * 2**62 wraps to 0 (`as i64`).
+        self.assertEqual(self.normalized(D, [-(2**62), 1]), [0, 100])
+
+    def test_reverse(self):
+        R = pb.SCORE_NORMALIZATION_DEFAULT_REVERSE
+        self.assertEqual(self.normalized(R, [0, 5, 10]), [100, 50, 0])
+        self.assertEqual(self.normalized(R, [3, 7]), [58, 0])
+        # The highest is 0: every score becomes 100 (MaxNodeScore).
+        self.assertEqual(self.normalized(R, [0, 0]), [100, 100])
+        self.assertEqual(self.normalized(R, [-5, 0]), [100, 100])
+        self.assertEqual(self.normalized(R, [-4, -2]), [100, 100])
+        self.assertEqual(self.normalized(R, [-7, 3]), [333, 0])
+        self.assertEqual(self.normalized(R, [-(2**63), 100]), [2**63 - 1, 0])  # saturating_sub
+
+    def test_custom_is_the_plugins_own(self):
+        scores = [3, 7]
+        self.assertFalse(normalize_scores(pb.SCORE_NORMALIZATION_CUSTOM, scores))
+        self.assertEqual(scores, [3, 7])
+
+
+class Weighted:
+    """Node-local, signs namespace, scores a:3 b:7 raw; normalised by the SDK."""
+
+    name = "Weighted"
+    node_local = True
+    signature = ("namespace", "none")
+
+    def __init__(self, normalization):
+        self.score_normalization = normalization
+
+    def filter(self, cycle, state, ni):
+        return None
+
+    def score(self, cycle, state, ni):
+        return {"a": 3, "b": 7}[ni.name]
+
+
+class OwnNormalize(Weighted):
+    """The same raw scores, with the plugin's own NormalizeScore (doubling them)."""
+
+    score_normalization = None
+
+    def __init__(self):
+        pass
+
+    def normalize_score(self, cycle, state, scores):
+        scores[:] = [2 * s for s in scores]
+
+
+class AlikeTest(unittest.TestCase):
+    """Signatures and standard normalisations: declared at handshake, applied by the
+    SDK, skipped when the scheduler asks for raw scores."""
+
+    service = ServiceTest.service
+
+    def handshake(self, plugin):
+        svc = PluginService([plugin])
+        hs = run(svc.Handshake(pb.HandshakeRequest(protocol_versions=["v1"]), None))
+        return hs.plugins[0]
+
+    def test_handshake_declares_signature_and_normalization(self):
+        info = self.handshake(Weighted("default_reverse"))
+        self.assertEqual(list(info.signature), [pb.POD_FIELD_NAMESPACE, pb.POD_FIELD_NONE])
+        self.assertEqual(info.score_normalization, pb.SCORE_NORMALIZATION_DEFAULT_REVERSE)
+        # A standard normalisation is a NormalizeScore: the scheduler asks for it.
+        self.assertTrue(info.normalize_score)
+        info = self.handshake(Weighted(None))
+        self.assertEqual(info.score_normalization, pb.SCORE_NORMALIZATION_CUSTOM)
+        self.assertFalse(info.normalize_score)
+        info = self.handshake(Counting())
+        self.assertEqual((list(info.signature), info.score_normalization), ([], pb.SCORE_NORMALIZATION_CUSTOM))
+
+    def scores(self, svc, name, normalize=False, raw_scores=False):
+        """(Score reply, score-ahead reply) for nodes b, a."""
+
+        async def go():
+            sc = await svc.score_call(
+                pb.ScoreRequest(request_id=1, plugin=name, cycle=7, generation=2, nodes=[2, 1], normalize=normalize)
+            )
+            f = await svc.filter_call(
+                pb.FilterRequest(
+                    request_id=2, plugin=name, cycle=7, generation=2, nodes=[2, 1], score_first=2, raw_scores=raw_scores
+                )
+            )
+            self.assertFalse(f.HasField("error"), f)
+            return sc, f.score
+
+        return run(go())
+
+    def test_standard_normalization_and_raw_scores(self):
+        for kind, want in (("default", [100, 42]), ("default_reverse", [0, 58])):
+            svc = self.service(Weighted(kind))
+            # Every node at once: normalised by the SDK, upstream's way.
+            sc, ahead = self.scores(svc, "Weighted", normalize=True, raw_scores=False)
+            self.assertEqual((list(sc.scores), sc.normalized), (want, True), kind)
+            self.assertEqual((list(ahead.scores), ahead.normalized), (want, True), kind)
+            # Raw, as asked: the scheduler keeps them and normalises itself.
+            sc, ahead = self.scores(svc, "Weighted", normalize=False, raw_scores=True)
+            self.assertEqual((sc.status.code, list(sc.scores), sc.normalized), (pb.SUCCESS, [7, 3], False), kind)
+            self.assertEqual((ahead.status.code, list(ahead.scores), ahead.normalized), (pb.SUCCESS, [7, 3], False), kind)
+            # NormalizeScore over raw scores applies the same.
+            r = run(
+                svc.normalize_score_call(
+                    pb.NormalizeScoreRequest(request_id=3, plugin="Weighted", cycle=7, generation=2, nodes=[2, 1], scores=[7, 3])
+                )
+            )
+            self.assertEqual((r.status.code, list(r.scores), r.normalized), (pb.SUCCESS, want, True), kind)
+
+    def test_raw_scores_of_other_plugins(self):
+        # The plugin's own NormalizeScore: raw when asked, as the Rust SDK does.
+        svc = self.service(OwnNormalize())
+        sc, ahead = self.scores(svc, "Weighted", normalize=True, raw_scores=False)
+        self.assertEqual((list(sc.scores), sc.normalized, list(ahead.scores), ahead.normalized), ([14, 6], True, [14, 6], True))
+        sc, ahead = self.scores(svc, "Weighted", normalize=False, raw_scores=True)
+        self.assertEqual((list(sc.scores), sc.normalized, list(ahead.scores), ahead.normalized), ([7, 3], False, [7, 3], False))
+        # No NormalizeScore: scores are final whatever was asked.
+        svc = self.service(Weighted(None))
+        sc, ahead = self.scores(svc, "Weighted", normalize=False, raw_scores=True)
+        self.assertEqual((list(sc.scores), sc.normalized, list(ahead.scores), ahead.normalized), ([7, 3], True, [7, 3], True))
+        r = run(
+            svc.normalize_score_call(
+                pb.NormalizeScoreRequest(request_id=3, plugin="Weighted", cycle=7, generation=2, nodes=[2], scores=[7])
+            )
+        )
+        self.assertIn("has no NormalizeScore", r.status.reasons[0])
 
 
 if __name__ == "__main__":
