@@ -51,6 +51,32 @@ type NodeLocalPlugin interface {
 	NodeLocal() bool
 }
 
+// SignaturePlugin declares the pod fields Filter and Score read, when their answers
+// for a pod and a node depend only on those fields and on the Node object itself:
+// not on the pods on that node or any other, nor on other nodes, nor on any other
+// field of the pod (upstream's pod signatures, KEP-5598). The scheduler then answers
+// a later pod whose listed fields are equal, on a node whose Node object has not
+// changed, from an earlier answer without calling; with a standard
+// ScoreNormalizationPlugin it reuses scores too. []PodField{PodFieldNone} declares
+// that no field of the pod is read (every pod alike); an empty list declares
+// nothing (no reuse). A wrong list gives wrong placements. Serve refuses it without
+// NodeLocal, and unknown fields.
+type SignaturePlugin interface {
+	Plugin
+	Signature() []PodField
+}
+
+// ScoreNormalizationPlugin declares that a Score plugin's scores are normalised by
+// one of upstream's standard NormalizeScores (ScoreNormalizationDefault or
+// ScoreNormalizationDefaultReverse, see NormalizeScores). The SDK applies it, and a
+// scheduler reusing raw scores for alike pods applies it too, so the plugin must not
+// implement ScoreExtensions as well (Serve refuses both, and a standard one without
+// Score). ScoreNormalizationCustom is the same as not implementing this interface.
+type ScoreNormalizationPlugin interface {
+	Plugin
+	ScoreNormalization() ScoreNormalization
+}
+
 // PreEnqueuePlugin gates a pod before it enters the active queue: anything but
 // Success (nil) holds it back (UnschedulableAndUnresolvable: it waits in the
 // unschedulable pool).
@@ -121,9 +147,10 @@ type PreScorePlugin interface {
 	PreScore(ctx context.Context, c *Cycle, state *CycleState, nodes []*NodeInfo) *Status
 }
 
-// ScorePlugin scores one feasible node. Without ScoreExtensions, scores must be in
-// 0..100 (MinNodeScore..MaxNodeScore); with it they may be any int64 and
-// NormalizeScore brings them into 0..100. Like Filter, Score may run concurrently
+// ScorePlugin scores one feasible node. Without a normalisation, scores must be in
+// 0..100 (MinNodeScore..MaxNodeScore); with ScoreExtensions or a standard
+// ScoreNormalizationPlugin they may be any int64 and the normalisation brings them
+// into 0..100. Like Filter, Score may run concurrently
 // and must only read state.
 type ScorePlugin interface {
 	Plugin
@@ -132,7 +159,8 @@ type ScorePlugin interface {
 
 // ScoreExtensions is implemented by a Score plugin that normalises its scores over
 // all feasible nodes: scores are in the order of the nodes scored, to be rewritten
-// in place to 0..100. Implementing it declares normalize_score at handshake.
+// in place to 0..100. Implementing it (or a standard ScoreNormalizationPlugin)
+// declares normalize_score at handshake.
 type ScoreExtensions interface {
 	NormalizeScore(ctx context.Context, c *Cycle, state *CycleState, scores []int64) *Status
 }

@@ -200,7 +200,8 @@ func setOf(names ...string) map[string]bool {
 }
 
 // checkPlugins refuses what the scheduler could not use (H3): no plugin, an empty
-// or duplicate name, a node-local plugin with a PreFilter, unknown event names.
+// or duplicate name, a node-local plugin with a PreFilter, unknown event names, and
+// alike-pod declarations checkAlike refuses.
 func checkPlugins(plugins []Plugin) error {
 	if len(plugins) == 0 {
 		return errors.New("no plugin to serve")
@@ -230,6 +231,9 @@ func checkPlugins(plugins []Plugin) error {
 					return fmt.Errorf("plugin %q: unknown event action %q", r.name, a)
 				}
 			}
+		}
+		if err := checkAlike(r); err != nil {
+			return err
 		}
 	}
 	return nil

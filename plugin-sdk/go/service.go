@@ -36,6 +36,9 @@ type registered struct {
 	name      string
 	nodeLocal bool
 	events    []*ClusterEvent
+	// Alike pods, as declared (checkAlike vets them at Serve).
+	signature     []PodField
+	normalization ScoreNormalization
 
 	preEnqueue PreEnqueuePlugin
 	queueSort  QueueSortPlugin
@@ -45,7 +48,7 @@ type registered struct {
 	postFilter PostFilterPlugin
 	preScore   PreScorePlugin
 	score      ScorePlugin
-	normalize  ScoreExtensions // only with score
+	normalize  ScoreExtensions // only with score: the plugin's own
 	reserve    ReservePlugin
 	permit     PermitPlugin
 	preBind    PreBindPlugin
@@ -60,6 +63,12 @@ func register(p Plugin) *registered {
 	}
 	if e, ok := p.(EventsPlugin); ok {
 		r.events = e.Events()
+	}
+	if sp, ok := p.(SignaturePlugin); ok {
+		r.signature = append([]PodField(nil), sp.Signature()...)
+	}
+	if n, ok := p.(ScoreNormalizationPlugin); ok {
+		r.normalization = n.ScoreNormalization()
 	}
 	r.preEnqueue, _ = p.(PreEnqueuePlugin)
 	r.queueSort, _ = p.(QueueSortPlugin)
@@ -82,6 +91,20 @@ func register(p Plugin) *registered {
 	return r
 }
 
+// normalizes says whether the plugin has a NormalizeScore: its own, or a standard
+// one it declared.
+func (r *registered) normalizes() bool {
+	return r.score != nil && (r.normalize != nil || standardNormalization(r.normalization))
+}
+
+// normalizeInPlace applies the plugin's NormalizeScore (see normalizes).
+func (r *registered) normalizeInPlace(ctx context.Context, c *Cycle, state *CycleState, scores []int64) *Status {
+	if NormalizeScores(r.normalization, scores) {
+		return nil
+	}
+	return guard("NormalizeScore", func() *Status { return r.normalize.NormalizeScore(ctx, c, state, scores) })
+}
+
 func (r *registered) info() *pb.PluginInfo {
 	var points []pb.ExtensionPoint
 	add := func(has bool, e pb.ExtensionPoint) {
@@ -101,13 +124,19 @@ func (r *registered) info() *pb.PluginInfo {
 	add(r.preBind != nil, pb.ExtensionPoint_PRE_BIND)
 	add(r.bind != nil, pb.ExtensionPoint_BIND)
 	add(r.postBind != nil, pb.ExtensionPoint_POST_BIND)
+	normalization := ScoreNormalizationCustom
+	if r.score != nil {
+		normalization = r.normalization
+	}
 	return &pb.PluginInfo{
 		Name:                r.name,
 		ExtensionPoints:     points,
 		PreFilterExtensions: r.extensions != nil,
-		NormalizeScore:      r.normalize != nil,
+		NormalizeScore:      r.normalizes(),
 		Events:              r.events,
 		NodeLocal:           r.nodeLocal,
+		Signature:           r.signature,
+		ScoreNormalization:  normalization,
 	}
 }
 
@@ -754,7 +783,9 @@ func (s *session) scoreAhead(ctx context.Context, req *pb.FilterRequest, p *regi
 		}
 		state = fork
 	}
-	scores, normalized, st := s.scoreNodes(ctx, p, c, state, scored, true)
+	// raw_scores: the scheduler keeps raw scores to reuse for alike pods and
+	// normalises them itself.
+	scores, normalized, st := s.scoreNodes(ctx, p, c, state, scored, !req.GetRawScores())
 	if st != nil {
 		return &pb.ScoreAhead{Status: st.toPB()}
 	}
@@ -762,7 +793,8 @@ func (s *session) scoreAhead(ctx context.Context, req *pb.FilterRequest, p *regi
 }
 
 // scoreNodes scores nodes, then normalises when asked and the plugin can; the flag
-// says whether the scores are final (0..100, checked).
+// says whether the scores are final (0..100, checked): a plugin without a
+// NormalizeScore returns final scores whatever was asked.
 func (s *session) scoreNodes(ctx context.Context, p *registered, c *Cycle, state *CycleState, nodes []*NodeInfo, normalize bool) ([]int64, bool, *Status) {
 	scores := make([]int64, len(nodes))
 	errs := make([]*Status, len(nodes))
@@ -778,11 +810,11 @@ func (s *session) scoreNodes(ctx context.Context, p *registered, c *Cycle, state
 			return nil, false, st
 		}
 	}
-	if p.normalize != nil {
+	if p.normalizes() {
 		if !normalize {
 			return scores, false, nil
 		}
-		if st := guard("NormalizeScore", func() *Status { return p.normalize.NormalizeScore(ctx, c, state, scores) }); !st.IsSuccess() {
+		if st := p.normalizeInPlace(ctx, c, state, scores); !st.IsSuccess() {
 			return nil, false, st
 		}
 	}
@@ -940,7 +972,7 @@ func (s *session) normalizeScore(ctx context.Context, req *pb.NormalizeScoreRequ
 		if st != nil {
 			return nil, st
 		}
-		if p.normalize == nil {
+		if !p.normalizes() {
 			return nil, Errorf("plugin %q has no NormalizeScore", req.GetPlugin())
 		}
 		snap, unlock, st := s.replicaAt(e, p.nodeLocal)
@@ -952,7 +984,7 @@ func (s *session) normalizeScore(ctx context.Context, req *pb.NormalizeScoreRequ
 		ps := e.states[idx]
 		ps.mu.RLock()
 		defer ps.mu.RUnlock()
-		if st := guard("NormalizeScore", func() *Status { return p.normalize.NormalizeScore(ctx, e.view(snap), &ps.st, scores) }); !st.IsSuccess() {
+		if st := p.normalizeInPlace(ctx, e.view(snap), &ps.st, scores); !st.IsSuccess() {
 			return nil, st
 		}
 		var nodes []*NodeInfo

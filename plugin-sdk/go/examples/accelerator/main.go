@@ -15,7 +15,8 @@ type Accelerator struct{}
 
 func (Accelerator) Name() string { return "Accelerator" }
 
-// NodeLocal: answers depend only on the pod and the node asked about.
+// NodeLocal: answers depend only on the pod and the node asked about. No Signature
+// (alike pods): Score counts the pods on the node, which a signature must not read.
 func (Accelerator) NodeLocal() bool { return true }
 
 // Events: a rejected pod may fit once a node is added or relabelled.
