@@ -116,6 +116,23 @@ impl ControlPlane {
                     .build()
                     .expect("runtime");
                 let client = runtime.block_on(client_for(&kubeconfig));
+                // /readyz can pass before the API server's bootstrap controller has
+                // created the `default` namespace; every test puts objects there.
+                let started = std::time::Instant::now();
+                while runtime
+                    .block_on(
+                        kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+                            .get_opt("default"),
+                    )
+                    .ok()
+                    .flatten()
+                    .is_none()
+                {
+                    if started.elapsed() > std::time::Duration::from_secs(60) {
+                        panic!("control plane {name}: no `default` namespace after 60 s");
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
                 eprintln!(
                     "control plane {name} up at {url} (state {})",
                     state_dir.display()
