@@ -127,15 +127,13 @@ fn wait_unschedulable(cp: &ControlPlane, name: &str) -> Value {
 fn binds_records_events_and_reports_unschedulable_pods_as_kube_scheduler() {
     // kube-scheduler runs beside Switchyard: the oracle for the unschedulable
     // message, and the owner of the default-scheduler pods Switchyard must not touch.
-    let Some(cp) = ControlPlane::start_with_kubectl(
+    let cp = ControlPlane::start_with_kubectl(
         "binding",
         Components {
             scheduler: true,
             ..Components::default()
         },
-    ) else {
-        return;
-    };
+    );
     let dir = work_dir(&cp);
     cp.apply(&node("node-a", "2"));
     cp.apply(&node("node-b", "2"));
@@ -277,9 +275,7 @@ fn binds_records_events_and_reports_unschedulable_pods_as_kube_scheduler() {
 
 #[test]
 fn preempts_marks_and_deletes_victims_then_binds_the_preemptor() {
-    let Some(cp) = ControlPlane::start("preemption", Components::default()) else {
-        return;
-    };
+    let cp = ControlPlane::start("preemption", Components::default());
     let dir = work_dir(&cp);
     cp.apply(&node("node-a", "2"));
     let config = write_config(&dir, None);
@@ -394,9 +390,7 @@ fn run_as_service_account(cp: &ControlPlane, dir: &Path, name: &str) -> Switchya
 
 #[test]
 fn runs_with_least_privilege_from_deploy_rbac() {
-    let Some(cp) = ControlPlane::start_with_kubectl("rbac", Components::default()) else {
-        return;
-    };
+    let cp = ControlPlane::start_with_kubectl("rbac", Components::default());
     let dir = work_dir(&cp);
     cp.apply(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "switchyard-system"}}));
     let rbac = deploy_rbac(&cp);
@@ -559,9 +553,7 @@ fn many_pods(prefix: &str, n: usize) -> Vec<Value> {
 
 #[test]
 fn a_standby_takes_over_a_killed_leader_on_a_real_lease() {
-    let Some(cp) = ControlPlane::start("leader", Components::default()) else {
-        return;
-    };
+    let cp = ControlPlane::start("leader", Components::default());
     let dir = work_dir(&cp);
     for n in ["node-a", "node-b", "node-c"] {
         cp.apply(&node(n, "64"));
@@ -673,9 +665,7 @@ fn a_standby_takes_over_a_killed_leader_on_a_real_lease() {
 /// node created after the fault are used, every pod ends bound or with
 /// PodScheduled=False, none is bound twice, and Switchyard never exited.
 fn survives(component: &str, seconds_down: u32) {
-    let Some(cp) = ControlPlane::start(&format!("fault-{component}"), Components::default()) else {
-        return;
-    };
+    let cp = ControlPlane::start(&format!("fault-{component}"), Components::default());
     let dir = work_dir(&cp);
     for n in ["node-a", "node-b"] {
         cp.apply(&node(n, "64"));
@@ -744,9 +734,7 @@ fn survives_etcd_down_and_back() {
 
 #[test]
 fn deploy_manifests_pass_a_server_side_dry_run() {
-    let Some(cp) = ControlPlane::start_with_kubectl("deploy", Components::default()) else {
-        return;
-    };
+    let cp = ControlPlane::start_with_kubectl("deploy", Components::default());
     let deploy = switchyard_e2e::workspace_root().join("deploy");
     // A dry run creates nothing, so the namespaces the manifests go into must exist.
     for ns in ["switchyard-system", "switchyard-demo"] {
@@ -791,9 +779,7 @@ fn deploy_manifests_pass_a_server_side_dry_run() {
 /// so nobody takes the placement for the plugin's decision.
 #[test]
 fn a_skipped_remote_plugin_is_recorded_as_an_event() {
-    let Some(cp) = ControlPlane::start_with_kubectl("ignored", Components::default()) else {
-        return;
-    };
+    let cp = ControlPlane::start_with_kubectl("ignored", Components::default());
     let dir = work_dir(&cp);
     cp.apply(&node("node-a", "2"));
     cp.apply(&pod("needs-gpu", "switchyard", "100m"));

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use switchyard::cluster::kubernetes::{KubernetesCluster, KubernetesOptions};
-use switchyard::cluster::{event_channel, ClusterBackend};
+use switchyard::client::{event_channel, ClusterBackend};
 use switchyard::config::SchedulerConfig;
 use switchyard::plugins::in_tree_registry;
 use switchyard::scheduler::{Options, Scheduler};

@@ -18,8 +18,8 @@
 set -euo pipefail
 
 if ! command -v go >/dev/null 2>&1; then
-  echo "SKIPPED: go not found (apt-get install golang-go golang-google-grpc-dev golang-google-protobuf-dev)"
-  exit 0
+  echo "FAIL: go not found (apt-get install golang-go golang-google-grpc-dev golang-google-protobuf-dev; scripts/test.sh installs them when run as root)"
+  exit 1
 fi
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -64,7 +64,7 @@ go build -o "$work/tenantquota" ./examples/tenantquota
 echo "ok: SDK and examples build; gofmt and go vet clean"
 
 step "unit tests"
-go test -count=1 ./...
+go test -v -count=1 ./... | grep -vE "^(=== (RUN|PAUSE|CONT)|    --- PASS)"
 if [ "${SWITCHYARD_GO_RACE:-1}" != 0 ]; then
   if CGO_ENABLED=1 go test -race -count=1 -run XXX_none . >/dev/null 2>&1; then
     echo "race detector:"
@@ -98,6 +98,7 @@ if bad or missing or rc != 0:
     print(f"FAIL: failed {bad}, expected PASS but not {missing}")
     sys.exit(1)
 PY
+  echo "PASS: conformance $(basename "$1" .json)"
 }
 
 # free_port: a TCP port on 127.0.0.1 that is free now.
@@ -183,6 +184,7 @@ if rc != 1 or h1["verdict"] != "fail":
     sys.exit(1)
 print("ok: refused without a client certificate (kit exit status 1)")
 PY
+  echo "PASS: conformance $name refuses a client without a certificate"
 }
 
 conformance accelerator "$work/accelerator" "$repo/examples/conformance/accelerator.yaml" \
@@ -211,6 +213,6 @@ if ls "$work"/*.sock >/dev/null 2>&1; then
   echo "FAIL: a socket was left behind"
   exit 1
 fi
-echo "ok: every sidecar stopped cleanly and removed its socket"
+echo "PASS: every sidecar stopped cleanly on SIGTERM and removed its socket"
 echo
-echo "PASS: Go plugin SDK"
+echo "ok: Go plugin SDK, every check passed"

@@ -73,6 +73,7 @@ const n = (v) => report.outcomes.filter((o) => o.verdict === v).length;
 console.log(`${n('pass')} passed, ${n('fail')} failed, ${n('skip')} not exercised; kit exit status ${rc}`);
 if (bad > 0 || rc !== '0') process.exit(1);
 JS
+  echo "PASS: conformance $(basename "$1" .json)"
 }
 
 # conformance NAME SCRIPT CLUSTER CLAUSES...: serves examples/SCRIPT, runs the kit,
@@ -165,6 +166,7 @@ if (rc !== '1' || h1.verdict !== 'fail') {
 }
 console.log('ok: refused without a client certificate (kit exit status 1)');
 JS
+  echo "PASS: conformance $name refuses a client without a certificate"
   kill -TERM "$pid"
   local status=0
   wait "$pid" || status=$?

@@ -562,7 +562,7 @@ impl Target {
                     // Profiles are built as `run` and `simulate` build them: plugin
                     // args are read and checked here.
                     let registry = crate::plugins::in_tree_registry();
-                    let client: std::sync::Arc<dyn crate::cluster::ClusterClient> =
+                    let client: std::sync::Arc<dyn crate::client::ClusterClient> =
                         std::sync::Arc::new(crate::cluster::embedded::EmbeddedCluster::new());
                     let waiting =
                         std::sync::Arc::new(crate::framework::waiting_pods::WaitingPods::default());

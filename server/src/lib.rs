@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 pub mod cache;
+pub mod client;
 pub mod clock;
 pub mod cluster;
 pub mod config;
@@ -27,6 +28,7 @@ pub mod model;
 pub mod plugins;
 pub mod preemption;
 pub mod queue;
+pub mod rand;
 pub mod remote;
 pub mod run;
 pub mod scheduler;

@@ -254,29 +254,29 @@ impl PodBuilder {
 /// A cluster client that accepts everything and does nothing (unit tests).
 pub struct NoopClient;
 
-impl crate::cluster::ClusterClient for NoopClient {
+impl crate::client::ClusterClient for NoopClient {
     fn bind<'a>(
         &'a self,
         _pod: &'a Pod,
         _node: &'a str,
-    ) -> crate::framework::BoxFuture<'a, Result<(), crate::cluster::ClientError>> {
+    ) -> crate::framework::BoxFuture<'a, Result<(), crate::client::ClientError>> {
         Box::pin(async { Ok(()) })
     }
     fn update_pod_status<'a>(
         &'a self,
         _pod: &'a Pod,
-        _update: crate::cluster::PodStatusUpdate,
-    ) -> crate::framework::BoxFuture<'a, Result<(), crate::cluster::ClientError>> {
+        _update: crate::client::PodStatusUpdate,
+    ) -> crate::framework::BoxFuture<'a, Result<(), crate::client::ClientError>> {
         Box::pin(async { Ok(()) })
     }
     fn delete_pod<'a>(
         &'a self,
         _pod: &'a Pod,
         _preemptor: &'a Pod,
-    ) -> crate::framework::BoxFuture<'a, Result<(), crate::cluster::ClientError>> {
+    ) -> crate::framework::BoxFuture<'a, Result<(), crate::client::ClientError>> {
         Box::pin(async { Ok(()) })
     }
-    fn record_event(&self, _event: crate::cluster::PodEvent) {}
+    fn record_event(&self, _event: crate::client::PodEvent) {}
 }
 
 /// The default profile's framework over a no-op client (unit tests).

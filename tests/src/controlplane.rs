@@ -6,7 +6,9 @@
 //! Every control plane gets its own state directory and its own five ports, so tests
 //! run side by side; it is stopped (SIGKILL, data removed) when the value is dropped,
 //! also when the test panics. When the script is absent, [`ControlPlane::start`]
-//! says so and returns `None`, and the test skips.
+//! fails the test saying what is missing: a control-plane test never passes by
+//! skipping. `scripts/test.sh` leaves these test binaries out of the run (and lists
+//! them as not run, with the reason) when no control plane is available.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -78,17 +80,15 @@ fn pick_port_base() -> u16 {
 
 impl ControlPlane {
     /// Starts a control plane named `name` (its state directory under
-    /// `target/k8s-tests/`), or returns `None` after saying why the test skips.
-    pub fn start(name: &str, components: Components) -> Option<ControlPlane> {
+    /// `target/k8s-tests/`); panics, naming what is missing, when there is none.
+    pub fn start(name: &str, components: Components) -> ControlPlane {
         let dir = control_plane_dir();
         let script = dir.join("control-plane.sh");
-        if !script.is_file() {
-            eprintln!(
-                "SKIPPED: no Kubernetes control plane at {} (set K8S_CONTROL_PLANE_DIR to the folder holding control-plane.sh)",
-                dir.display()
-            );
-            return None;
-        }
+        assert!(
+            script.is_file(),
+            "no Kubernetes control plane at {} (set K8S_CONTROL_PLANE_DIR to the folder holding control-plane.sh)",
+            dir.display()
+        );
         let root = crate::workspace_root().join("target/k8s-tests");
         let state_dir = root.join(format!("{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&state_dir);
@@ -137,7 +137,7 @@ impl ControlPlane {
                     "control plane {name} up at {url} (state {})",
                     state_dir.display()
                 );
-                return Some(ControlPlane {
+                return ControlPlane {
                     script,
                     state_dir,
                     port_base,
@@ -145,7 +145,7 @@ impl ControlPlane {
                     url,
                     runtime,
                     client,
-                });
+                };
             }
             last = format!(
                 "{}{}",
@@ -160,13 +160,13 @@ impl ControlPlane {
         panic!("control-plane.sh start failed three times:\n{last}");
     }
 
-    /// As [`Self::start`], for a test that also runs kubectl: `None`, after saying
-    /// so, when kubectl is not installed.
-    pub fn start_with_kubectl(name: &str, components: Components) -> Option<ControlPlane> {
-        if kubectl_path().is_none() {
-            eprintln!("SKIPPED: kubectl is not installed (Debian package `kubectl`)");
-            return None;
-        }
+    /// As [`Self::start`], for a test that also runs kubectl: panics when kubectl
+    /// is not installed.
+    pub fn start_with_kubectl(name: &str, components: Components) -> ControlPlane {
+        assert!(
+            kubectl_path().is_some(),
+            "kubectl is not installed (Debian package `kubectl`): this test needs it"
+        );
         Self::start(name, components)
     }
 
@@ -228,24 +228,21 @@ impl ControlPlane {
         );
     }
 
-    /// `kubectl` against this control plane as admin, or `None` (with a note) when
-    /// kubectl is not installed.
-    pub fn kubectl_cmd(&self) -> Option<Command> {
-        let Some(k) = kubectl_path() else {
-            eprintln!("SKIPPED: kubectl is not installed (Debian package `kubectl`)");
-            return None;
-        };
+    /// `kubectl` against this control plane as admin; panics when kubectl is not
+    /// installed.
+    pub fn kubectl_cmd(&self) -> Command {
+        let k = kubectl_path()
+            .expect("kubectl is not installed (Debian package `kubectl`): this test needs it");
         let mut cmd = Command::new(k);
         cmd.env("KUBECONFIG", &self.kubeconfig)
             .arg("--request-timeout=30s")
             .stdin(Stdio::null());
-        Some(cmd)
+        cmd
     }
 
-    /// Runs kubectl with `args`; panics when kubectl is absent (callers check
-    /// [`kubectl_path`] first to skip).
+    /// Runs kubectl with `args`; panics when kubectl is absent.
     pub fn kubectl(&self, args: &[&str]) -> Output {
-        let mut cmd = self.kubectl_cmd().expect("kubectl");
+        let mut cmd = self.kubectl_cmd();
         cmd.args(args).output().expect("run kubectl")
     }
 

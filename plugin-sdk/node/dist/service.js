@@ -1,5 +1,5 @@
 "use strict";
-// The protocol, transport aside (a port of plugin-sdk/src/service.rs): the replica
+// The protocol, transport aside (a port of plugin-sdk/rust/src/service.rs): the replica
 // and the cycles, applied from Replicate messages, and one method per extension-point
 // call that evaluates it against the replica at the generation it names and returns
 // its reply. The methods never throw: a malformed call, an unknown plugin, cycle or

@@ -1,6 +1,6 @@
 "use strict";
 // The sidecar's replica of the scheduler's snapshot, kept current by the Replicate
-// stream (a port of plugin-sdk/src/snapshot.rs). Calls are evaluated against it at
+// stream (a port of plugin-sdk/rust/src/snapshot.rs). Calls are evaluated against it at
 // the generation they name.
 Object.defineProperty(exports, "__esModule", { value: true });
 exports.Snapshot = exports.ReplicationError = exports.NodeInfo = exports.MAX_PENDING_PODS = void 0;

@@ -1,5 +1,5 @@
 // The sidecar's replica of the scheduler's snapshot, kept current by the Replicate
-// stream (a port of plugin-sdk/src/snapshot.rs). Calls are evaluated against it at
+// stream (a port of plugin-sdk/rust/src/snapshot.rs). Calls are evaluated against it at
 // the generation they name.
 
 import type { Node, Pod, SnapshotDelta } from './types.js';

@@ -5,8 +5,6 @@
 //! Plugins never touch the cache. The owner (the scheduler) serialises access.
 
 mod node_tree;
-mod snapshot;
-pub mod volumes;
 
 use std::collections::HashMap;
 
@@ -14,8 +12,9 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub use crate::framework::snapshot::Snapshot;
+pub use crate::framework::volumes;
 pub use node_tree::{zone_key, NodeTree};
-pub use snapshot::Snapshot;
 
 use crate::framework::node_info::NodeInfo;
 use crate::model::node::{WorkloadKind, WorkloadSelector};

@@ -11,21 +11,20 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use k8s_openapi::api::core::v1 as core;
 
 use super::manifest::{ManifestError, ManifestObject, Object, Source};
-use super::{
+use crate::client::BoxFuture;
+use crate::client::{
     ClientError, ClusterBackend, ClusterClient, EventSink, PodCondition, PodEvent, PodStatusUpdate,
     WatchEvent,
 };
-use crate::framework::interface::BoxFuture;
 use crate::model::convert::{
     namespace_from_k8s, node_from_k8s, pdb_from_k8s, pod_from_k8s, priority_class_from_k8s,
     replica_set_selector, replication_controller_selector, service_selector, stateful_set_selector,
     system_priority_class, FieldError, PriorityResolver,
 };
+use crate::model::labels::LABEL_HOSTNAME;
 use crate::model::node::{WorkloadKind, WorkloadSelector};
 use crate::model::{Labels, Namespace, Node, Pod, PodDisruptionBudget, PriorityClass, Uid};
 
-/// The label every kubelet sets; embedded nodes get it too.
-pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 /// Events kept per pod (the latest ones).
 const EVENTS_PER_POD: usize = 8;
 
@@ -417,13 +416,13 @@ impl EmbeddedCluster {
         if n.uid.is_empty() {
             n.uid = st.gen_uid().into();
         }
-        if !n.labels.contains_key(HOSTNAME_LABEL) {
+        if !n.labels.contains_key(LABEL_HOSTNAME) {
             let mut pairs: Vec<(String, String)> = n
                 .labels
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect();
-            pairs.push((HOSTNAME_LABEL.into(), n.name.to_string()));
+            pairs.push((LABEL_HOSTNAME.into(), n.name.to_string()));
             n.labels = Labels::new(pairs);
         }
         let name = n.name.clone();
@@ -904,7 +903,7 @@ impl ClusterClient for EmbeddedCluster {
                 rec.ignored = rec
                     .events
                     .last()
-                    .filter(|e| e.reason == super::REMOTE_PLUGIN_IGNORED)
+                    .filter(|e| e.reason == crate::client::REMOTE_PLUGIN_IGNORED)
                     .map(|e| e.message.clone());
             }
             if rec.events.len() == EVENTS_PER_POD {
@@ -965,7 +964,7 @@ fn grace_deadline(grace: i64) -> std::time::Instant {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::event_channel;
+    use crate::client::event_channel;
 
     fn node_yaml(name: &str) -> core::Node {
         crate::yaml::from_str(&format!("metadata: {{name: {name}}}\nstatus: {{capacity: {{cpu: '2', memory: 4Gi, pods: '10'}}}}")).unwrap()
@@ -1006,6 +1005,6 @@ mod tests {
         assert!(matches!(source.recv(), Some(WatchEvent::PodUpdate(_, _))));
         assert_eq!(c.pods()[0].pod.node_name.as_deref(), Some("n1"));
         assert_eq!(c.bindings(), 1);
-        assert!(c.nodes()[0].labels.get(HOSTNAME_LABEL) == Some("n1"));
+        assert!(c.nodes()[0].labels.get(LABEL_HOSTNAME) == Some("n1"));
     }
 }

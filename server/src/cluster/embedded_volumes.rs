@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 
 use super::manifest::Object;
-use super::WatchEvent;
+use crate::client::WatchEvent;
 use crate::model::convert::{
     csi_driver_from_k8s, csi_node_from_k8s, csi_storage_capacity_from_k8s, pv_from_k8s,
     pvc_from_k8s, storage_class_from_k8s, FieldError,
@@ -408,7 +408,7 @@ impl Storage {
                     let r = t
                         .match_expressions
                         .iter()
-                        .find(|r| &*r.key == super::embedded::HOSTNAME_LABEL)?;
+                        .find(|r| &*r.key == crate::model::labels::LABEL_HOSTNAME)?;
                     (r.values.len() == 1).then(|| r.values[0].to_string())
                 });
                 ClaimOutcome {

@@ -34,11 +34,11 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use super::kubeproto;
-use super::{
+use crate::client::BoxFuture;
+use crate::client::{
     ClientError, ClusterBackend, ClusterClient, EventSink, EventType, PodEvent, PodStatusUpdate,
     WatchEvent,
 };
-use crate::framework::interface::BoxFuture;
 use crate::model::convert::{self, SystemPriorities};
 use crate::model::Pod;
 

@@ -96,6 +96,15 @@ pub enum ManifestError {
     },
 }
 
+impl From<crate::model::input::InputError> for ManifestError {
+    fn from(e: crate::model::input::InputError) -> Self {
+        ManifestError::Io {
+            path: e.path,
+            message: e.message,
+        }
+    }
+}
+
 impl ManifestError {
     pub fn field(source: &Source, field: impl Into<String>, message: impl Into<String>) -> Self {
         ManifestError::Field {
@@ -111,35 +120,7 @@ impl ManifestError {
 #[derive(Default, Debug)]
 pub struct Skipped(pub Vec<(Source, String)>);
 
-/// The largest manifest file read by default: 1 GiB.
-pub const DEFAULT_MAX_INPUT_BYTES: u64 = 1 << 30;
-
-static MAX_INPUT_BYTES: std::sync::atomic::AtomicU64 =
-    std::sync::atomic::AtomicU64::new(DEFAULT_MAX_INPUT_BYTES);
-
-/// Sets the largest manifest or workload file this process reads (`--max-input-bytes`).
-pub fn set_max_input_bytes(n: u64) {
-    MAX_INPUT_BYTES.store(n, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// Reads a whole input file, refusing one over `--max-input-bytes` before reading it.
-pub fn read_input(path: &Path) -> Result<String, ManifestError> {
-    let io = |e: std::io::Error| ManifestError::Io {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    };
-    let max = MAX_INPUT_BYTES.load(std::sync::atomic::Ordering::Relaxed);
-    let len = std::fs::metadata(path).map_err(io)?.len();
-    if len > max {
-        return Err(ManifestError::Io {
-            path: path.display().to_string(),
-            message: format!(
-                "{len} bytes is over the limit of {max} (raise it with --max-input-bytes, or split the file)"
-            ),
-        });
-    }
-    std::fs::read_to_string(path).map_err(io)
-}
+pub use crate::model::input::{read_input, set_max_input_bytes, DEFAULT_MAX_INPUT_BYTES};
 
 /// Loads every manifest under `paths` (files, or directories read recursively in name
 /// order, taking `*.yaml`, `*.yml` and `*.json`).

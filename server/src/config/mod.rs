@@ -2,6 +2,7 @@
 //! file, defaulted, merged with the default profile and validated as upstream does.
 //! Errors name the file and the field.
 
+pub mod remote;
 pub mod types;
 
 use std::collections::BTreeMap;
@@ -96,7 +97,7 @@ pub struct SchedulerConfig {
     pub client_qps: f32,
     pub client_burst: i32,
     /// Sidecar endpoints serving remote plugins.
-    pub remote_plugins: Vec<crate::remote::EndpointConfig>,
+    pub remote_plugins: Vec<remote::EndpointConfig>,
 }
 
 fn rename_in(set: &mut PluginSet, from: &str, to: &str) {
@@ -303,15 +304,9 @@ impl SchedulerConfig {
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let file = path.display().to_string();
         // The same size limit as manifests (--max-input-bytes).
-        let text = crate::cluster::manifest::read_input(path).map_err(|e| match e {
-            crate::cluster::manifest::ManifestError::Io { message, .. } => ConfigError::Read {
-                file: file.clone(),
-                message,
-            },
-            other => ConfigError::Parse {
-                file: file.clone(),
-                message: other.to_string(),
-            },
+        let text = crate::model::input::read_input(path).map_err(|e| ConfigError::Read {
+            file: file.clone(),
+            message: e.message,
         })?;
         Self::from_yaml(&text, &file)
     }
@@ -439,7 +434,7 @@ impl SchedulerConfig {
         for (i, r) in raw.remote_plugins.iter().enumerate() {
             let path = format!("remotePlugins[{i}]");
             remote_plugins.push(
-                crate::remote::EndpointConfig::resolve(i, r)
+                remote::EndpointConfig::resolve(i, r)
                     .map_err(|(field, msg)| invalid(&format!("{path}.{field}"), msg))?,
             );
         }

@@ -8,8 +8,6 @@
 //! PostBind) are async: they run in concurrent binding tasks.
 
 use std::collections::HashSet;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,10 +15,10 @@ use super::cycle_state::CycleState;
 use super::events::ClusterEventWithHint;
 use super::node_info::NodeInfo;
 use super::status::{Code, Status};
-use crate::cache::Snapshot;
+use crate::framework::snapshot::Snapshot;
 use crate::model::Pod;
 
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub use crate::client::BoxFuture;
 
 /// Nominated pods by node (copy-on-write view of the nominator).
 pub type NominatedPods = Arc<rustc_hash::FxHashMap<Arc<str>, Arc<[NominatedPod]>>>;
@@ -333,18 +331,26 @@ pub struct ScoreAhead {
     pub pre_score: bool,
 }
 
+/// Where the nodes of a batched Filter come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeSource {
+    /// The attempt's snapshot's own node infos.
+    Snapshot,
+    /// What-if copies with pods added or removed (preemption's dry runs): never the
+    /// node's own, so answers for them are not kept for other pods.
+    WhatIf,
+}
+
 /// Filter over many nodes in one call; the runtime starts it, runs the in-process
 /// plugins meanwhile, then waits.
 pub trait BatchFilter: Send + Sync {
-    /// `from_snapshot`: `nodes` are the attempt's snapshot's own (not what-if copies
-    /// with pods added or removed).
     fn start_filter(
         &self,
         state: &CycleState,
         pod: &Pod,
         nodes: &[&NodeInfo],
         ahead: Option<ScoreAhead>,
-        from_snapshot: bool,
+        source: NodeSource,
     ) -> Result<Box<dyn PendingFilter>, Status>;
 
     /// Sends this Filter for a pod whose attempt has not begun (a lookahead) and keeps

@@ -8,11 +8,14 @@ pub mod events;
 pub mod interface;
 pub mod node_info;
 pub mod runtime;
+pub mod snapshot;
 pub mod status;
+pub mod volumes;
 pub mod waiting_pods;
 
 pub use cycle_state::CycleState;
 pub use interface::*;
 pub use node_info::NodeInfo;
 pub use runtime::{Framework, Handle, PluginFactory, Registry, ScoreBuffer};
+pub use snapshot::Snapshot;
 pub use status::{Code, Status};

@@ -279,6 +279,9 @@ impl LabelSelector {
 /// The `metadata.name` field, the only field a node selector term may match.
 pub const NODE_FIELD_NAME: &str = "metadata.name";
 
+/// The well-known node label naming the node (`v1.LabelHostname`).
+pub const LABEL_HOSTNAME: &str = "kubernetes.io/hostname";
+
 /// One `nodeSelectorTerm`: all expressions and fields must match. A term that failed to
 /// parse, or that is empty, matches no node (upstream `LazyErrorNodeSelector`).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]

@@ -15,6 +15,7 @@ use switchyard_proto::v1::plugin_client::PluginClient;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
+use super::error::CallError;
 use super::replicate::Replicator;
 use super::EndpointConfig;
 use crate::framework::waiting_pods::WaitingPods;
@@ -255,19 +256,19 @@ impl Router {
 /// a oneshot (async callers).
 enum Waiter {
     Sync(Arc<SyncSlot>),
-    Async(tokio::sync::oneshot::Sender<Result<Reply, String>>),
+    Async(tokio::sync::oneshot::Sender<Result<Reply, CallError>>),
 }
 
 struct SyncSlot {
     done: AtomicBool,
-    value: Mutex<Option<Result<Reply, String>>>,
+    value: Mutex<Option<Result<Reply, CallError>>>,
     thread: Thread,
     /// When the call went out (about: when its waiter was registered).
     sent: Instant,
 }
 
 impl Waiter {
-    fn complete(self, r: Result<Reply, String>) {
+    fn complete(self, r: Result<Reply, CallError>) {
         match self {
             Waiter::Sync(s) => {
                 if let Ok(mut v) = s.value.lock() {
@@ -294,7 +295,7 @@ pub struct Pending {
 
 impl Pending {
     /// Waits for the reply until the endpoint's timeout.
-    pub fn wait(self) -> Result<Reply, String> {
+    pub fn wait(self) -> Result<Reply, CallError> {
         // Replies usually come within a few hundred microseconds: yielding that long
         // is cheaper than a park/unpark round through the kernel, and unlike a busy
         // spin it leaves the core to the sidecar and the connection thread (measured
@@ -323,7 +324,7 @@ impl Pending {
         }
         self.inner.observe_call(self.sent);
         let v = self.slot.value.lock().ok().and_then(|mut v| v.take());
-        v.unwrap_or_else(|| Err("reply lost".into()))
+        v.unwrap_or_else(|| Err(CallError::Unavailable("reply lost".into())))
     }
 }
 
@@ -343,7 +344,7 @@ pub struct BatchReply {
     sent: AtomicBool,
     pending: Mutex<Option<Pending>>,
     /// Each call's reply, taken by it; or why the whole message failed.
-    replies: Mutex<Option<Result<Vec<Option<pb::FilterResponse>>, String>>>,
+    replies: Mutex<Option<Result<Vec<Option<pb::FilterResponse>>, CallError>>>,
 }
 
 impl BatchReply {
@@ -354,18 +355,18 @@ impl BatchReply {
     /// The reply to call `i` of the batch (its request id `id`), waiting for the
     /// message if it has not come yet. A failure of the whole message (connection
     /// lost, timeout, malformed) is every call's failure.
-    pub fn take(&self, i: usize, id: u64) -> Result<pb::FilterResponse, String> {
+    pub fn take(&self, i: usize, id: u64) -> Result<pb::FilterResponse, CallError> {
         let mut replies = self
             .replies
             .lock()
-            .map_err(|_| "batch state poisoned".to_string())?;
+            .map_err(|_| CallError::Unavailable("batch state poisoned".into()))?;
         if replies.is_none() {
             let pending = self.pending.lock().ok().and_then(|mut p| p.take());
             let r = match pending {
-                None => Err("the batch was not sent".to_string()),
+                None => Err(CallError::Unavailable("the batch was not sent".into())),
                 Some(p) => match p.wait() {
                     Ok(Reply::FilterBatch(b)) => Ok(b.replies.into_iter().map(Some).collect()),
-                    Ok(_) => Err("bad reply: not a FilterBatch reply".to_string()),
+                    Ok(_) => Err(CallError::BadReply("not a FilterBatch reply".into())),
                     Err(e) => Err(e),
                 },
             };
@@ -376,17 +377,17 @@ impl BatchReply {
                 let n = v.len();
                 match v.get_mut(i).and_then(Option::take) {
                     Some(r) if r.request_id == id => Ok(r),
-                    Some(r) => Err(format!(
-                        "bad reply: item {i} of the FilterBatch reply answers request {}, not {id}",
+                    Some(r) => Err(CallError::BadReply(format!(
+                        "item {i} of the FilterBatch reply answers request {}, not {id}",
                         r.request_id
-                    )),
-                    None => Err(format!(
-                        "bad reply: the FilterBatch reply has {n} items, none for call {i}"
-                    )),
+                    ))),
+                    None => Err(CallError::BadReply(format!(
+                        "the FilterBatch reply has {n} items, none for call {i}"
+                    ))),
                 }
             }
             Some(Err(e)) => Err(e.clone()),
-            None => Err("reply lost".into()),
+            None => Err(CallError::Unavailable("reply lost".into())),
         }
     }
 }
@@ -424,7 +425,8 @@ pub(crate) struct Inner {
     /// The framework handle of the first profile using the endpoint: how a reconnect
     /// reaches the scheduling queue.
     pub handle: OnceLock<Arc<crate::framework::Handle>>,
-    stop: AtomicBool,
+    /// Set once by [`Endpoint::stop`]; the connection thread waits on it.
+    stop: tokio::sync::watch::Sender<bool>,
     pub stats: Arc<EndpointStats>,
     /// Stray replies on this connection, and `stats.calls` when it was made.
     strays: AtomicU64,
@@ -498,7 +500,7 @@ impl Inner {
 
     /// A call got no reply within the timeout: the message for the caller. After
     /// [`UNRESPONSIVE_AFTER`] in a row the connection is dropped as unresponsive.
-    fn timed_out(&self) -> String {
+    fn timed_out(&self) -> CallError {
         let n = self.timeouts_in_a_row.fetch_add(1, Ordering::Relaxed) + 1;
         if n == UNRESPONSIVE_AFTER {
             let why = format!(
@@ -510,7 +512,7 @@ impl Inner {
                 let _ = k.send(why);
             }
         }
-        format!("no reply within {:?} (timeout)", self.config.timeout)
+        CallError::Timeout(self.config.timeout)
     }
 
     fn pending_remove(&self, id: u64) -> Option<Waiter> {
@@ -523,7 +525,7 @@ impl Inner {
             Err(_) => Vec::new(),
         };
         for w in drained {
-            w.complete(Err(why.to_string()));
+            w.complete(Err(CallError::Unavailable(why.to_string())));
         }
     }
 
@@ -598,7 +600,7 @@ impl Endpoint {
             replicator: Mutex::new(Replicator::default()),
             waiting_pods: OnceLock::new(),
             handle: OnceLock::new(),
-            stop: AtomicBool::new(false),
+            stop: tokio::sync::watch::Sender::new(false),
             stats: Arc::new(EndpointStats::default()),
             strays: AtomicU64::new(0),
             calls_at_connect: AtomicU64::new(0),
@@ -623,7 +625,7 @@ impl Endpoint {
 
     /// Stops reconnecting and closes the connection.
     pub fn stop(&self) {
-        self.inner.stop.store(true, Ordering::Release);
+        self.inner.stop.send_replace(true);
         self.inner.set_error("endpoint stopped".into());
     }
 
@@ -792,17 +794,17 @@ impl Endpoint {
     }
 
     /// The open streams, or why there are none.
-    pub fn streams(&self) -> Result<Streams, String> {
+    pub fn streams(&self) -> Result<Streams, CallError> {
         let c = self
             .inner
             .conn
             .lock()
-            .map_err(|_| "connection state poisoned".to_string())?;
+            .map_err(|_| CallError::Unavailable("connection state poisoned".into()))?;
         c.streams.clone().ok_or_else(|| {
-            format!(
+            CallError::Unavailable(format!(
                 "sidecar {} is not connected: {}",
                 self.inner.config.endpoint, c.last_error
-            )
+            ))
         })
     }
 
@@ -811,7 +813,12 @@ impl Endpoint {
     }
 
     /// Sends a request on `streams` and returns the call to wait on.
-    pub fn start_call(&self, streams: &Streams, id: u64, m: Outbound) -> Result<Pending, String> {
+    pub fn start_call(
+        &self,
+        streams: &Streams,
+        id: u64,
+        m: Outbound,
+    ) -> Result<Pending, CallError> {
         self.inner.stats.calls.fetch_add(1, Ordering::Relaxed);
         let slot = Arc::new(SyncSlot {
             done: AtomicBool::new(false),
@@ -824,10 +831,10 @@ impl Endpoint {
         }
         if !streams.send(m) {
             self.inner.pending_remove(id);
-            return Err(format!(
+            return Err(CallError::Unavailable(format!(
                 "sidecar {}: the stream is closed",
                 self.inner.config.endpoint
-            ));
+            )));
         }
         let sent = Instant::now();
         Ok(Pending {
@@ -840,14 +847,17 @@ impl Endpoint {
     }
 
     /// Sends and waits (synchronous callers: the scheduling thread).
-    pub fn call(&self, build: impl FnOnce(u64) -> Outbound) -> Result<Reply, String> {
+    pub fn call(&self, build: impl FnOnce(u64) -> Outbound) -> Result<Reply, CallError> {
         let streams = self.streams()?;
         let id = self.next_request_id();
         self.start_call(&streams, id, build(id))?.wait()
     }
 
     /// Sends and awaits (binding-cycle callers on the tokio runtime).
-    pub async fn call_async(&self, build: impl FnOnce(u64) -> Outbound) -> Result<Reply, String> {
+    pub async fn call_async(
+        &self,
+        build: impl FnOnce(u64) -> Outbound,
+    ) -> Result<Reply, CallError> {
         self.inner.stats.calls.fetch_add(1, Ordering::Relaxed);
         let streams = self.streams()?;
         let id = self.next_request_id();
@@ -857,7 +867,7 @@ impl Endpoint {
         }
         if !streams.send(build(id)) {
             self.inner.pending_remove(id);
-            return Err("the stream is closed".into());
+            return Err(CallError::Unavailable("the stream is closed".into()));
         }
         let sent = Instant::now();
         match tokio::time::timeout(self.inner.config.timeout, rx).await {
@@ -865,7 +875,7 @@ impl Endpoint {
                 self.inner.observe_call(sent);
                 r
             }
-            Ok(Err(_)) => Err("reply lost".into()),
+            Ok(Err(_)) => Err(CallError::Unavailable("reply lost".into())),
             Err(_) => {
                 self.inner.pending_remove(id);
                 Err(self.inner.timed_out())
@@ -902,7 +912,8 @@ fn connection_thread(inner: Arc<Inner>) {
     };
     rt.block_on(async {
         let mut backoff = Duration::from_millis(50);
-        while !inner.stop.load(Ordering::Acquire) {
+        let mut stop = inner.stop.subscribe();
+        while !*stop.borrow() {
             let started = Instant::now();
             let e = connect_once(&inner).await;
             inner.set_error(e.clone());
@@ -911,14 +922,17 @@ fn connection_thread(inner: Arc<Inner>) {
                 "sidecar {} connection lost: {e}",
                 inner.config.endpoint
             ));
-            if inner.stop.load(Ordering::Acquire) {
+            if *stop.borrow() {
                 break;
             }
             tracing::warn!(endpoint = %inner.config.endpoint, error = %e, "sidecar unavailable; reconnecting");
             if started.elapsed() > Duration::from_secs(10) {
                 backoff = Duration::from_millis(50);
             }
-            tokio::time::sleep(backoff).await;
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = stop.wait_for(|s| *s) => break,
+            }
             backoff = (backoff * 2).min(Duration::from_secs(2));
         }
     });
@@ -1167,14 +1181,11 @@ async fn connect_once(inner: &Arc<Inner>) -> String {
         // very sidecar: never on this thread, which must stay free to read the replies.
         tokio::task::spawn_blocking(move || services.plugins_recovered(&plugins));
     }
-    let stop_poll = async {
-        while !inner.stop.load(Ordering::Acquire) {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    };
+    let mut stop = inner.stop.subscribe();
+    let stopped = stop.wait_for(|s| *s);
     let why = tokio::select! {
         why = closed_rx.recv() => why.unwrap_or_else(|| "connection closed".into()),
-        _ = stop_poll => "endpoint stopped".into(),
+        _ = stopped => "endpoint stopped".into(),
     };
     if let Ok(mut k) = inner.kick.lock() {
         *k = None;

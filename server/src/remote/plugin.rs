@@ -13,6 +13,7 @@ use switchyard_proto::v1 as pb;
 
 use super::alike::{self, AlikeAnswers, Declared};
 use super::client::{BatchReply, Outbound, Pending, Reply, Streams};
+use super::error::{CallError, RemoteError};
 use super::replicate::Replicator;
 use super::{convert, Endpoint, FailurePolicy};
 use crate::cache::Snapshot;
@@ -21,22 +22,6 @@ use crate::framework::events::ClusterEventWithHint;
 use crate::framework::interface::*;
 use crate::framework::{Code, CycleState, NodeInfo, Status};
 use crate::model::{Node, Pod, PodSpec};
-
-/// The `kind` label of `switchyard_remote_errors_total`: what went wrong, in the
-/// words an operator alerts on.
-fn error_kind(what: &str, message: &str) -> &'static str {
-    if message.contains("(timeout)") {
-        "timeout"
-    } else if what == "bad reply" {
-        "bad_reply"
-    } else if what.contains("failed") || what == "plugin error" {
-        "plugin_error"
-    } else if what == "replication" {
-        "replication"
-    } else {
-        "unavailable"
-    }
-}
 
 /// A sidecar cycle this attempt started (or adopted from a lookahead).
 #[derive(Clone, Copy)]
@@ -329,18 +314,53 @@ impl Meta {
         self.ep.config().failure_policy
     }
 
-    fn error(&self, what: &str, e: impl std::fmt::Display) -> Status {
-        let e = e.to_string();
-        crate::telemetry::metrics::REMOTE_ERRORS
-            .add(&[&self.ep.config().endpoint, error_kind(what, &e)], 1);
+    /// The plugin error `e` becomes: counted by kind, logged, and named after the
+    /// plugin and endpoint.
+    fn fail(&self, e: RemoteError) -> Status {
+        crate::telemetry::metrics::REMOTE_ERRORS.add(&[&self.ep.config().endpoint, e.kind()], 1);
         let s = Status::error(format!(
-            "remote plugin {:?} ({}): {what}: {e}",
+            "remote plugin {:?} ({}): {e}",
             self.name,
             self.ep.config().endpoint
         ));
         self.ep.count_error(&s.message());
         tracing::warn!(status = %s, policy = ?self.policy(), "sidecar call failed");
         s
+    }
+
+    /// A call at `context` that got no usable answer.
+    fn call_failed(&self, context: &'static str, e: CallError) -> Status {
+        self.fail(RemoteError::call(context, e))
+    }
+
+    /// A reply that breaks the contract.
+    fn bad_reply(&self, message: impl Into<String>) -> Status {
+        self.fail(RemoteError::BadReply {
+            context: "bad reply",
+            message: message.into(),
+        })
+    }
+
+    /// The plugin answered with an error at `context`.
+    fn plugin_failed(&self, context: &'static str, message: impl Into<String>) -> Status {
+        self.fail(RemoteError::Plugin {
+            context,
+            message: message.into(),
+        })
+    }
+
+    fn unavailable(&self, message: impl Into<String>) -> Status {
+        self.fail(RemoteError::Unavailable {
+            context: "unavailable",
+            message: message.into(),
+        })
+    }
+
+    fn replication_failed(&self, message: impl Into<String>) -> Status {
+        self.fail(RemoteError::Replication {
+            context: "replication",
+            message: message.into(),
+        })
     }
 
     /// Notes a call skipped under `failurePolicy: Ignore` for the attempt's report.
@@ -353,15 +373,14 @@ impl Meta {
 
     /// A reply of the wrong kind for the stream it came on.
     fn unexpected(&self, r: Reply) -> Status {
-        self.error("bad reply", format!("unexpected {r:?}"))
+        self.bad_reply(format!("unexpected {r:?}"))
     }
 
     fn check_generation(&self, got: u64, want: u64) -> Result<(), Status> {
         if got != want {
-            return Err(self.error(
-                "bad reply",
-                format!("answered for generation {got}, the call named {want}"),
-            ));
+            return Err(self.bad_reply(format!(
+                "answered for generation {got}, the call named {want}"
+            )));
         }
         Ok(())
     }
@@ -484,21 +503,20 @@ impl RemotePlugin {
             ..
         }) = RemoteCycles::of(state, self.ep().config().index)
         else {
-            let why = self
-                .ep()
-                .streams()
-                .err()
-                .unwrap_or_else(|| "it connected after the attempt started".into());
-            return Err(self.meta.error("unavailable", why));
+            let why = self.ep().streams().err().map_or_else(
+                || "it connected after the attempt started".to_string(),
+                |e| e.to_string(),
+            );
+            return Err(self.meta.unavailable(why));
         };
         let streams = self
             .ep()
             .streams()
-            .map_err(|e| self.meta.error("unavailable", e))?;
+            .map_err(|e| self.meta.unavailable(e.to_string()))?;
         if streams.epoch != epoch {
             return Err(self
                 .meta
-                .error("unavailable", "the sidecar reconnected during the attempt"));
+                .unavailable("the sidecar reconnected during the attempt"));
         }
         Ok((state.cycle_id, g, streams))
     }
@@ -511,7 +529,7 @@ impl RemotePlugin {
         let id = self.ep().next_request_id();
         self.ep()
             .start_call(streams, id, build(id))
-            .map_err(|e| self.meta.error("send", e))
+            .map_err(|e| self.meta.call_failed("send", e))
     }
 
     /// Applies the failure policy: `Ignore` turns an error into `neutral`, recorded in
@@ -589,7 +607,7 @@ impl RemotePlugin {
             let reply = self
                 .send(&streams, req)?
                 .wait()
-                .map_err(|e| self.meta.error("call", e))?;
+                .map_err(|e| self.meta.call_failed("call", e))?;
             self.status_reply(reply, g)
         })();
         let r = self.policy(Some(state), extension_point, r, Status::success);
@@ -610,7 +628,7 @@ impl RemotePlugin {
                 self.meta.check_generation(r.generation, g)?;
                 let s = convert::status_from_pb(r.status.as_ref());
                 if s.code() == Code::Error {
-                    return Err(self.meta.error("plugin error", s.message()));
+                    return Err(self.meta.plugin_failed("plugin error", s.message()));
                 }
                 Ok(s)
             }
@@ -643,7 +661,7 @@ impl RemotePlugin {
                     })
                 })
                 .await
-                .map_err(|e| self.meta.error("call", e))?;
+                .map_err(|e| self.meta.call_failed("call", e))?;
             self.status_reply(reply, g)
         }
         .await;
@@ -672,10 +690,9 @@ impl RemotePlugin {
             return Ok(None);
         }
         let Some(sent) = rep.sent_pods(ni.id) else {
-            return Err(self.meta.error(
-                "replication",
-                format!("node {} was never replicated", ni.name()),
-            ));
+            return Err(self
+                .meta
+                .replication_failed(format!("node {} was never replicated", ni.name())));
         };
         let mut d = pb::NodeDelta {
             index: index as u32,
@@ -721,7 +738,7 @@ impl RemotePlugin {
                 .inner
                 .replicator
                 .lock()
-                .map_err(|_| self.meta.error("replication", "state poisoned"))?;
+                .map_err(|_| self.meta.replication_failed("state poisoned"))?;
             let synced = from_snapshot
                 && RemoteCycles::of(state, self.ep().config().index)
                     .is_some_and(|c| rep.synced_to(c.snapshot));
@@ -783,7 +800,7 @@ impl RemotePlugin {
             Err(req) => FilterSource::Call(
                 self.ep()
                     .start_call(&streams, id, Outbound::Filter(req))
-                    .map_err(|e| self.meta.error("send", e))?,
+                    .map_err(|e| self.meta.call_failed("send", e))?,
             ),
         };
         Ok(RemoteFilterCall {
@@ -834,45 +851,45 @@ impl RemoteFilterCall {
             return Ok(Vec::new());
         };
         let r = match p {
-            FilterSource::Call(p) => match p.wait().map_err(|e| self.meta.error("Filter", e))? {
-                Reply::Filter(r) => r,
-                other => return Err(self.meta.unexpected(other)),
-            },
-            FilterSource::Batch(b, i, id) => {
-                b.take(i, id).map_err(|e| self.meta.error("Filter", e))?
+            FilterSource::Call(p) => {
+                match p.wait().map_err(|e| self.meta.call_failed("Filter", e))? {
+                    Reply::Filter(r) => r,
+                    other => return Err(self.meta.unexpected(other)),
+                }
             }
+            FilterSource::Batch(b, i, id) => b
+                .take(i, id)
+                .map_err(|e| self.meta.call_failed("Filter", e))?,
         };
         if let Some(e) = &r.error {
             let s = convert::status_from_pb(Some(e));
-            return Err(self.meta.error("Filter failed", s.message()));
+            return Err(self.meta.plugin_failed("Filter failed", s.message()));
         }
         self.meta.check_generation(r.generation, self.g)?;
         if r.evaluated as usize != self.n {
-            return Err(self.meta.error(
-                "bad reply",
-                format!("evaluated {} nodes of a batch of {}", r.evaluated, self.n),
-            ));
+            return Err(self.meta.bad_reply(format!(
+                "evaluated {} nodes of a batch of {}",
+                r.evaluated, self.n
+            )));
         }
         let grouped: usize = r.failure_groups.iter().map(|g| g.indices.len()).sum();
         let mut out = Vec::with_capacity(r.failures.len() + grouped);
         for (i, status) in switchyard_proto::failures(&r) {
             let i = i as usize;
             if i >= self.n {
-                return Err(self.meta.error(
-                    "bad reply",
-                    format!("a status for item {i} of a batch of {}", self.n),
-                ));
+                return Err(self
+                    .meta
+                    .bad_reply(format!("a status for item {i} of a batch of {}", self.n)));
             }
             let s = convert::status_from_pb(status);
             match s.code() {
                 Code::Success => {}
                 Code::Unschedulable | Code::UnschedulableAndUnresolvable => out.push((i, s)),
-                Code::Error => return Err(self.meta.error("Filter failed", s.message())),
+                Code::Error => return Err(self.meta.plugin_failed("Filter failed", s.message())),
                 c => {
-                    return Err(self.meta.error(
-                        "bad reply",
-                        format!("Filter returned {} for a node", c.as_str()),
-                    ))
+                    return Err(self
+                        .meta
+                        .bad_reply(format!("Filter returned {} for a node", c.as_str())))
                 }
             }
         }
@@ -912,14 +929,11 @@ impl RemoteFilterCall {
             // Whatever went wrong, the Score call will say it again.
             return;
         } else if answer.scores.len() != nodes.len() {
-            Err(self.meta.error(
-                "bad reply",
-                format!(
-                    "{} scores ahead for {} passing nodes",
-                    answer.scores.len(),
-                    nodes.len()
-                ),
-            ))
+            Err(self.meta.bad_reply(format!(
+                "{} scores ahead for {} passing nodes",
+                answer.scores.len(),
+                nodes.len()
+            )))
         } else {
             let mut scores = answer.scores;
             let normalized = match &self.fill {
@@ -972,10 +986,9 @@ fn check_scores(meta: &Meta, scores: &[i64], normalized: bool) -> Result<(), Sta
             .iter()
             .find(|v| !(MIN_NODE_SCORE..=MAX_NODE_SCORE).contains(*v))
         {
-            return Err(meta.error(
-                "bad reply",
-                format!("score {bad} is outside [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}]"),
-            ));
+            return Err(meta.bad_reply(format!(
+                "score {bad} is outside [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}]"
+            )));
         }
     }
     Ok(())
@@ -1019,7 +1032,7 @@ impl RemoteScoreCall {
         let Some(p) = self.pending.take() else {
             return Ok((vec![0; self.n], true));
         };
-        let r = match p.wait().map_err(|e| self.meta.error("Score", e))? {
+        let r = match p.wait().map_err(|e| self.meta.call_failed("Score", e))? {
             Reply::Score(r) => r,
             other => return Err(self.meta.unexpected(other)),
         };
@@ -1029,13 +1042,14 @@ impl RemoteScoreCall {
             return Ok((vec![0; self.n], true));
         }
         if !s.is_success() {
-            return Err(self.meta.error("Score failed", s.message()));
+            return Err(self.meta.plugin_failed("Score failed", s.message()));
         }
         if r.scores.len() != self.n {
-            return Err(self.meta.error(
-                "bad reply",
-                format!("{} scores for a batch of {} nodes", r.scores.len(), self.n),
-            ));
+            return Err(self.meta.bad_reply(format!(
+                "{} scores for a batch of {} nodes",
+                r.scores.len(),
+                self.n
+            )));
         }
         let mut scores = r.scores;
         let normalized = match &self.fill {
@@ -1153,7 +1167,7 @@ impl PreEnqueuePlugin for RemotePlugin {
                         pod: Some(convert::pod(pod)),
                     })
                 })
-                .map_err(|e| self.meta.error("PreEnqueue", e))?;
+                .map_err(|e| self.meta.call_failed("PreEnqueue", e))?;
             self.status_reply(reply, 0)
         })();
         match self.policy(None, "PreEnqueue", r, Status::success) {
@@ -1191,7 +1205,7 @@ impl QueueSortPlugin for RemotePlugin {
                     pod: Some(convert::pod(pod)),
                 })
             })
-            .map_err(|e| self.meta.error("QueueSort", e));
+            .map_err(|e| self.meta.call_failed("QueueSort", e));
         let r = match reply {
             Ok(Reply::QueueSort(r)) => r,
             Ok(other) => {
@@ -1202,7 +1216,7 @@ impl QueueSortPlugin for RemotePlugin {
         };
         let s = convert::status_from_pb(r.status.as_ref());
         if !s.is_success() {
-            self.meta.error("QueueSort failed", s.message());
+            self.meta.plugin_failed("QueueSort failed", s.message());
             return None;
         }
         Some(r.sort_key.into())
@@ -1234,13 +1248,13 @@ impl PreFilterPlugin for RemotePlugin {
             match self
                 .send(&streams, req)?
                 .wait()
-                .map_err(|e| self.meta.error("PreFilter", e))?
+                .map_err(|e| self.meta.call_failed("PreFilter", e))?
             {
                 Reply::PreFilter(r) => {
                     self.meta.check_generation(r.generation, g)?;
                     let s = convert::status_from_pb(r.status.as_ref());
                     if s.code() == Code::Error {
-                        return Err(self.meta.error("PreFilter failed", s.message()));
+                        return Err(self.meta.plugin_failed("PreFilter failed", s.message()));
                     }
                     let res = r.has_node_names.then(|| {
                         PreFilterResult::nodes(r.node_names.iter().map(|n| Arc::from(n.as_str())))
@@ -1376,8 +1390,9 @@ impl BatchFilter for RemotePlugin {
         pod: &Pod,
         nodes: &[&NodeInfo],
         ahead: Option<ScoreAhead>,
-        from_snapshot: bool,
+        source: NodeSource,
     ) -> Result<Box<dyn PendingFilter>, Status> {
+        let from_snapshot = source == NodeSource::Snapshot;
         if let Some(call) = self.take_lookahead(state, nodes, ahead) {
             return Ok(Box::new(call));
         }
@@ -1412,28 +1427,28 @@ impl BatchFilter for RemotePlugin {
                 }));
             }
         }
-        let started = if absent {
-            Err(Status::success())
-        } else {
-            self.start_filter_call(state, nodes, ahead, from_snapshot, false, alike)
+        // Passes every node: the plugin does not filter, or its failure is ignored.
+        let passes = || {
+            Box::new(RemoteFilterCall {
+                _span: tracing::Span::none(),
+                pending: None,
+                n: nodes.len(),
+                g: 0,
+                meta: self.meta.clone(),
+                ahead: None,
+                ignored: None,
+                reused: None,
+                fill: None,
+            })
         };
-        match started {
+        if absent {
+            return Ok(passes());
+        }
+        match self.start_filter_call(state, nodes, ahead, from_snapshot, false, alike) {
             Ok(c) => Ok(Box::new(c)),
-            Err(s) if s.is_success() || self.meta.policy() == FailurePolicy::Ignore => {
-                if !s.is_success() {
-                    self.meta.ignored(&state.ignored, "Filter", &s);
-                }
-                Ok(Box::new(RemoteFilterCall {
-                    _span: tracing::Span::none(),
-                    pending: None,
-                    n: nodes.len(),
-                    g: 0,
-                    meta: self.meta.clone(),
-                    ahead: None,
-                    ignored: None,
-                    reused: None,
-                    fill: None,
-                }))
+            Err(s) if self.meta.policy() == FailurePolicy::Ignore => {
+                self.meta.ignored(&state.ignored, "Filter", &s);
+                Ok(passes())
             }
             Err(s) => Err(s),
         }
@@ -1473,7 +1488,7 @@ impl PostFilterPlugin for RemotePlugin {
             match self
                 .send(&streams, req)?
                 .wait()
-                .map_err(|e| self.meta.error("PostFilter", e))?
+                .map_err(|e| self.meta.call_failed("PostFilter", e))?
             {
                 Reply::PostFilter(r) => {
                     self.meta.check_generation(r.generation, g)?;
@@ -1524,7 +1539,7 @@ impl PreScorePlugin for RemotePlugin {
             let reply = self
                 .send(&streams, req)?
                 .wait()
-                .map_err(|e| self.meta.error("PreScore", e))?;
+                .map_err(|e| self.meta.call_failed("PreScore", e))?;
             self.status_reply(reply, g)
         })();
         match self.policy(Some(state), "PreScore", r, Status::skip) {
@@ -1634,10 +1649,23 @@ impl BatchScore for RemotePlugin {
         with_pre_score: bool,
     ) -> Result<Box<dyn PendingScore>, Status> {
         let with_pre_score = with_pre_score && !self.absent(pb::ExtensionPoint::PreScore);
+        // Adds nothing: the plugin does not score, or its failure is ignored.
+        let neutral = || {
+            Box::new(RemoteScoreCall {
+                _span: tracing::Span::none(),
+                ready: None,
+                pending: None,
+                n: nodes.len(),
+                g: 0,
+                meta: self.meta.clone(),
+                ignored: None,
+                fill: None,
+            })
+        };
+        if self.absent(pb::ExtensionPoint::Score) {
+            return Ok(neutral());
+        }
         let started = (|| {
-            if self.absent(pb::ExtensionPoint::Score) {
-                return Err(Status::success());
-            }
             let (cycle, g, streams) = self.cycle(state)?;
             // Answered already, without a call of its own.
             let answered = |ready: AheadResult| RemoteScoreCall {
@@ -1699,7 +1727,10 @@ impl BatchScore for RemotePlugin {
                     traceparent: traceparent.clone(),
                 }));
                 if !sent {
-                    return Err(self.meta.error("send", "the stream is closed"));
+                    return Err(self.meta.call_failed(
+                        "send",
+                        CallError::Unavailable("the stream is closed".into()),
+                    ));
                 }
             }
             let req = |id| {
@@ -1728,20 +1759,9 @@ impl BatchScore for RemotePlugin {
         })();
         match started {
             Ok(c) => Ok(Box::new(c)),
-            Err(s) if s.is_success() || self.meta.policy() == FailurePolicy::Ignore => {
-                if !s.is_success() {
-                    self.meta.ignored(&state.ignored, "Score", &s);
-                }
-                Ok(Box::new(RemoteScoreCall {
-                    _span: tracing::Span::none(),
-                    ready: None,
-                    pending: None,
-                    n: nodes.len(),
-                    g: 0,
-                    meta: self.meta.clone(),
-                    ignored: None,
-                    fill: None,
-                }))
+            Err(s) if self.meta.policy() == FailurePolicy::Ignore => {
+                self.meta.ignored(&state.ignored, "Score", &s);
+                Ok(neutral())
             }
             Err(s) => Err(s),
         }
@@ -1787,13 +1807,13 @@ impl PermitPlugin for RemotePlugin {
             match self
                 .send(&streams, req)?
                 .wait()
-                .map_err(|e| self.meta.error("Permit", e))?
+                .map_err(|e| self.meta.call_failed("Permit", e))?
             {
                 Reply::Permit(r) => {
                     self.meta.check_generation(r.generation, g)?;
                     let s = convert::status_from_pb(r.status.as_ref());
                     if s.code() == Code::Error {
-                        return Err(self.meta.error("Permit failed", s.message()));
+                        return Err(self.meta.plugin_failed("Permit failed", s.message()));
                     }
                     Ok((s, Duration::from_millis(u64::from(r.timeout_millis))))
                 }
@@ -1864,29 +1884,5 @@ impl PostBindPlugin for RemotePlugin {
                 .async_status_call(state, node, "PostBind", Outbound::PostBind)
                 .await;
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn error_kinds_name_what_went_wrong() {
-        assert_eq!(
-            error_kind("Filter", "no reply within 1s (timeout)"),
-            "timeout"
-        );
-        assert_eq!(
-            error_kind("call", "sidecar x is not connected: refused"),
-            "unavailable"
-        );
-        assert_eq!(
-            error_kind("bad reply", "3 scores for a batch of 4 nodes"),
-            "bad_reply"
-        );
-        assert_eq!(error_kind("Score failed", "boom"), "plugin_error");
-        assert_eq!(error_kind("plugin error", "boom"), "plugin_error");
-        assert_eq!(error_kind("replication", "state poisoned"), "replication");
     }
 }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::Scheduler;
-use crate::cluster::WatchEvent;
+use crate::client::WatchEvent;
 use crate::framework::events::{
     node_scheduling_properties_change, pod_scheduling_properties_change, ActionType, ClusterEvent,
     EventObject, EventResource, EVENT_ASSIGNED_POD_ADD, EVENT_ASSIGNED_POD_DELETE, EVENT_NODE_ADD,
@@ -22,7 +22,7 @@ impl Scheduler {
     pub fn handle_event(&self, ev: WatchEvent) {
         match ev {
             WatchEvent::Synced => {
-                self.synced.store(true, std::sync::atomic::Ordering::SeqCst);
+                self.set_synced();
             }
             WatchEvent::NodeAdd(node) => {
                 self.cache().add_node(node.clone());

@@ -3,21 +3,27 @@
 //! concurrent binding cycles on tokio. [`schedule_one`] follows one pod's journey;
 //! [`eventhandlers`] turns cluster events into cache and queue updates.
 
+mod binding_cycle;
+mod cycle;
 pub mod eventhandlers;
+mod failure;
+mod lookahead;
+mod observer;
 pub mod schedule_one;
+mod schedule_pod;
 pub mod stats;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::cache::Cache;
+use crate::client::BoxFuture;
+use crate::client::{ClusterClient, EventSource};
 use crate::clock::{Clock, RealClock};
-use crate::cluster::{ClusterClient, EventSource};
 use crate::config::SchedulerConfig;
-use crate::framework::interface::BoxFuture;
 use crate::framework::runtime::SchedulerServices;
 use crate::framework::waiting_pods::WaitingPods;
 use crate::framework::{Framework, Handle, Registry};
@@ -60,16 +66,64 @@ pub struct Scheduler {
     pub(crate) pool: rayon::ThreadPool,
     pub stats: Stats,
     /// Binding cycles and backend calls started and not finished.
-    pub(crate) in_flight_ops: Arc<AtomicUsize>,
-    pub(crate) synced: AtomicBool,
-    /// False while another replica holds the leader lease: the cache stays warm but
-    /// no pod is scheduled.
-    pub(crate) leading: AtomicBool,
+    pub(crate) in_flight_ops: Arc<InFlight>,
+    /// Whether the scheduling loop may run; it waits on changes.
+    pub(crate) readiness: tokio::sync::watch::Sender<Readiness>,
     pub(crate) seed: u64,
     /// Events from the backend not yet handled (shared with the event source).
     pub(crate) event_backlog: Mutex<Option<Arc<AtomicUsize>>>,
     /// Storage objects and assumed volume bindings, shared with every profile's plugins.
     pub(crate) volumes: Arc<crate::cache::volumes::VolumeStore>,
+}
+
+/// What the scheduling loop waits for before its first pod.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Readiness {
+    /// The initial listing of the cluster has been handled.
+    pub synced: bool,
+    /// False while another replica holds the leader lease: the cache stays warm but
+    /// no pod is scheduled.
+    pub leading: bool,
+    /// The scheduler is stopping: the loop ends.
+    pub stopped: bool,
+}
+
+/// Operations started and not finished (binding cycles, backend calls), with a
+/// wake-up for whoever waits for none to be left.
+#[derive(Default)]
+pub(crate) struct InFlight {
+    count: AtomicUsize,
+    idle: tokio::sync::Notify,
+}
+
+impl InFlight {
+    pub(crate) fn start(&self) {
+        self.count.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub(crate) fn finish(&self) {
+        if self.count.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.idle.notify_waiters();
+        }
+    }
+
+    pub(crate) fn get(&self) -> usize {
+        self.count.load(Ordering::SeqCst)
+    }
+
+    /// Returns once no operation is left.
+    pub(crate) async fn wait_idle(&self) {
+        loop {
+            let woken = self.idle.notified();
+            tokio::pin!(woken);
+            // Registered before the check, so a finish in between is not missed.
+            woken.as_mut().enable();
+            if self.get() == 0 {
+                return;
+            }
+            woken.await;
+        }
+    }
 }
 
 /// Errors building a scheduler from configuration.
@@ -144,9 +198,12 @@ impl Scheduler {
             runtime,
             pool,
             stats: Stats::default(),
-            in_flight_ops: Arc::new(AtomicUsize::new(0)),
-            synced: AtomicBool::new(false),
-            leading: AtomicBool::new(true),
+            in_flight_ops: Arc::new(InFlight::default()),
+            readiness: tokio::sync::watch::Sender::new(Readiness {
+                synced: false,
+                leading: true,
+                stopped: false,
+            }),
             seed: options.seed,
             event_backlog: Mutex::new(None),
             volumes,
@@ -191,27 +248,48 @@ impl Scheduler {
 
     /// Whether the initial listing of the cluster has been handled.
     pub fn is_synced(&self) -> bool {
-        self.synced.load(Ordering::SeqCst)
+        self.readiness.borrow().synced
+    }
+
+    /// The initial listing of the cluster has been handled.
+    pub(crate) fn set_synced(&self) {
+        self.readiness.send_modify(|r| r.synced = true);
     }
 
     /// Lets the scheduling loop run (true, the default) or holds it before its next
     /// pod (leader election: a standby keeps its cache warm without scheduling).
     pub fn set_leading(&self, leading: bool) {
-        self.leading.store(leading, Ordering::SeqCst);
+        self.readiness.send_modify(|r| r.leading = leading);
     }
 
     pub fn is_leading(&self) -> bool {
-        self.leading.load(Ordering::SeqCst)
+        self.readiness.borrow().leading
+    }
+
+    /// Blocks the calling (scheduling) thread until the loop may run: synced and
+    /// leading. False when the scheduler stops first.
+    pub(crate) fn wait_ready(&self) -> bool {
+        let mut rx = self.readiness.subscribe();
+        let ready = self
+            .runtime
+            .block_on(rx.wait_for(|r| r.stopped || (r.synced && r.leading)))
+            .map(|r| !r.stopped);
+        ready.unwrap_or(false)
     }
 
     /// Bindings and other asynchronous operations still running.
     pub fn in_flight_operations(&self) -> usize {
-        self.in_flight_ops_counter().load(Ordering::SeqCst)
+        self.in_flight_ops.get()
+    }
+
+    /// Returns once no binding or other asynchronous operation is running.
+    pub async fn operations_done(&self) {
+        self.in_flight_ops.wait_idle().await
     }
 
     /// Binding cycles and backend calls still running.
     pub fn in_flight_ops(&self) -> usize {
-        self.in_flight_ops.load(Ordering::SeqCst)
+        self.in_flight_ops.get()
     }
 
     /// Events received from the backend and not yet handled.
@@ -233,16 +311,12 @@ impl Scheduler {
             && self.in_flight_ops() == 0
     }
 
-    fn in_flight_ops_counter(&self) -> Arc<AtomicUsize> {
-        self.in_flight_ops.clone()
-    }
-
     pub(crate) fn op_started(&self) {
-        self.in_flight_ops.fetch_add(1, Ordering::SeqCst);
+        self.in_flight_ops.start();
     }
 
     pub(crate) fn op_finished(&self) {
-        self.in_flight_ops.fetch_sub(1, Ordering::SeqCst);
+        self.in_flight_ops.finish();
     }
 
     /// A pod a PreEnqueue plugin failed on (an error, not a rejection: a sidecar down
@@ -330,10 +404,10 @@ impl Scheduler {
 impl SchedulerServices for Scheduler {
     fn spawn(&self, fut: BoxFuture<'static, ()>) {
         self.op_started();
-        let counter = self.in_flight_ops_counter();
+        let ops = self.in_flight_ops.clone();
         self.runtime.spawn(async move {
             fut.await;
-            counter.fetch_sub(1, Ordering::SeqCst);
+            ops.finish();
         });
     }
 
@@ -379,6 +453,7 @@ impl Running {
 
     /// Stops scheduling new pods. The event thread ends when the backend's sinks drop.
     pub fn stop(mut self) {
+        self.scheduler.readiness.send_modify(|r| r.stopped = true);
         self.scheduler.queue.close();
         self.housekeeping.abort();
         if let Some(t) = self.threads[1].take() {

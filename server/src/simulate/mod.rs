@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
+use crate::client::{event_channel, ClusterBackend};
 use crate::cluster::embedded::EmbeddedCluster;
 use crate::cluster::manifest::{self, ManifestError};
-use crate::cluster::{event_channel, ClusterBackend};
 use crate::config::{ConfigError, SchedulerConfig};
 use crate::framework::Registry;
 use crate::scheduler::{BuildError, Options, Scheduler};
@@ -375,10 +375,7 @@ fn run_ops_inner(
                                 key.clone(),
                                 format!(
                                     "{:016x}",
-                                    crate::scheduler::schedule_one::SplitMix64(
-                                        n as u64 ^ opts.seed
-                                    )
-                                    .next_u64()
+                                    crate::rand::SplitMix64(n as u64 ^ opts.seed).next_u64()
                                 ),
                             ),
                         };

@@ -472,8 +472,7 @@ fn confined(base: &Path, rel: &Path, file: &Path, field: &str) -> Result<PathBuf
 /// A template's text, bounded like any input file. Its content never goes into errors
 /// beyond what the YAML parser quotes at the failing spot.
 fn read_template_text(path: &Path, file: &Path, field: &str) -> Result<String, WorkloadError> {
-    crate::cluster::manifest::read_input(path)
-        .map_err(|e| werr(file, field, format!("template: {e}")))
+    crate::model::input::read_input(path).map_err(|e| werr(file, field, format!("template: {e}")))
 }
 
 fn decode_yaml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
@@ -589,12 +588,8 @@ pub fn list_workloads(path: &Path) -> Result<Vec<String>, WorkloadError> {
 
 fn read_cases(path: &Path) -> Result<Vec<TestCaseFile>, WorkloadError> {
     // The same size limit as manifests (--max-input-bytes).
-    let text = crate::cluster::manifest::read_input(path).map_err(|e| match e {
-        crate::cluster::manifest::ManifestError::Io { message, .. } => {
-            werr(path, "<file>", format!("cannot read: {message}"))
-        }
-        other => werr(path, "<file>", other.to_string()),
-    })?;
+    let text = crate::model::input::read_input(path)
+        .map_err(|e| werr(path, "<file>", format!("cannot read: {}", e.message)))?;
     let v: Value = crate::yaml::from_str(&text).map_err(|e| werr(path, "<file>", e.to_string()))?;
     let cases: Vec<TestCaseFile> = serde_path_to_error::deserialize(v)
         .map_err(|e| werr(path, e.path().to_string(), e.inner().to_string()))?;

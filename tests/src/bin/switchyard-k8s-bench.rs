@@ -257,8 +257,7 @@ fn start_scheduler(cp: &ControlPlane, which: &str, dir: &std::path::Path, token:
 
 fn one_run(args: &Args, which: &str, round: usize) -> RunResult {
     let name = format!("bench-{which}-{round}");
-    let cp =
-        ControlPlane::start(&name, Components::default()).unwrap_or_else(|| std::process::exit(2));
+    let cp = ControlPlane::start(&name, Components::default());
     let dir = cp.state_dir().to_path_buf();
     eprintln!(
         "[{which}] creating {} nodes and {} pods",
@@ -403,6 +402,14 @@ fn main() {
             std::process::exit(2);
         }
     };
+    let dir = switchyard_e2e::controlplane::control_plane_dir();
+    if !dir.join("control-plane.sh").is_file() {
+        eprintln!(
+            "no Kubernetes control plane at {} (set K8S_CONTROL_PLANE_DIR to the folder holding control-plane.sh)",
+            dir.display()
+        );
+        std::process::exit(2);
+    }
     let mut all: HashMap<String, Vec<RunResult>> = HashMap::new();
     for round in 0..args.repeat {
         for s in &args.schedulers {

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use rustc_hash::FxHashMap;
 use serde::Deserialize;
 
-use crate::cluster::{EventType, PodEvent, PodStatusUpdate};
+use crate::client::{EventType, PodEvent, PodStatusUpdate};
 use crate::framework::events::{ActionType, ClusterEventWithHint, EventResource, QueueingHint};
 use crate::framework::interface::{
     NodeToStatus, NominatingInfo, Plugin, PostFilterContext, PostFilterPlugin, PostFilterResult,
@@ -20,7 +20,7 @@ use crate::framework::{Handle, PluginFactory, Status};
 use crate::model::{Pod, Uid};
 use crate::plugins::helper::decode_args;
 use crate::preemption::{eligible_to_preempt, Evaluator, Outcome};
-use crate::scheduler::schedule_one::SplitMix64;
+use crate::rand::SplitMix64;
 
 pub const NAME: &str = "DefaultPreemption";
 pub const MSG_WAITING: &str = "waiting for the preemption for this pod to be finished";
@@ -260,7 +260,7 @@ async fn evict(
     } else {
         match handle.client.delete_pod(victim, preemptor).await {
             Ok(()) => {}
-            Err(crate::cluster::ClientError::NotFound(_)) => return Ok(()),
+            Err(crate::client::ClientError::NotFound(_)) => return Ok(()),
             Err(e) => return Err(e.to_string()),
         }
     }

@@ -320,7 +320,7 @@ mod tests {
     use crate::framework::{CycleState, NodeInfo};
     use crate::model::labels::{Operator, Requirement};
     use crate::model::pod::WeightedAffinityTerm;
-    use crate::scheduler::schedule_one::SplitMix64;
+    use crate::rand::SplitMix64;
     use crate::testing::{node, pod};
 
     fn term(key: &str, app: &str) -> AffinityTerm {

@@ -35,7 +35,7 @@ pub const ERR_REASON_CONSTRAINTS_NOT_MATCH: &str =
     "node(s) didn't match pod topology spread constraints";
 pub const ERR_REASON_NODE_LABEL_NOT_MATCH: &str =
     "node(s) didn't match pod topology spread constraints (missing required label)";
-pub const LABEL_HOSTNAME: &str = "kubernetes.io/hostname";
+pub use crate::model::labels::LABEL_HOSTNAME;
 pub const LABEL_ZONE: &str = "topology.kubernetes.io/zone";
 /// Constraint sets whose per-node counts are kept (pods of a few workloads interleave).
 const INDEX_CAPACITY: usize = 8;
@@ -616,7 +616,7 @@ mod tests {
     use crate::framework::CycleState;
     use crate::model::labels::{Operator, Requirement};
     use crate::model::pod::TopologySpreadConstraint;
-    use crate::scheduler::schedule_one::SplitMix64;
+    use crate::rand::SplitMix64;
     use crate::testing::{node, pod};
 
     fn constraint(

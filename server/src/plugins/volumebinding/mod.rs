@@ -51,7 +51,7 @@ pub const ERR_REASON_PV_NOT_EXIST: &str =
 pub const ERR_REASON_UNBOUND_IMMEDIATE: &str = "pod has unbound immediate PersistentVolumeClaims";
 /// Upstream `DefaultBindTimeoutSeconds`.
 pub const DEFAULT_BIND_TIMEOUT_SECONDS: i64 = 600;
-const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+use crate::model::labels::LABEL_HOSTNAME;
 
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -127,7 +127,7 @@ fn local_pv_node_names(pv: &PersistentVolume) -> Vec<Box<str>> {
     for term in affinity.terms.iter() {
         let mut nodes: Option<Vec<Box<str>>> = None;
         for r in term.match_expressions.iter() {
-            if &*r.key == HOSTNAME_LABEL && r.op == Operator::In {
+            if &*r.key == LABEL_HOSTNAME && r.op == Operator::In {
                 let values: Vec<Box<str>> = r.values.to_vec();
                 nodes = Some(match nodes {
                     None => values,
@@ -826,39 +826,39 @@ mod tests {
 
     /// A client whose volume writes succeed and change nothing (no PV controller).
     struct AcceptingClient;
-    impl crate::cluster::ClusterClient for AcceptingClient {
+    impl crate::client::ClusterClient for AcceptingClient {
         fn bind<'a>(
             &'a self,
             _p: &'a Pod,
             _n: &'a str,
-        ) -> BoxFuture<'a, Result<(), crate::cluster::ClientError>> {
+        ) -> BoxFuture<'a, Result<(), crate::client::ClientError>> {
             Box::pin(async { Ok(()) })
         }
         fn update_pod_status<'a>(
             &'a self,
             _p: &'a Pod,
-            _u: crate::cluster::PodStatusUpdate,
-        ) -> BoxFuture<'a, Result<(), crate::cluster::ClientError>> {
+            _u: crate::client::PodStatusUpdate,
+        ) -> BoxFuture<'a, Result<(), crate::client::ClientError>> {
             Box::pin(async { Ok(()) })
         }
         fn delete_pod<'a>(
             &'a self,
             _p: &'a Pod,
             _q: &'a Pod,
-        ) -> BoxFuture<'a, Result<(), crate::cluster::ClientError>> {
+        ) -> BoxFuture<'a, Result<(), crate::client::ClientError>> {
             Box::pin(async { Ok(()) })
         }
-        fn record_event(&self, _e: crate::cluster::PodEvent) {}
+        fn record_event(&self, _e: crate::client::PodEvent) {}
         fn bind_volume<'a>(
             &'a self,
             _pv: &'a PersistentVolume,
-        ) -> BoxFuture<'a, Result<(), crate::cluster::ClientError>> {
+        ) -> BoxFuture<'a, Result<(), crate::client::ClientError>> {
             Box::pin(async { Ok(()) })
         }
     }
 
     fn setup(
-        client: Arc<dyn crate::cluster::ClusterClient>,
+        client: Arc<dyn crate::client::ClusterClient>,
         timeout: u64,
     ) -> (VolumeBinding, Arc<VolumeStore>, Pod) {
         let handle = Arc::new(Handle::new(Arc::new(WaitingPods::default()), client));

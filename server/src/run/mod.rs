@@ -6,14 +6,16 @@
 //! ends the process with an error, as kube-scheduler exits, so that two replicas
 //! never schedule at once.
 
+mod metrics_page;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use crate::client::{event_channel, ClusterBackend};
 use crate::cluster::kubernetes::{KubernetesCluster, KubernetesOptions};
 use crate::cluster::leaderelection::{LeaderElector, LeadingEnded};
-use crate::cluster::{event_channel, ClusterBackend};
 use crate::config::SchedulerConfig;
 use crate::framework::Registry;
 use crate::remote::FailurePolicy;
@@ -187,7 +189,7 @@ pub fn run(opts: RunOptions, registry: &Registry) -> Result<(), RunError> {
     let s = sched.clone();
     let eps = stop_endpoints.0.clone();
     let metrics: crate::telemetry::http::MetricsPage =
-        Arc::new(move || crate::telemetry::metrics::render_all(&s, &eps));
+        Arc::new(move || metrics_page::render_all(&s, &eps));
     let serving = match tls {
         None => crate::telemetry::http::Serving::Plain,
         Some(tls) => crate::telemetry::http::Serving::Secure {
@@ -240,10 +242,10 @@ pub fn run(opts: RunOptions, registry: &Registry) -> Result<(), RunError> {
 
     // No new cycle from here; bindings in flight may finish.
     running.stop();
-    let deadline = Instant::now() + opts.shutdown_grace;
-    while sched.in_flight_operations() > 0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let _ = runtime.block_on(tokio::time::timeout(
+        opts.shutdown_grace,
+        sched.operations_done(),
+    ));
     let left = sched.in_flight_operations();
     if left > 0 {
         tracing::warn!(
