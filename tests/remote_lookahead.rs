@@ -39,18 +39,27 @@ fn placements(r: &simulate::Report) -> BTreeMap<String, Option<String>> {
         .collect()
 }
 
-/// The workload in process and with TaintToleration in its sidecar (started with
-/// `env`): both reports, and the sidecar's stats. Placements must be equal.
+/// The TaintToleration sidecar, started with the command-line flags `args`, on the
+/// socket of `socket_name`; stopped when dropped.
+fn start_tainttoleration(
+    socket_name: &str,
+    args: &[&str],
+) -> switchyard::remote::sidecar::SidecarProcess {
+    use switchyard::remote::sidecar::{exec_command, Listen, SidecarProcess};
+    let bin = switchyard_e2e::binary("switchyard-tainttoleration");
+    let cmd = exec_command(&bin.display().to_string(), args);
+    let listen = Listen::Unix(switchyard_e2e::sidecar_socket(socket_name));
+    SidecarProcess::start(&cmd, listen, Duration::from_secs(20)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The workload in process and with TaintToleration in its sidecar (started with the
+/// flags `args`): both reports, and the sidecar's stats. Placements must be equal.
 fn in_process_and_remote(
     workload: &str,
-    env: &[(&str, &str)],
+    args: &[&str],
 ) -> (simulate::Report, switchyard::simulate::report::RemoteReport) {
     let in_process = run(workload, |_| {});
-    let sidecar = switchyard_e2e::start_sidecar(
-        "switchyard-tainttoleration",
-        &format!("lookahead-{}", workload.to_lowercase()),
-        env,
-    );
+    let sidecar = start_tainttoleration(&format!("lookahead-{}", workload.to_lowercase()), args);
     let remote = run(workload, |c| {
         c.rename_plugin("TaintToleration", "RemoteTaintToleration");
         let mut ep =
@@ -81,7 +90,7 @@ fn in_process_and_remote(
 }
 
 /// The lookahead alone: the sidecar signs no pods, so no answer is reused.
-const NO_SIGNATURE: (&str, &str) = ("SWITCHYARD_TAINTTOLERATION_SIGNATURE", "off");
+const NO_SIGNATURE: &str = "--no-signature";
 
 #[test]
 fn lookahead_answers_are_used_and_change_no_placement() {
@@ -117,10 +126,8 @@ fn several_pods_per_round_trip_change_no_placement() {
         batched.lookahead_hits,
         batched.lookahead_misses
     );
-    let (remote, single) = in_process_and_remote(
-        "6000Nodes",
-        &[("SWITCHYARD_PLUGIN_CAPABILITIES", "off"), NO_SIGNATURE],
-    );
+    let (remote, single) =
+        in_process_and_remote("6000Nodes", &["--no-optional-capabilities", NO_SIGNATURE]);
     assert_eq!(remote.summary.bound, 660);
     assert!(single.lookahead_hits >= 300, "{single:?}");
     assert!(

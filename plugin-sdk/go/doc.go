@@ -26,4 +26,10 @@
 //	}
 //
 //	func main() { switchyard.Main(NoMaintenance{}) }
+//
+// Main's command line is the same in every Switchyard SDK: --listen ADDRESS, --probe
+// (an exec health probe) and --no-optional-capabilities, which offers none of the
+// protocol's optional capabilities (Options.Capabilities false) to serve as an older
+// sidecar would; SWITCHYARD_PLUGIN_CAPABILITIES=off is its environment fallback,
+// read by FromEnv.
 package switchyard

@@ -32,8 +32,9 @@ const (
 	// ListenEnv is the listen address when --listen is not given; the scheduler's
 	// --sidecar sets it.
 	ListenEnv = "SWITCHYARD_PLUGIN_LISTEN"
-	// CapabilitiesEnv set to "off" (or "false", "0") offers no optional capability,
-	// to serve as a sidecar built before them would.
+	// CapabilitiesEnv set to "off" (or "false", "0") is the environment fallback of
+	// the --no-optional-capabilities flag: FromEnv (and only FromEnv) reads it and
+	// sets Options.Capabilities to false.
 	CapabilitiesEnv = "SWITCHYARD_PLUGIN_CAPABILITIES"
 	// TLS files (PEM) for an https:// listen address; the client CA makes it
 	// mutual TLS.
@@ -61,8 +62,13 @@ type Options struct {
 	ParallelThreshold int
 	// MaxBatchNodes is the batch limit declared at handshake (0 = none).
 	MaxBatchNodes uint32
-	// Capabilities offers the optional capabilities (filter-batch,
-	// replicate-batch) when the scheduler does.
+	// Capabilities offers the protocol's optional capabilities (filter-batch:
+	// several pods' Filter calls per message for node-local plugins;
+	// replicate-batch: several Replicate messages per message) when the scheduler
+	// does. On in DefaultOptions; false serves as a sidecar built before them would
+	// (the scheduler then calls it one pod at a time). Main's
+	// --no-optional-capabilities flag turns it off, and so does
+	// SWITCHYARD_PLUGIN_CAPABILITIES=off through FromEnv.
 	Capabilities bool
 	// TLS is required for an https:// address (FromEnv builds it from
 	// SWITCHYARD_PLUGIN_TLS_*).
@@ -88,7 +94,8 @@ func DefaultOptions(listen string) Options {
 	}
 }
 
-// FromEnv is DefaultOptions with SWITCHYARD_PLUGIN_CAPABILITIES, for an https://
+// FromEnv is DefaultOptions with SWITCHYARD_PLUGIN_CAPABILITIES=off (Capabilities
+// false, the fallback of --no-optional-capabilities), for an https://
 // address the TLS files of SWITCHYARD_PLUGIN_TLS_*, and span export (Options.OTLP)
 // when OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or
 // OTEL_TRACES_EXPORTER=otlp asks for it, applied. A malformed OTEL_* variable
@@ -352,11 +359,13 @@ func stopTracing(e *otlp.Exporter) {
 }
 
 // Main is a sidecar's main function: it reads --listen ADDRESS (else
-// $SWITCHYARD_PLUGIN_LISTEN, else unix:///tmp/switchyard/<first plugin>.sock) and
-// --probe from the command line (with the flag package, so a plugin can define flags
-// of its own before calling Main), serves until SIGTERM or SIGINT (with the options
-// of FromEnv, so spans are exported when the OTEL_* variables ask for it, and flushed
-// at shutdown), and exits 1 with the reason on failure.
+// $SWITCHYARD_PLUGIN_LISTEN, else unix:///tmp/switchyard/<first plugin>.sock),
+// --probe and --no-optional-capabilities (Options.Capabilities false; else
+// $SWITCHYARD_PLUGIN_CAPABILITIES=off) from the command line (with the flag package,
+// so a plugin can define flags of its own before calling Main), serves until SIGTERM
+// or SIGINT (with the options of FromEnv and those flags, so spans are exported when
+// the OTEL_* variables ask for it, and flushed at shutdown), and exits 1 with the
+// reason on failure.
 func Main(plugins ...Plugin) {
 	if err := run(plugins); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", filepath.Base(os.Args[0]), err)
@@ -364,9 +373,14 @@ func Main(plugins ...Plugin) {
 	}
 }
 
-func run(plugins []Plugin) error {
-	listenFlag := flag.Lookup("listen")
-	if listenFlag == nil {
+// noOptionalCapabilitiesFlag is Main's flag for Options.Capabilities false (the same
+// spelling in every SDK).
+const noOptionalCapabilitiesFlag = "no-optional-capabilities"
+
+// defineFlags defines Main's flags on the flag package's command line, each unless
+// the plugin has defined it.
+func defineFlags() {
+	if flag.Lookup("listen") == nil {
 		flag.String("listen", "", "unix:///path.sock, tcp://host:port, host:port, or https://host:port with "+
 			TLSCertEnv+" and "+TLSKeyEnv+" naming PEM files ("+TLSClientCAEnv+": require client certificates from that CA). "+
 			"Default: $"+ListenEnv+", else unix:///tmp/switchyard/<plugin>.sock")
@@ -374,6 +388,27 @@ func run(plugins []Plugin) error {
 	if flag.Lookup("probe") == nil {
 		flag.Bool("probe", false, "check the running sidecar at the listen address (gRPC health) and exit 0 if it is serving, 1 if not")
 	}
+	if flag.Lookup(noOptionalCapabilitiesFlag) == nil {
+		flag.Bool(noOptionalCapabilitiesFlag, false, "offer none of the protocol's optional capabilities (filter-batch, "+
+			"replicate-batch): serve as a sidecar built before them would. Default: offered, unless $"+CapabilitiesEnv+"=off")
+	}
+}
+
+// commandLineOptions is FromEnv(listen) with the command line's
+// --no-optional-capabilities applied.
+func commandLineOptions(listen string) (Options, error) {
+	opts, err := FromEnv(listen)
+	if err != nil {
+		return opts, err
+	}
+	if f := flag.Lookup(noOptionalCapabilitiesFlag); f != nil && f.Value.String() == "true" {
+		opts.Capabilities = false
+	}
+	return opts, nil
+}
+
+func run(plugins []Plugin) error {
+	defineFlags()
 	if !flag.Parsed() {
 		flag.Parse()
 	}
@@ -388,7 +423,7 @@ func run(plugins []Plugin) error {
 	if flag.Lookup("probe").Value.String() == "true" {
 		return Probe(listen, 5*time.Second)
 	}
-	opts, err := FromEnv(listen)
+	opts, err := commandLineOptions(listen)
 	if err != nil {
 		return err
 	}

@@ -7,20 +7,22 @@ the Python plugin SDK (plugin-sdk/python), which speaks the whole contract:
   0..100; 50 when absent or not an integer). No NormalizeScore.
 
 Usage: sidecar.py [--listen unix:///path.sock | --listen 127.0.0.1:PORT] [--probe]
+                  [--no-optional-capabilities] [--no-lookahead] [--no-signature]
 (or SWITCHYARD_PLUGIN_LISTEN; default unix:///tmp/switchyard/energyaware.sock).
 
 Both answers read the node's labels and no field of the pod, so it declares itself
 node-local (the scheduler sends Filter ahead) and signs pods with "none" (every pod is
 alike: the scheduler reuses its answers for a node whose Node object is unchanged,
-without calling). SWITCHYARD_ENERGY_LOOKAHEAD=off withdraws both declarations,
-SWITCHYARD_ENERGY_SIGNATURE=off the signature alone, to measure what each is worth.
+without calling). --no-lookahead withdraws both declarations, --no-signature the
+signature alone, to measure what each is worth. The SDK's flags (--listen, --probe,
+--no-optional-capabilities) work as in every sidecar; --help lists them all.
 """
 
-import os
 import re
 import sys
 
 from switchyard_plugin import ClusterEvent, Plugin, Status, main
+from switchyard_plugin.serve import usage
 
 LABEL_DRAINING = "energy.switchyard.dev/draining"
 LABEL_EFFICIENCY = "energy.switchyard.dev/efficiency"
@@ -54,9 +56,32 @@ class EnergyAware(Plugin):
         return max(0, min(100, int(v)))
 
 
+OWN_OPTIONS = """  --no-lookahead
+            do not declare the plugin node-local: the scheduler sends no Filter
+            ahead of a pod's cycle and reuses no answer (implies --no-signature)
+  --no-signature
+            declare no pod signature: node-local, but no answer is reused for
+            alike pods"""
+
+
+def sidecar_main(argv):
+    """The sidecar's own flags (--no-lookahead, --no-signature), then the SDK's
+    command line (`switchyard_plugin.main`) with the other arguments. Returns the exit
+    code."""
+    own = {"--no-lookahead": False, "--no-signature": False}
+    rest = []
+    for a in argv:
+        if a in own:
+            own[a] = True
+        else:
+            rest.append(a)
+    plugin = EnergyAware(node_local=not own["--no-lookahead"], signature=not own["--no-signature"])
+    if any(a in ("-h", "--help") for a in rest):
+        print(usage([plugin]))
+        print(OWN_OPTIONS)
+        return 0
+    return main([plugin], argv=rest)
+
+
 if __name__ == "__main__":
-    plugin = EnergyAware(
-        node_local=os.environ.get("SWITCHYARD_ENERGY_LOOKAHEAD", "on") != "off",
-        signature=os.environ.get("SWITCHYARD_ENERGY_SIGNATURE", "on") != "off",
-    )
-    sys.exit(main([plugin]))
+    sys.exit(sidecar_main(sys.argv[1:]))

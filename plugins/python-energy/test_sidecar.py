@@ -418,8 +418,8 @@ def check_node_local_without_pre_filter():
 
 
 def check_signature_needs_node_local():
-    """The signature follows node_local (SWITCHYARD_ENERGY_LOOKAHEAD=off withdraws
-    both), and the SDK refuses one without the other."""
+    """The signature follows node_local (--no-lookahead withdraws both), and the SDK
+    refuses one without the other."""
     check(sidecar.EnergyAware().signature == ("none",), "signs pods with none")
     check(sidecar.EnergyAware(signature=False).signature == (), "signature withdrawn")
     plain = sidecar.EnergyAware(node_local=False)
@@ -446,6 +446,22 @@ def check_addresses():
             check(False, f"{bad!r} must be rejected")
         except ValueError:
             check(True, "")
+
+
+async def check_help():
+    """--help lists the SDK's flags and the sidecar's own, and exits 0."""
+    p = await asyncio.create_subprocess_exec(
+        sys.executable,
+        os.path.join(HERE, "sidecar.py"),
+        "--help",
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, _ = await asyncio.wait_for(p.communicate(), 15)
+    text = out.decode(errors="replace")
+    flags = ("--listen", "--probe", "--no-optional-capabilities", "--no-lookahead", "--no-signature")
+    check(p.returncode == 0 and all(f in text for f in flags), "--help lists every flag", text)
 
 
 async def probe_exit_code(env):
@@ -523,7 +539,7 @@ async def check_tls():
 
 async def check_capabilities(stub, served):
     """The optional capabilities: offered and served (or withheld under
-    SWITCHYARD_PLUGIN_CAPABILITIES=off); Replicate messages inside `more`; a
+    --no-optional-capabilities); Replicate messages inside `more`; a
     FilterBatch answering each call as the Filter stream does, in order."""
     offer = ["filter-batch", "replicate-batch", "not-a-capability"]
     hs = await stub.Handshake(pb.HandshakeRequest(protocol_versions=["v1"], capabilities=offer), timeout=REPLY_SECS)
@@ -592,6 +608,7 @@ async def main():
     check_addresses()
     check_node_local_without_pre_filter()
     check_signature_needs_node_local()
+    await check_help()
     tmp = tempfile.mkdtemp(prefix="sy-energy-")
     sock = os.path.join(tmp, "sub", "energy.sock")  # the sidecar creates sub/
     env = dict(os.environ, SWITCHYARD_PLUGIN_LISTEN=f"unix://{sock}")
@@ -618,13 +635,8 @@ async def main():
 
     # Without the node-local declaration every call is pinned to its cycle's generation.
     sock2 = os.path.join(tmp, "strict.sock")
-    env2 = dict(
-        os.environ,
-        SWITCHYARD_PLUGIN_LISTEN=f"unix://{sock2}",
-        SWITCHYARD_ENERGY_LOOKAHEAD="off",
-        SWITCHYARD_PLUGIN_CAPABILITIES="off",
-    )
-    proc, _, lines, _ = await start_sidecar([], env=env2)
+    env2 = dict(os.environ, SWITCHYARD_PLUGIN_LISTEN=f"unix://{sock2}")
+    proc, _, lines, _ = await start_sidecar(["--no-lookahead", "--no-optional-capabilities"], env=env2)
     try:
         await scenario(f"unix:{sock2}", node_local=False)
         async with grpc.aio.insecure_channel(f"unix:{sock2}") as ch:
@@ -637,8 +649,7 @@ async def main():
     await check_tls()
 
     # TCP, port chosen by the system, via --listen; node-local but not signing pods.
-    env3 = dict(os.environ, SWITCHYARD_ENERGY_SIGNATURE="off")
-    proc, shown, lines, drain = await start_sidecar(["--listen", "tcp://127.0.0.1:0"], env=env3)
+    proc, shown, lines, drain = await start_sidecar(["--listen", "tcp://127.0.0.1:0", "--no-signature"])
     try:
         check(shown.startswith("tcp://127.0.0.1:"), "tcp listening line", shown)
         async with grpc.aio.insecure_channel(shown[len("tcp://") :]) as ch:

@@ -4,7 +4,7 @@ export { NodeInfo, Snapshot, ReplicationError, MAX_PENDING_PODS } from './snapsh
 export { Status, CallError } from './status.js';
 export type { ClusterEvent, Code, Node, OwnerReference, Pod, Taint, Toleration, VolumeClaim, } from './types.js';
 export { makeNode, makePod } from './types.js';
-export { CAPABILITIES_ENV, LISTEN_ENV, TLS_CERT_ENV, TLS_CLIENT_CA_ENV, TLS_KEY_ENV, formatListen, main, parseListen, probe, resolveListen, serve, } from './server.js';
+export { CAPABILITIES_ENV, LISTEN_ENV, NO_OPTIONAL_CAPABILITIES_FLAG, TLS_CERT_ENV, TLS_CLIENT_CA_ENV, TLS_KEY_ENV, formatListen, main, parseListen, probe, resolveListen, serve, } from './server.js';
 export type { Listen, MainOptions, ServeOptions, Sidecar } from './server.js';
 export { PluginService, PROTOCOL_VERSION, CAPABILITY_FILTER_BATCH, CAPABILITY_REPLICATE_BATCH } from './service.js';
 export type { Logger, ServiceOptions } from './service.js';

@@ -1,9 +1,12 @@
 "use strict";
 // @switchyard/plugin-sdk: Switchyard scheduler plugins as gRPC sidecars in Node.js.
 // A plugin is an object with a name and the methods of the extension points it
-// implements; `main(plugins)` serves them. See README.md.
+// implements; `main(plugins)` serves them. Its command line is the same in every
+// Switchyard SDK: --listen ADDRESS, --probe, and --no-optional-capabilities (the
+// `capabilities: false` option; SWITCHYARD_PLUGIN_CAPABILITIES=off is its fallback).
+// See README.md.
 Object.defineProperty(exports, "__esModule", { value: true });
-exports.protoDir = exports.LOADER_OPTIONS = exports.parseTraceparent = exports.CAPABILITY_REPLICATE_BATCH = exports.CAPABILITY_FILTER_BATCH = exports.PROTOCOL_VERSION = exports.PluginService = exports.serve = exports.resolveListen = exports.probe = exports.parseListen = exports.main = exports.formatListen = exports.TLS_KEY_ENV = exports.TLS_CLIENT_CA_ENV = exports.TLS_CERT_ENV = exports.LISTEN_ENV = exports.CAPABILITIES_ENV = exports.makePod = exports.makeNode = exports.CallError = exports.Status = exports.MAX_PENDING_PODS = exports.ReplicationError = exports.Snapshot = exports.NodeInfo = exports.normalizeScores = exports.Cycle = void 0;
+exports.protoDir = exports.LOADER_OPTIONS = exports.parseTraceparent = exports.CAPABILITY_REPLICATE_BATCH = exports.CAPABILITY_FILTER_BATCH = exports.PROTOCOL_VERSION = exports.PluginService = exports.serve = exports.resolveListen = exports.probe = exports.parseListen = exports.main = exports.formatListen = exports.TLS_KEY_ENV = exports.TLS_CLIENT_CA_ENV = exports.TLS_CERT_ENV = exports.NO_OPTIONAL_CAPABILITIES_FLAG = exports.LISTEN_ENV = exports.CAPABILITIES_ENV = exports.makePod = exports.makeNode = exports.CallError = exports.Status = exports.MAX_PENDING_PODS = exports.ReplicationError = exports.Snapshot = exports.NodeInfo = exports.normalizeScores = exports.Cycle = void 0;
 var plugin_js_1 = require("./plugin.js");
 Object.defineProperty(exports, "Cycle", { enumerable: true, get: function () { return plugin_js_1.Cycle; } });
 Object.defineProperty(exports, "normalizeScores", { enumerable: true, get: function () { return plugin_js_1.normalizeScores; } });
@@ -21,6 +24,7 @@ Object.defineProperty(exports, "makePod", { enumerable: true, get: function () {
 var server_js_1 = require("./server.js");
 Object.defineProperty(exports, "CAPABILITIES_ENV", { enumerable: true, get: function () { return server_js_1.CAPABILITIES_ENV; } });
 Object.defineProperty(exports, "LISTEN_ENV", { enumerable: true, get: function () { return server_js_1.LISTEN_ENV; } });
+Object.defineProperty(exports, "NO_OPTIONAL_CAPABILITIES_FLAG", { enumerable: true, get: function () { return server_js_1.NO_OPTIONAL_CAPABILITIES_FLAG; } });
 Object.defineProperty(exports, "TLS_CERT_ENV", { enumerable: true, get: function () { return server_js_1.TLS_CERT_ENV; } });
 Object.defineProperty(exports, "TLS_CLIENT_CA_ENV", { enumerable: true, get: function () { return server_js_1.TLS_CLIENT_CA_ENV; } });
 Object.defineProperty(exports, "TLS_KEY_ENV", { enumerable: true, get: function () { return server_js_1.TLS_KEY_ENV; } });

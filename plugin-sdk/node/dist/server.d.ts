@@ -2,7 +2,11 @@ import type { PermitHandle, Plugin } from './plugin.js';
 import { PluginService, type Logger } from './service.js';
 import { type OtelApi } from './tracing.js';
 export declare const LISTEN_ENV = "SWITCHYARD_PLUGIN_LISTEN";
+/** The environment fallback of `--no-optional-capabilities`: `off` (or `false`, `0`)
+ * offers none of the optional capabilities. Read only by `main`. */
 export declare const CAPABILITIES_ENV = "SWITCHYARD_PLUGIN_CAPABILITIES";
+/** `main`'s flag for `capabilities: false` (the same spelling in every SDK). */
+export declare const NO_OPTIONAL_CAPABILITIES_FLAG = "--no-optional-capabilities";
 export declare const TLS_CERT_ENV = "SWITCHYARD_PLUGIN_TLS_CERT";
 export declare const TLS_KEY_ENV = "SWITCHYARD_PLUGIN_TLS_KEY";
 export declare const TLS_CLIENT_CA_ENV = "SWITCHYARD_PLUGIN_TLS_CLIENT_CA";
@@ -34,8 +38,12 @@ export interface ServeOptions {
     generationWaitMs?: number;
     /** Advertised batch limit (0 = none). */
     maxBatchNodes?: number;
-    /** Offer filter-batch and replicate-batch (default: unless
-     * SWITCHYARD_PLUGIN_CAPABILITIES=off). */
+    /** Offer the protocol's optional capabilities when the scheduler does
+     * (filter-batch: several pods' Filter calls per message for node-local plugins;
+     * replicate-batch: several Replicate messages per message). Default true; false
+     * serves as a sidecar built before them would (the scheduler then calls it one pod
+     * at a time). `main` also turns it off for `--no-optional-capabilities`, or, as its
+     * fallback, SWITCHYARD_PLUGIN_CAPABILITIES=off. */
     capabilities?: boolean;
     /** TLS files for https:// (default: from SWITCHYARD_PLUGIN_TLS_* ). */
     tls?: {
@@ -75,6 +83,8 @@ export interface MainOptions extends Omit<ServeOptions, 'listen'> {
 }
 /** A sidecar's main: reads `--listen ADDRESS` (or SWITCHYARD_PLUGIN_LISTEN; default
  * unix:///tmp/switchyard/<first plugin>.sock), `--probe` (check a running sidecar's
- * health and exit) and `--help`, serves until SIGTERM or SIGINT, then shuts down
- * cleanly. Sets process.exitCode (1 on failure); never calls process.exit. */
+ * health and exit), `--no-optional-capabilities` (`capabilities: false`; or
+ * SWITCHYARD_PLUGIN_CAPABILITIES=off, its fallback, read here and nowhere else) and
+ * `--help`, serves until SIGTERM or SIGINT, then shuts down cleanly. Sets
+ * process.exitCode (1 on failure); never calls process.exit. */
 export declare function main(plugins: Plugin | Plugin[], options?: MainOptions): Promise<void>;

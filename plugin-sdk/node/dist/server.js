@@ -35,7 +35,7 @@ var __importStar = (this && this.__importStar) || (function () {
     };
 })();
 Object.defineProperty(exports, "__esModule", { value: true });
-exports.PLUGIN_SERVICE = exports.TLS_CLIENT_CA_ENV = exports.TLS_KEY_ENV = exports.TLS_CERT_ENV = exports.CAPABILITIES_ENV = exports.LISTEN_ENV = void 0;
+exports.PLUGIN_SERVICE = exports.TLS_CLIENT_CA_ENV = exports.TLS_KEY_ENV = exports.TLS_CERT_ENV = exports.NO_OPTIONAL_CAPABILITIES_FLAG = exports.CAPABILITIES_ENV = exports.LISTEN_ENV = void 0;
 exports.parseListen = parseListen;
 exports.formatListen = formatListen;
 exports.resolveListen = resolveListen;
@@ -51,7 +51,11 @@ const snapshot_js_1 = require("./snapshot.js");
 const service_js_1 = require("./service.js");
 const tracing_js_1 = require("./tracing.js");
 exports.LISTEN_ENV = 'SWITCHYARD_PLUGIN_LISTEN';
+/** The environment fallback of `--no-optional-capabilities`: `off` (or `false`, `0`)
+ * offers none of the optional capabilities. Read only by `main`. */
 exports.CAPABILITIES_ENV = 'SWITCHYARD_PLUGIN_CAPABILITIES';
+/** `main`'s flag for `capabilities: false` (the same spelling in every SDK). */
+exports.NO_OPTIONAL_CAPABILITIES_FLAG = '--no-optional-capabilities';
 exports.TLS_CERT_ENV = 'SWITCHYARD_PLUGIN_TLS_CERT';
 exports.TLS_KEY_ENV = 'SWITCHYARD_PLUGIN_TLS_KEY';
 exports.TLS_CLIENT_CA_ENV = 'SWITCHYARD_PLUGIN_TLS_CLIENT_CA';
@@ -114,11 +118,10 @@ function resolveListen(flag, env, pluginName) {
 async function serve(plugins, options = {}) {
     const list = Array.isArray(plugins) ? plugins : [plugins];
     const log = options.logger ?? (0, service_js_1.consoleLogger)();
-    const capabilities = options.capabilities ?? !/^(off|false|0)$/i.test((process.env[exports.CAPABILITIES_ENV] ?? '').trim());
     const svc = new service_js_1.PluginService(list, {
         generationWaitMs: options.generationWaitMs,
         maxBatchNodes: options.maxBatchNodes,
-        capabilities,
+        capabilities: options.capabilities ?? true,
         logger: log,
     });
     let listen = typeof options.listen === 'string'
@@ -464,19 +467,24 @@ async function probe(listen, timeoutMs = 5000) {
 }
 /** A sidecar's main: reads `--listen ADDRESS` (or SWITCHYARD_PLUGIN_LISTEN; default
  * unix:///tmp/switchyard/<first plugin>.sock), `--probe` (check a running sidecar's
- * health and exit) and `--help`, serves until SIGTERM or SIGINT, then shuts down
- * cleanly. Sets process.exitCode (1 on failure); never calls process.exit. */
+ * health and exit), `--no-optional-capabilities` (`capabilities: false`; or
+ * SWITCHYARD_PLUGIN_CAPABILITIES=off, its fallback, read here and nowhere else) and
+ * `--help`, serves until SIGTERM or SIGINT, then shuts down cleanly. Sets
+ * process.exitCode (1 on failure); never calls process.exit. */
 async function main(plugins, options = {}) {
     const list = Array.isArray(plugins) ? plugins : [plugins];
     const argv = options.argv ?? process.argv.slice(2);
     const name = list[0]?.name ?? 'plugin';
     let flag;
     let probeOnly = false;
+    let capabilities = !/^(off|false|0)$/i.test((process.env[exports.CAPABILITIES_ENV] ?? '').trim());
     try {
         for (let i = 0; i < argv.length; i++) {
             const a = argv[i];
             if (a === '--probe')
                 probeOnly = true;
+            else if (a === exports.NO_OPTIONAL_CAPABILITIES_FLAG)
+                capabilities = false;
             else if (a === '--listen') {
                 flag = argv[++i];
                 if (flag === undefined)
@@ -485,7 +493,7 @@ async function main(plugins, options = {}) {
             else if (a.startsWith('--listen='))
                 flag = a.slice('--listen='.length);
             else if (a === '-h' || a === '--help') {
-                console.log(`usage: ${path.basename(process.argv[1] ?? 'sidecar')} [--listen ADDRESS] [--probe]\n\n` +
+                console.log(`usage: ${path.basename(process.argv[1] ?? 'sidecar')} [--listen ADDRESS] [--probe] [--no-optional-capabilities]\n\n` +
                     `Serves the Switchyard plugin(s) ${list.map((p) => p.name).join(', ')} over gRPC until SIGTERM.\n\n` +
                     `  --listen ADDRESS  unix:///path.sock, tcp://host:port, host:port, or\n` +
                     `                    https://host:port with ${exports.TLS_CERT_ENV} and ${exports.TLS_KEY_ENV}\n` +
@@ -493,7 +501,12 @@ async function main(plugins, options = {}) {
                     `                    certificates from that CA). Default: $${exports.LISTEN_ENV},\n` +
                     `                    else unix:///tmp/switchyard/<plugin>.sock\n` +
                     `  --probe           check the running sidecar at that address (gRPC\n` +
-                    `                    health) and exit 0 if it is serving, 1 if not`);
+                    `                    health) and exit 0 if it is serving, 1 if not\n` +
+                    `  --no-optional-capabilities\n` +
+                    `                    offer none of the protocol's optional capabilities\n` +
+                    `                    (filter-batch, replicate-batch): serve as a sidecar built\n` +
+                    `                    before them would. Default: offered, unless\n` +
+                    `                    ${exports.CAPABILITIES_ENV}=off`);
                 return;
             }
             else
@@ -504,7 +517,11 @@ async function main(plugins, options = {}) {
             await probe(listen);
             return;
         }
-        const sidecar = await serve(list, { ...options, listen });
+        const sidecar = await serve(list, {
+            ...options,
+            listen,
+            capabilities: (options.capabilities ?? true) && capabilities,
+        });
         options.onServe?.(sidecar);
         const stop = (sig) => {
             (options.logger ?? (0, service_js_1.consoleLogger)()).info(`${sig}: shutting down`);

@@ -1,6 +1,9 @@
 // @switchyard/plugin-sdk: Switchyard scheduler plugins as gRPC sidecars in Node.js.
 // A plugin is an object with a name and the methods of the extension points it
-// implements; `main(plugins)` serves them. See README.md.
+// implements; `main(plugins)` serves them. Its command line is the same in every
+// Switchyard SDK: --listen ADDRESS, --probe, and --no-optional-capabilities (the
+// `capabilities: false` option; SWITCHYARD_PLUGIN_CAPABILITIES=off is its fallback).
+// See README.md.
 
 export { Cycle, normalizeScores } from './plugin.js';
 export type {
@@ -30,6 +33,7 @@ export { makeNode, makePod } from './types.js';
 export {
   CAPABILITIES_ENV,
   LISTEN_ENV,
+  NO_OPTIONAL_CAPABILITIES_FLAG,
   TLS_CERT_ENV,
   TLS_CLIENT_CA_ENV,
   TLS_KEY_ENV,

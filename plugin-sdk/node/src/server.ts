@@ -13,7 +13,11 @@ import { Tracer, loadOtel, type OtelApi } from './tracing.js';
 import type { FilterBatchRequest, ReplicateRequest } from './types.js';
 
 export const LISTEN_ENV = 'SWITCHYARD_PLUGIN_LISTEN';
+/** The environment fallback of `--no-optional-capabilities`: `off` (or `false`, `0`)
+ * offers none of the optional capabilities. Read only by `main`. */
 export const CAPABILITIES_ENV = 'SWITCHYARD_PLUGIN_CAPABILITIES';
+/** `main`'s flag for `capabilities: false` (the same spelling in every SDK). */
+export const NO_OPTIONAL_CAPABILITIES_FLAG = '--no-optional-capabilities';
 export const TLS_CERT_ENV = 'SWITCHYARD_PLUGIN_TLS_CERT';
 export const TLS_KEY_ENV = 'SWITCHYARD_PLUGIN_TLS_KEY';
 export const TLS_CLIENT_CA_ENV = 'SWITCHYARD_PLUGIN_TLS_CLIENT_CA';
@@ -84,8 +88,12 @@ export interface ServeOptions {
   generationWaitMs?: number;
   /** Advertised batch limit (0 = none). */
   maxBatchNodes?: number;
-  /** Offer filter-batch and replicate-batch (default: unless
-   * SWITCHYARD_PLUGIN_CAPABILITIES=off). */
+  /** Offer the protocol's optional capabilities when the scheduler does
+   * (filter-batch: several pods' Filter calls per message for node-local plugins;
+   * replicate-batch: several Replicate messages per message). Default true; false
+   * serves as a sidecar built before them would (the scheduler then calls it one pod
+   * at a time). `main` also turns it off for `--no-optional-capabilities`, or, as its
+   * fallback, SWITCHYARD_PLUGIN_CAPABILITIES=off. */
   capabilities?: boolean;
   /** TLS files for https:// (default: from SWITCHYARD_PLUGIN_TLS_* ). */
   tls?: { cert: Buffer; key: Buffer; clientCa?: Buffer };
@@ -116,12 +124,10 @@ type AnyCall = grpc.ServerDuplexStream<any, any>;
 export async function serve(plugins: Plugin | Plugin[], options: ServeOptions = {}): Promise<Sidecar> {
   const list = Array.isArray(plugins) ? plugins : [plugins];
   const log = options.logger ?? consoleLogger();
-  const capabilities =
-    options.capabilities ?? !/^(off|false|0)$/i.test((process.env[CAPABILITIES_ENV] ?? '').trim());
   const svc = new PluginService(list, {
     generationWaitMs: options.generationWaitMs,
     maxBatchNodes: options.maxBatchNodes,
-    capabilities,
+    capabilities: options.capabilities ?? true,
     logger: log,
   });
   let listen: Listen =
@@ -480,25 +486,29 @@ export interface MainOptions extends Omit<ServeOptions, 'listen'> {
 
 /** A sidecar's main: reads `--listen ADDRESS` (or SWITCHYARD_PLUGIN_LISTEN; default
  * unix:///tmp/switchyard/<first plugin>.sock), `--probe` (check a running sidecar's
- * health and exit) and `--help`, serves until SIGTERM or SIGINT, then shuts down
- * cleanly. Sets process.exitCode (1 on failure); never calls process.exit. */
+ * health and exit), `--no-optional-capabilities` (`capabilities: false`; or
+ * SWITCHYARD_PLUGIN_CAPABILITIES=off, its fallback, read here and nowhere else) and
+ * `--help`, serves until SIGTERM or SIGINT, then shuts down cleanly. Sets
+ * process.exitCode (1 on failure); never calls process.exit. */
 export async function main(plugins: Plugin | Plugin[], options: MainOptions = {}): Promise<void> {
   const list = Array.isArray(plugins) ? plugins : [plugins];
   const argv = options.argv ?? process.argv.slice(2);
   const name = list[0]?.name ?? 'plugin';
   let flag: string | undefined;
   let probeOnly = false;
+  let capabilities = !/^(off|false|0)$/i.test((process.env[CAPABILITIES_ENV] ?? '').trim());
   try {
     for (let i = 0; i < argv.length; i++) {
       const a = argv[i];
       if (a === '--probe') probeOnly = true;
+      else if (a === NO_OPTIONAL_CAPABILITIES_FLAG) capabilities = false;
       else if (a === '--listen') {
         flag = argv[++i];
         if (flag === undefined) throw new Error('--listen needs an address, e.g. unix:///tmp/p.sock');
       } else if (a.startsWith('--listen=')) flag = a.slice('--listen='.length);
       else if (a === '-h' || a === '--help') {
         console.log(
-          `usage: ${path.basename(process.argv[1] ?? 'sidecar')} [--listen ADDRESS] [--probe]\n\n` +
+          `usage: ${path.basename(process.argv[1] ?? 'sidecar')} [--listen ADDRESS] [--probe] [--no-optional-capabilities]\n\n` +
             `Serves the Switchyard plugin(s) ${list.map((p) => p.name).join(', ')} over gRPC until SIGTERM.\n\n` +
             `  --listen ADDRESS  unix:///path.sock, tcp://host:port, host:port, or\n` +
             `                    https://host:port with ${TLS_CERT_ENV} and ${TLS_KEY_ENV}\n` +
@@ -506,7 +516,12 @@ export async function main(plugins: Plugin | Plugin[], options: MainOptions = {}
             `                    certificates from that CA). Default: $${LISTEN_ENV},\n` +
             `                    else unix:///tmp/switchyard/<plugin>.sock\n` +
             `  --probe           check the running sidecar at that address (gRPC\n` +
-            `                    health) and exit 0 if it is serving, 1 if not`,
+            `                    health) and exit 0 if it is serving, 1 if not\n` +
+            `  --no-optional-capabilities\n` +
+            `                    offer none of the protocol's optional capabilities\n` +
+            `                    (filter-batch, replicate-batch): serve as a sidecar built\n` +
+            `                    before them would. Default: offered, unless\n` +
+            `                    ${CAPABILITIES_ENV}=off`,
         );
         return;
       } else throw new Error(`unknown argument ${JSON.stringify(a)}; try --help`);
@@ -516,7 +531,11 @@ export async function main(plugins: Plugin | Plugin[], options: MainOptions = {}
       await probe(listen);
       return;
     }
-    const sidecar = await serve(list, { ...options, listen });
+    const sidecar = await serve(list, {
+      ...options,
+      listen,
+      capabilities: (options.capabilities ?? true) && capabilities,
+    });
     options.onServe?.(sidecar);
     const stop = (sig: string) => {
       (options.logger ?? consoleLogger()).info(`${sig}: shutting down`);

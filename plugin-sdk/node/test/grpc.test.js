@@ -8,7 +8,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { once } = require('node:events');
 const grpc = require('@grpc/grpc-js');
-const { serve, probe, parseListen, Status, makeNode, makePod } = require('@switchyard/plugin-sdk');
+const { serve, main, probe, parseListen, Status, makeNode, makePod, CAPABILITIES_ENV } = require('@switchyard/plugin-sdk');
 const { load } = require('../dist/proto.js');
 
 const quiet = { info() {}, warn() {}, error() {}, debug() {} };
@@ -138,5 +138,41 @@ test('serve on TCP port 0 reports the port chosen', async () => {
     await probe(sidecar.listen);
   } finally {
     await sidecar.shutdown(500);
+  }
+});
+
+/** The capabilities `main` serves with for `argv` (and the environment as it is). */
+async function mainCapabilities(argv) {
+  let capabilities;
+  await main(gate, {
+    argv: [...argv, '--listen', 'tcp://127.0.0.1:0'],
+    logger: quiet,
+    onServe: (sidecar) => {
+      capabilities = sidecar.service.capabilities;
+      void sidecar.shutdown(500);
+    },
+  });
+  assert.notEqual(process.exitCode, 1, 'main failed');
+  return capabilities;
+}
+
+test('--no-optional-capabilities, and its environment fallback read by main alone', async () => {
+  const saved = process.env[CAPABILITIES_ENV];
+  try {
+    delete process.env[CAPABILITIES_ENV];
+    assert.equal(await mainCapabilities([]), true);
+    assert.equal(await mainCapabilities(['--no-optional-capabilities']), false);
+    process.env[CAPABILITIES_ENV] = 'off';
+    assert.equal(await mainCapabilities([]), false);
+    // serve() itself reads no environment: the option is explicit.
+    const sidecar = await serve(gate, { listen: 'tcp://127.0.0.1:0', logger: quiet });
+    try {
+      assert.equal(sidecar.service.capabilities, true);
+    } finally {
+      await sidecar.shutdown(500);
+    }
+  } finally {
+    if (saved === undefined) delete process.env[CAPABILITIES_ENV];
+    else process.env[CAPABILITIES_ENV] = saved;
   }
 });

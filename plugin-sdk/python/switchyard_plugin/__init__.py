@@ -17,12 +17,18 @@ cycles and their state, batches, what-if deltas, Permit decisions, health, traci
     if __name__ == "__main__":
         sys.exit(main([NoDraining()]))
 
+A sidecar's command line (`main`) is the same in every Switchyard SDK: `--listen
+ADDRESS`, `--probe` (an exec health probe) and `--no-optional-capabilities`, which
+offers none of the protocol's optional capabilities (`capabilities=False` of `main`,
+`serve` and `PluginService`) to serve as an older sidecar would;
+SWITCHYARD_PLUGIN_CAPABILITIES=off is its environment fallback.
+
 See `switchyard_plugin.plugin` for every extension point's method.
 """
 
 from ._stubs import health_pb, pb, pb_grpc
 from .plugin import ClusterEvent, Cycle, PermitHandle, Plugin, PreFilterResult
-from .serve import AddressError, ServerTls, UsageError, main, parse_listen_address, probe, serve
+from .serve import CAPABILITIES_ENV, AddressError, ServerTls, UsageError, main, parse_listen_address, probe, serve
 from .service import CAPABILITIES, PROTOCOL_VERSION, PluginService
 from .snapshot import CycleState, NodeInfo, ReplicationError, Snapshot
 from .status import Code, PluginError, Status
@@ -32,6 +38,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AddressError",
     "CAPABILITIES",
+    "CAPABILITIES_ENV",
     "ClusterEvent",
     "Code",
     "Cycle",

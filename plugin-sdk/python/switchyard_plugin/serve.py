@@ -10,6 +10,7 @@ import os
 import signal
 import stat
 import sys
+from typing import NamedTuple, Tuple
 
 import grpc
 
@@ -21,6 +22,9 @@ MAX_MESSAGE_BYTES = 64 << 20
 # How long replies in flight may take to finish after SIGTERM.
 SHUTDOWN_GRACE_SECS = 1.0
 LISTEN_ENV = "SWITCHYARD_PLUGIN_LISTEN"
+#: The environment fallback of --no-optional-capabilities: "off" (or "false", "0")
+#: offers none of the optional capabilities. Read only by `parse_args`.
+CAPABILITIES_ENV = "SWITCHYARD_PLUGIN_CAPABILITIES"
 
 
 class AddressError(ValueError):
@@ -103,6 +107,7 @@ class UsageError(ValueError):
 
 
 USAGE = """usage: {prog} [--listen unix:///path.sock | --listen 127.0.0.1:PORT | --listen https://IP:PORT] [--probe]
+       [--no-optional-capabilities]
 
 Serves the Switchyard plugin(s) {names} over gRPC until SIGTERM.
 {listen_env} sets the address when --listen is absent (default {default}). An
@@ -110,7 +115,11 @@ https:// address serves TLS with the PEM files in {cert} and {key}; with
 {ca} too, clients must present a certificate signed by that CA (mutual TLS).
 
   --probe   check the running sidecar at that address (gRPC health) and exit 0 if
-            it is serving, 1 if not (an exec probe)"""
+            it is serving, 1 if not (an exec probe)
+  --no-optional-capabilities
+            offer none of the protocol's optional capabilities (filter-batch,
+            replicate-batch): serve as a sidecar built before them would.
+            Default: offered, unless {capabilities_env}=off"""
 
 
 def default_listen(plugins):
@@ -129,18 +138,33 @@ def usage(plugins, prog=None):
         cert=TLS_CERT_ENV,
         key=TLS_KEY_ENV,
         ca=TLS_CLIENT_CA_ENV,
+        capabilities_env=CAPABILITIES_ENV,
     )
 
 
+class CommandLine(NamedTuple):
+    """What `parse_args` read: the parsed listen address, whether to probe, and
+    whether to offer the optional capabilities."""
+
+    listen: Tuple
+    probe: bool
+    capabilities: bool
+
+
 def parse_args(argv, plugins=()):
-    """(listen address, probe?) from --listen / --listen= / SWITCHYARD_PLUGIN_LISTEN and
-    --probe, or None for --help. Exits 1 on bad usage, as the Rust sidecars do."""
+    """The command line, as a CommandLine, or None for --help: --listen / --listen=
+    (else SWITCHYARD_PLUGIN_LISTEN), --probe, and --no-optional-capabilities (else
+    SWITCHYARD_PLUGIN_CAPABILITIES=off, its fallback: the one place the SDK reads that
+    variable). Exits 1 on bad usage, as the Rust sidecars do."""
     listen = os.environ.get(LISTEN_ENV)
     probe_only = False
+    capabilities = os.environ.get(CAPABILITIES_ENV, "").strip() not in ("off", "false", "0")
     args = iter(argv)
     for a in args:
         if a == "--probe":
             probe_only = True
+        elif a == "--no-optional-capabilities":
+            capabilities = False
         elif a == "--listen":
             listen = next(args, None)
             if listen is None:
@@ -154,7 +178,7 @@ def parse_args(argv, plugins=()):
         else:
             log(f"unknown argument {quote(a)}; try --help")
             raise SystemExit(1)
-    return parse_listen_address(listen or default_listen(plugins)), probe_only
+    return CommandLine(parse_listen_address(listen or default_listen(plugins)), probe_only, capabilities)
 
 
 HEALTH_SERVICE = "grpc.health.v1.Health"
@@ -310,10 +334,12 @@ def _probe_listen(listen):
         s.close()
 
 
-async def serve(listen, plugins, ready=None, tls=None, max_batch_nodes=0):
+async def serve(listen, plugins, ready=None, tls=None, max_batch_nodes=0, capabilities=True):
     """Serves `plugins` at `listen` (a parsed address) until SIGTERM or SIGINT, then
     lets replies in flight finish and removes the socket. `tls` (a ServerTls) is
-    required for an https:// address; `ready(address)` is called once serving."""
+    required for an https:// address; `ready(address)` is called once serving.
+    `capabilities=False` offers none of the protocol's optional capabilities
+    (filter-batch, replicate-batch), to serve as a sidecar built before them would."""
     server = grpc.aio.server(
         options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -323,7 +349,8 @@ async def serve(listen, plugins, ready=None, tls=None, max_batch_nodes=0):
             ("grpc.so_reuseport", 0),
         ]
     )
-    pb_grpc.add_PluginServicer_to_server(PluginService(plugins, max_batch_nodes=max_batch_nodes), server)
+    service = PluginService(plugins, max_batch_nodes=max_batch_nodes, capabilities=capabilities)
+    pb_grpc.add_PluginServicer_to_server(service, server)
     health = HealthService()
     server.add_generic_rpc_handlers((health.handler(),))
     sock = None
@@ -383,10 +410,13 @@ async def serve(listen, plugins, ready=None, tls=None, max_batch_nodes=0):
 
 
 
-def main(plugins, argv=None, max_batch_nodes=0):
+def main(plugins, argv=None, max_batch_nodes=0, capabilities=True):
     """The whole command line of a sidecar serving `plugins`: `--listen ADDRESS`
-    (or SWITCHYARD_PLUGIN_LISTEN), `--probe`, `--help`; OTLP tracing from the
-    standard OTEL_* variables. Returns the exit code:
+    (or SWITCHYARD_PLUGIN_LISTEN), `--probe`, `--no-optional-capabilities` (or
+    SWITCHYARD_PLUGIN_CAPABILITIES=off), `--help`; OTLP tracing from the standard
+    OTEL_* variables. `capabilities=False` offers none of the protocol's optional
+    capabilities whatever the command line says (as `--no-optional-capabilities`
+    does). Returns the exit code:
 
         if __name__ == "__main__":
             sys.exit(switchyard_plugin.main([Accelerator()]))
@@ -396,7 +426,7 @@ def main(plugins, argv=None, max_batch_nodes=0):
         parsed = parse_args(sys.argv[1:] if argv is None else argv, plugins)
         if parsed is None:
             return 0
-        listen, probe_only = parsed
+        listen, probe_only, offer = parsed
         tls = ServerTls.from_env() if listen[0] == "tls" else None
     except (AddressError, UsageError) as e:
         log(str(e))
@@ -418,7 +448,9 @@ def main(plugins, argv=None, max_batch_nodes=0):
     first = plugins[0].name.lower() if plugins else "plugin"
     provider = init_tracing(f"switchyard-sidecar-{first}")
     try:
-        asyncio.run(serve(listen, plugins, tls=tls, max_batch_nodes=max_batch_nodes))
+        asyncio.run(
+            serve(listen, plugins, tls=tls, max_batch_nodes=max_batch_nodes, capabilities=capabilities and offer)
+        )
     except (OSError, UsageError) as e:
         log(str(e))
         return 1

@@ -27,7 +27,6 @@ PROTOCOL_VERSION = "v1"
 #: Optional parts of the contract this SDK serves, of those the scheduler offers:
 #: several pods' Filter calls per message, several Replicate messages per message.
 CAPABILITIES = ("filter-batch", "replicate-batch")
-CAPABILITIES_ENV = "SWITCHYARD_PLUGIN_CAPABILITIES"
 GENERATION_WAIT_SECS = 5.0
 
 # Extension points by method name, in the proto's order.
@@ -293,9 +292,19 @@ def _stream(point: str, method: str, *args):
 class PluginService(pb_grpc.PluginServicer):
     """Serves `plugins` (objects as described in `switchyard_plugin.plugin`). Every
     stream is served, since the scheduler opens them all; a call for an extension
-    point a plugin lacks is answered with an Error status and the stream stays open."""
+    point a plugin lacks is answered with an Error status and the stream stays open.
 
-    def __init__(self, plugins, max_batch_nodes: int = 0, generation_wait: float = GENERATION_WAIT_SECS):
+    `capabilities` offers the protocol's optional CAPABILITIES (filter-batch,
+    replicate-batch) when the scheduler does; False serves as a sidecar built before
+    them would (`main` sets it from --no-optional-capabilities)."""
+
+    def __init__(
+        self,
+        plugins,
+        max_batch_nodes: int = 0,
+        generation_wait: float = GENERATION_WAIT_SECS,
+        capabilities: bool = True,
+    ):
         names = set()
         for p in plugins:
             name = getattr(p, "name", "")
@@ -319,6 +328,7 @@ class PluginService(pb_grpc.PluginServicer):
         self.normalizations = {p.name: _score_normalization(p, p.name) for p in plugins}
         self.max_batch_nodes = max_batch_nodes
         self.generation_wait = generation_wait
+        self.capabilities = bool(capabilities)
         self.replica = Snapshot()
         # Generation of the last Replicate message applied (any kind).
         self.applied = 0
@@ -443,13 +453,12 @@ class PluginService(pb_grpc.PluginServicer):
             )
             for p in self.plugins.values()
         ]
-        off = os.environ.get(CAPABILITIES_ENV, "").strip() in ("off", "false", "0")
         offered = set(request.capabilities)
         return pb.HandshakeResponse(
             protocol_version=PROTOCOL_VERSION,
             plugins=infos,
             max_batch_nodes=self.max_batch_nodes,
-            capabilities=[] if off else [c for c in CAPABILITIES if c in offered],
+            capabilities=[c for c in CAPABILITIES if c in offered] if self.capabilities else [],
         )
 
     # ------------------------------------------------------------ replication

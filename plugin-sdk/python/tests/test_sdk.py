@@ -6,7 +6,9 @@ The wire protocol end to end is checked by the conformance kit (tests/conformanc
 and by plugins/python-energy/test_sidecar.py."""
 
 import asyncio
+import os
 import unittest
+from unittest import mock
 
 from switchyard_plugin import Code, CycleState, PluginService, ReplicationError, Snapshot, Status, pb
 from switchyard_plugin.service import normalize_scores
@@ -447,6 +449,32 @@ class AlikeTest(unittest.TestCase):
             )
         )
         self.assertIn("has no NormalizeScore", r.status.reasons[0])
+
+
+class CapabilitiesTest(unittest.TestCase):
+    """The optional capabilities: an option of PluginService, serve and main, set from
+    --no-optional-capabilities or its environment fallback by parse_args alone."""
+
+    def test_handshake_offers_them_unless_turned_off(self):
+        req = pb.HandshakeRequest(protocol_versions=["v1"], capabilities=["filter-batch", "replicate-batch", "new"])
+        with mock.patch.dict(os.environ, {"SWITCHYARD_PLUGIN_CAPABILITIES": "off"}):
+            # The service itself reads no environment.
+            hs = run(PluginService([Counting()]).Handshake(req, None))
+        self.assertEqual(list(hs.capabilities), ["filter-batch", "replicate-batch"])
+        hs = run(PluginService([Counting()], capabilities=False).Handshake(req, None))
+        self.assertEqual(list(hs.capabilities), [])
+
+    def test_the_flag_and_its_environment_fallback(self):
+        from switchyard_plugin.serve import CAPABILITIES_ENV, parse_args
+
+        with mock.patch.dict(os.environ, {CAPABILITIES_ENV: ""}):
+            args = parse_args(["--listen", "unix:///tmp/x.sock"])
+            self.assertEqual(args, (("unix", "/tmp/x.sock"), False, True))
+            args = parse_args(["--no-optional-capabilities", "--probe", "--listen=unix:///tmp/x.sock"])
+            self.assertEqual((args.probe, args.capabilities), (True, False))
+        for off in ("off", "false", "0"):
+            with mock.patch.dict(os.environ, {CAPABILITIES_ENV: off}):
+                self.assertFalse(parse_args(["--listen", "unix:///tmp/x.sock"]).capabilities)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,14 @@
 //!     switchyard_plugin_sdk::run(vec![std::sync::Arc::new(NoMaintenance)])
 //! }
 //! ```
+//!
+//! The command line [`run`] reads is [`SidecarArgs`]: `--listen ADDRESS`, `--probe`
+//! (an exec health probe) and `--no-optional-capabilities` (offer none of the
+//! protocol's optional capabilities, [`ServeOptions::capabilities`], to serve as an
+//! older sidecar would; [`CAPABILITIES_ENV`]`=off` is its environment fallback). A
+//! sidecar with flags of its own parses them around [`SidecarArgs::accept`].
 
+mod cli;
 mod health;
 mod plugin;
 mod serve;
@@ -40,19 +47,21 @@ mod snapshot;
 mod state;
 mod status;
 pub mod telemetry;
+mod waiting;
 
+pub use cli::{resolve_listen, run, run_with, SidecarArgs};
 pub use plugin::*;
 pub use serve::{
-    parse_listen_address, probe, resolve_listen, run, run_with, serve, serve_until_signal,
-    shutdown_signal, Error, Listen, ServeOptions, ServerTls, LISTEN_ENV, TLS_CERT_ENV,
-    TLS_CLIENT_CA_ENV, TLS_KEY_ENV,
+    parse_listen_address, probe, serve, serve_until_signal, serve_until_signal_with,
+    shutdown_signal, Error, Listen, ServeOptions, ServerTls, CAPABILITIES_ENV, LISTEN_ENV,
+    TLS_CERT_ENV, TLS_CLIENT_CA_ENV, TLS_KEY_ENV,
 };
-pub use service::Handle;
 pub use snapshot::{NodeInfo, Snapshot};
 pub use state::CycleState;
 pub use status::{Code, Status};
 pub use switchyard_proto::v1 as pb;
 pub use switchyard_proto::PROTOCOL_VERSION;
+pub use waiting::Handle;
 
 /// A pod as the scheduler replicates it (quantities as integers: cpu in millicores,
 /// memory in bytes).

@@ -7,10 +7,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::service::Handle;
 use crate::snapshot::{NodeInfo, Snapshot};
 use crate::state::CycleState;
 use crate::status::Status;
+use crate::waiting::Handle;
 use crate::{pb, Pod};
 
 /// One scheduling attempt, as a call sees it.

@@ -18,7 +18,8 @@ use switchyard_proto::error_chain;
 use crate::health::HealthService;
 use crate::pb;
 use crate::plugin::Plugin;
-use crate::service::{Handle, PluginService};
+use crate::service::PluginService;
+use crate::waiting::Handle;
 
 /// Where a sidecar listens.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -119,7 +120,9 @@ pub fn parse_listen_address(s: &str) -> Result<Listen, Error> {
         .map_err(|_| Error::Address(s.into()))
 }
 
-/// `off` keeps a sidecar from offering any optional capability.
+/// The environment fallback of `--no-optional-capabilities`: `off` (or `false`, `0`)
+/// sets [`ServeOptions::capabilities`] to false in [`ServeOptions::from_env`], the
+/// only place the SDK reads it.
 pub const CAPABILITIES_ENV: &str = "SWITCHYARD_PLUGIN_CAPABILITIES";
 
 /// How the sidecar serves.
@@ -132,10 +135,13 @@ pub struct ServeOptions {
     pub parallel_threshold: usize,
     /// Advertised batch limit (0 = none).
     pub max_batch_nodes: u32,
-    /// Offer the optional capabilities (`filter-batch`: several pods' Filter calls
-    /// per message for node-local plugins; `replicate-batch`). On by default;
-    /// `SWITCHYARD_PLUGIN_CAPABILITIES=off` turns them off, to serve as an older
-    /// sidecar would.
+    /// Offer the protocol's optional capabilities when the scheduler does
+    /// (`filter-batch`: several pods' Filter calls per message for node-local
+    /// plugins; `replicate-batch`: several Replicate messages per message). On by
+    /// default; false serves as a sidecar built before them would (the scheduler
+    /// then calls it one pod at a time). The command line's
+    /// `--no-optional-capabilities` turns it off ([`SidecarArgs`](crate::SidecarArgs)),
+    /// and so does [`CAPABILITIES_ENV`]`=off` through [`ServeOptions::from_env`].
     pub capabilities: bool,
     /// Required for [`Listen::Tls`].
     pub tls: Option<ServerTls>,
@@ -153,8 +159,10 @@ impl ServeOptions {
         }
     }
 
-    /// [`ServeOptions::new`], with the TLS files from the environment when `listen`
-    /// is an https:// address.
+    /// [`ServeOptions::new`], with what the environment sets: the TLS files when
+    /// `listen` is an https:// address, and `capabilities` off when
+    /// [`CAPABILITIES_ENV`] is `off` (or `false`, `0`; the fallback of
+    /// `--no-optional-capabilities`).
     pub fn from_env(listen: Listen) -> Result<Self, Error> {
         let mut o = ServeOptions::new(listen);
         o.capabilities = !std::env::var(CAPABILITIES_ENV)
@@ -279,65 +287,6 @@ pub async fn serve(
     Ok(())
 }
 
-/// A sidecar's `main`: reads `--listen ADDRESS` (or `SWITCHYARD_PLUGIN_LISTEN`;
-/// default `unix:///tmp/switchyard/<first plugin>.sock`), serves on a single-threaded
-/// runtime (the fastest for request/reply over a socket) until SIGTERM or Ctrl-C.
-pub fn run(plugins: Vec<Arc<dyn Plugin>>) -> Result<(), Error> {
-    run_with(plugins, |_| {})
-}
-
-/// [`run`], handing the Permit handle to `on_handle` first.
-pub fn run_with(
-    plugins: Vec<Arc<dyn Plugin>>,
-    on_handle: impl FnOnce(Handle),
-) -> Result<(), Error> {
-    let mut listen = None;
-    let mut probe_only = false;
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--probe" => probe_only = true,
-            "--listen" => {
-                listen = Some(args.next().ok_or_else(|| {
-                    Error::Usage("--listen needs an address, e.g. unix:///tmp/p.sock".into())
-                })?)
-            }
-            s if s.starts_with("--listen=") => listen = Some(s["--listen=".len()..].to_string()),
-            "-h" | "--help" => {
-                println!(
-                    "usage: {} [--listen ADDRESS] [--probe]\n\n\
-                     Serves the Switchyard plugin(s) {} over gRPC until SIGTERM.\n\n  \
-                     --listen ADDRESS  unix:///path.sock, tcp://host:port, host:port, or\n                    \
-                     https://host:port with {TLS_CERT_ENV} and {TLS_KEY_ENV}\n                    \
-                     naming PEM files ({TLS_CLIENT_CA_ENV}: require client\n                    \
-                     certificates from that CA). Default: $SWITCHYARD_PLUGIN_LISTEN,\n                    \
-                     else unix:///tmp/switchyard/<plugin>.sock\n  \
-                     --probe           check the running sidecar at that address (gRPC\n                    \
-                     health) and exit 0 if it is serving, 1 if not",
-                    std::env::args().next().unwrap_or_default(),
-                    plugins
-                        .iter()
-                        .map(|p| p.name())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-                return Ok(());
-            }
-            other => {
-                return Err(Error::Usage(format!(
-                    "unknown argument {other:?}; try --help"
-                )))
-            }
-        }
-    }
-    let name = plugins.first().map_or("plugin", |p| p.name()).to_string();
-    let listen = resolve_listen(listen.as_deref(), std::env::var(LISTEN_ENV).ok(), &name)?;
-    if probe_only {
-        return probe(&listen);
-    }
-    serve_until_signal(plugins, listen, on_handle)
-}
-
 /// Checks a running sidecar's gRPC health at `listen` (within 5 seconds): `Ok` when
 /// it answers SERVING. For exec probes (`my-sidecar --probe`), since kubelet's gRPC
 /// probes cannot reach a Unix socket. An https:// address is dialled on the loopback
@@ -434,28 +383,22 @@ async fn connect(listen: &Listen) -> Result<tonic::transport::Channel, String> {
     }
 }
 
-/// Where a sidecar listens: `flag` (its `--listen`), else `env` (the value of
-/// [`LISTEN_ENV`]), else `unix:///tmp/switchyard/<plugin name, lowercase>.sock`. For
-/// sidecars that parse their own command line.
-pub fn resolve_listen(
-    flag: Option<&str>,
-    env: Option<String>,
-    name: &str,
-) -> Result<Listen, Error> {
-    match flag.map(str::to_string).or(env) {
-        Some(l) => parse_listen_address(&l),
-        None => Ok(Listen::Unix(PathBuf::from(format!(
-            "/tmp/switchyard/{}.sock",
-            name.to_lowercase()
-        )))),
-    }
-}
-
 /// Serves on a single-threaded runtime (the fastest for request/reply over a socket)
-/// until SIGTERM or Ctrl-C, handing the Permit handle to `on_handle` first.
+/// until SIGTERM or Ctrl-C, handing the Permit handle to `on_handle` first, with the
+/// options of [`ServeOptions::from_env`].
 pub fn serve_until_signal(
     plugins: Vec<Arc<dyn Plugin>>,
     listen: Listen,
+    on_handle: impl FnOnce(Handle),
+) -> Result<(), Error> {
+    serve_until_signal_with(plugins, ServeOptions::from_env(listen)?, on_handle)
+}
+
+/// [`serve_until_signal`] with the given options (e.g. from
+/// [`SidecarArgs::serve_options`](crate::SidecarArgs::serve_options)).
+pub fn serve_until_signal_with(
+    plugins: Vec<Arc<dyn Plugin>>,
+    options: ServeOptions,
     on_handle: impl FnOnce(Handle),
 ) -> Result<(), Error> {
     let service = match plugins.first() {
@@ -467,12 +410,7 @@ pub fn serve_until_signal(
         .enable_all()
         .build()
         .map_err(Error::Runtime)?;
-    let r = rt.block_on(serve(
-        plugins,
-        ServeOptions::from_env(listen)?,
-        on_handle,
-        shutdown_signal(),
-    ));
+    let r = rt.block_on(serve(plugins, options, on_handle, shutdown_signal()));
     crate::telemetry::shutdown();
     r
 }
@@ -539,22 +477,5 @@ mod tests {
         );
         assert!(parse_listen_address("unix://").is_err());
         assert!(parse_listen_address("nonsense").is_err());
-    }
-
-    #[test]
-    fn environment_listen_is_overridden_by_the_flag() {
-        let env = Some("unix:///tmp/env.sock".to_string());
-        assert_eq!(
-            resolve_listen(None, env.clone(), "X").unwrap(),
-            Listen::Unix("/tmp/env.sock".into())
-        );
-        assert_eq!(
-            resolve_listen(Some("unix:/tmp/f.sock"), env, "X").unwrap(),
-            Listen::Unix("/tmp/f.sock".into())
-        );
-        assert_eq!(
-            resolve_listen(None, None, "Coscheduling").unwrap(),
-            Listen::Unix("/tmp/switchyard/coscheduling.sock".into())
-        );
     }
 }

@@ -6,16 +6,18 @@
 //!
 //! It declares itself node-local, which lets the scheduler send it the next pod's
 //! Filter ahead of time, and signs pods (its answers depend on tolerations and taints
-//! only), which lets the scheduler reuse answers for alike pods.
-//! `SWITCHYARD_TAINTTOLERATION_LOOKAHEAD=off` withdraws both,
-//! `SWITCHYARD_TAINTTOLERATION_SIGNATURE=off` the second, to measure what each is
-//! worth (`switchyard bench --sidecar-command`).
+//! only), which lets the scheduler reuse answers for alike pods. `--no-lookahead`
+//! withdraws both, `--no-signature` the second, to measure what each is worth
+//! (`switchyard bench --sidecar-command 'switchyard-tainttoleration --no-signature'`).
+//! The SDK's flags (`--listen`, `--probe`, `--no-optional-capabilities`) work as in
+//! every sidecar; `--help` lists them all.
 
 use std::sync::Arc;
 
 use switchyard_plugin_sdk::pb::{PodField, ScoreNormalization, Taint, Toleration};
 use switchyard_plugin_sdk::{
-    Cycle, CycleState, FilterPlugin, NodeInfo, Plugin, PreScorePlugin, ScorePlugin, Status,
+    Cycle, CycleState, FilterPlugin, NodeInfo, Plugin, PreScorePlugin, ScorePlugin, SidecarArgs,
+    Status,
 };
 
 const NAME: &str = "RemoteTaintToleration";
@@ -138,15 +140,84 @@ impl ScorePlugin for TaintToleration {
     }
 }
 
-fn main() {
-    let node_local = std::env::var("SWITCHYARD_TAINTTOLERATION_LOOKAHEAD").as_deref() != Ok("off");
-    let signature = std::env::var("SWITCHYARD_TAINTTOLERATION_SIGNATURE").as_deref() != Ok("off");
-    let plugin = TaintToleration {
-        node_local,
-        signature,
+const USAGE: &str = "usage: switchyard-tainttoleration [--listen ADDRESS] [--probe]
+                                  [--no-optional-capabilities] [--no-lookahead] [--no-signature]
+
+Serves kube-scheduler's TaintToleration as the Switchyard plugin RemoteTaintToleration
+over gRPC until SIGTERM.
+";
+
+const OWN_HELP: &str =
+    "  --no-lookahead    do not declare the plugin node-local: the scheduler sends
+                    no Filter ahead of a pod's cycle and reuses no answer
+                    (implies --no-signature)
+  --no-signature    declare no pod signature: node-local, but no answer is
+                    reused for alike pods";
+
+/// The command line: the plugin, and the SDK's flags; `None` for `--help`.
+fn parse_args(
+    args: impl IntoIterator<Item = String>,
+) -> Result<Option<(TaintToleration, SidecarArgs)>, String> {
+    let mut plugin = TaintToleration {
+        node_local: true,
+        signature: true,
     };
-    if let Err(e) = switchyard_plugin_sdk::run(vec![Arc::new(plugin)]) {
+    let mut sdk = SidecarArgs::default();
+    let mut args = args.into_iter();
+    while let Some(a) = args.next() {
+        if sdk.accept(&a, &mut args).map_err(|e| e.to_string())? {
+            continue;
+        }
+        match a.as_str() {
+            "--no-lookahead" => plugin.node_local = false,
+            "--no-signature" => plugin.signature = false,
+            "-h" | "--help" => return Ok(None),
+            other => return Err(format!("unknown argument {other:?}; try --help")),
+        }
+    }
+    Ok(Some((plugin, sdk)))
+}
+
+fn main() {
+    let r = match parse_args(std::env::args().skip(1)) {
+        Ok(None) => {
+            println!("{USAGE}\n{}\n{OWN_HELP}", SidecarArgs::help());
+            Ok(())
+        }
+        Ok(Some((plugin, sdk))) => sdk
+            .run(vec![Arc::new(plugin)], |_| {})
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = r {
         eprintln!("switchyard-tainttoleration: {e}");
         std::process::exit(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Option<(TaintToleration, SidecarArgs)>, String> {
+        parse_args(args.iter().map(|a| a.to_string()))
+    }
+
+    #[test]
+    fn flags_withdraw_the_lookahead_and_the_signature() {
+        let (p, sdk) = parse(&[]).unwrap().unwrap();
+        assert!(p.node_local() && p.signature() == [PodField::Tolerations]);
+        assert_eq!(sdk, SidecarArgs::default());
+        let (p, _) = parse(&["--no-signature"]).unwrap().unwrap();
+        assert!(p.node_local() && p.signature().is_empty());
+        let (p, sdk) = parse(&["--no-lookahead", "--listen", "unix:///tmp/t.sock"])
+            .unwrap()
+            .unwrap();
+        assert!(!p.node_local() && p.signature().is_empty());
+        assert_eq!(sdk.listen.as_deref(), Some("unix:///tmp/t.sock"));
+        let (_, sdk) = parse(&["--no-optional-capabilities"]).unwrap().unwrap();
+        assert!(sdk.no_optional_capabilities);
+        assert!(parse(&["--help"]).unwrap().is_none());
+        assert!(parse(&["--lookahead=off"]).is_err());
     }
 }

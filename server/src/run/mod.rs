@@ -242,10 +242,10 @@ pub fn run(opts: RunOptions, registry: &Registry) -> Result<(), RunError> {
 
     // No new cycle from here; bindings in flight may finish.
     running.stop();
-    let _ = runtime.block_on(tokio::time::timeout(
-        opts.shutdown_grace,
-        sched.operations_done(),
-    ));
+    // The timeout is made inside the runtime: its timer needs the runtime's driver.
+    runtime.block_on(async {
+        let _ = tokio::time::timeout(opts.shutdown_grace, sched.operations_done()).await;
+    });
     let left = sched.in_flight_operations();
     if left > 0 {
         tracing::warn!(

@@ -1,0 +1,78 @@
+//! Handshake: the protocol version, the plugins and their extension points, and the
+//! optional capabilities this sidecar serves of those the scheduler offers.
+
+use switchyard_proto::{CAPABILITY_FILTER_BATCH, CAPABILITY_REPLICATE_BATCH};
+
+use super::score::has_normalize;
+use super::Shared;
+use crate::plugin::Plugin;
+use crate::{pb, PROTOCOL_VERSION};
+
+impl Shared {
+    pub(super) fn handshake(
+        &self,
+        req: pb::HandshakeRequest,
+    ) -> Result<pb::HandshakeResponse, tonic::Status> {
+        if !req.protocol_versions.iter().any(|v| v == PROTOCOL_VERSION) {
+            return Err(tonic::Status::failed_precondition(format!(
+                "this sidecar speaks protocol {PROTOCOL_VERSION}; the scheduler offered {:?}",
+                req.protocol_versions
+            )));
+        }
+        let plugins = self
+            .plugins
+            .iter()
+            .map(|p| pb::PluginInfo {
+                name: p.name().to_string(),
+                extension_points: points(p.as_ref()),
+                pre_filter_extensions: p.as_pre_filter().is_some_and(|f| f.has_extensions()),
+                normalize_score: p.as_score().is_some_and(has_normalize),
+                events: p.events(),
+                node_local: p.node_local(),
+                signature: p.signature().into_iter().map(|f| f as i32).collect(),
+                score_normalization: p
+                    .as_score()
+                    .map_or(pb::ScoreNormalization::Custom, |s| s.score_normalization())
+                    as i32,
+            })
+            .collect();
+        Ok(pb::HandshakeResponse {
+            protocol_version: PROTOCOL_VERSION.to_string(),
+            plugins,
+            max_batch_nodes: self.max_batch_nodes,
+            // Pod batches are only sent for node-local plugins; offering them costs
+            // nothing.
+            capabilities: req
+                .capabilities
+                .into_iter()
+                .filter(|c| {
+                    self.capabilities
+                        && (c == CAPABILITY_FILTER_BATCH || c == CAPABILITY_REPLICATE_BATCH)
+                })
+                .collect(),
+        })
+    }
+}
+
+fn points(p: &dyn Plugin) -> Vec<i32> {
+    use pb::ExtensionPoint as E;
+    let mut v = Vec::new();
+    let mut add = |has: bool, e: E| {
+        if has {
+            v.push(e as i32)
+        }
+    };
+    add(p.as_pre_enqueue().is_some(), E::PreEnqueue);
+    add(p.as_queue_sort().is_some(), E::QueueSort);
+    add(p.as_pre_filter().is_some(), E::PreFilter);
+    add(p.as_filter().is_some(), E::Filter);
+    add(p.as_post_filter().is_some(), E::PostFilter);
+    add(p.as_pre_score().is_some(), E::PreScore);
+    add(p.as_score().is_some(), E::Score);
+    add(p.as_reserve().is_some(), E::Reserve);
+    add(p.as_permit().is_some(), E::Permit);
+    add(p.as_pre_bind().is_some(), E::PreBind);
+    add(p.as_bind().is_some(), E::Bind);
+    add(p.as_post_bind().is_some(), E::PostBind);
+    v
+}

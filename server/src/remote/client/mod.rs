@@ -1,0 +1,536 @@
+//! One sidecar connection: a thread with a single-threaded runtime keeps it up
+//! (connect, handshake, one stream per extension point, reconnect with backoff), and
+//! callers on any thread send requests and wait for the reply with their request id.
+//! A single-threaded runtime on the calling side halves round-trip latency compared
+//! to a multi-threaded one (see `docs/performance.md`).
+//!
+//! `wire` holds the messages and the stream router, `call` a call waiting for its
+//! reply, `connect` the connection's life.
+
+mod call;
+mod connect;
+mod wire;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+use rustc_hash::FxHashMap;
+use switchyard_proto::v1 as pb;
+use switchyard_proto::v1::plugin_client::PluginClient;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+
+use super::error::CallError;
+use super::replicate::Replicator;
+use super::EndpointConfig;
+use crate::framework::waiting_pods::WaitingPods;
+pub use call::{BatchReply, Pending};
+use call::{SyncSlot, Waiter};
+pub(crate) use connect::channel;
+use connect::{connection_thread, serves};
+pub use wire::{Outbound, Reply, Streams, STRAY_REPLY_ALLOWANCE, UNRESPONSIVE_AFTER};
+use wire::{Wire, YIELD_US};
+
+/// A `FilterBatch` message being assembled (see [`Endpoint::begin_batch`]).
+struct BatchBuilder {
+    streams: Streams,
+    calls: Vec<pb::FilterRequest>,
+    reply: Arc<BatchReply>,
+}
+
+/// How many pods a batch goes ahead (K), adapted to how its answers are used.
+struct BatchDepth {
+    /// The current K, from 1 to `maxBatchPods`; 2 (or the bound) at first.
+    pods: usize,
+    /// Answers used since K last changed.
+    used: usize,
+}
+
+struct ConnState {
+    streams: Option<Streams>,
+    last_error: String,
+}
+
+pub(crate) struct Inner {
+    pub config: EndpointConfig,
+    conn: Mutex<ConnState>,
+    handshake: Mutex<Option<pb::HandshakeResponse>>,
+    handshake_cv: Condvar,
+    pending: Mutex<FxHashMap<u64, Waiter>>,
+    next_id: AtomicU64,
+    epoch: AtomicU64,
+    pub replicator: Mutex<Replicator>,
+    pub waiting_pods: OnceLock<Arc<WaitingPods>>,
+    /// The framework handle of the first profile using the endpoint: how a reconnect
+    /// reaches the scheduling queue.
+    pub handle: OnceLock<Arc<crate::framework::Handle>>,
+    /// Set once by [`Endpoint::stop`]; the connection thread waits on it.
+    stop: tokio::sync::watch::Sender<bool>,
+    pub stats: Arc<EndpointStats>,
+    /// Stray replies on this connection, and `stats.calls` when it was made.
+    strays: AtomicU64,
+    calls_at_connect: AtomicU64,
+    decisions_in_flight: std::sync::atomic::AtomicUsize,
+    batch: Mutex<Option<BatchBuilder>>,
+    depth: Mutex<BatchDepth>,
+    /// Recent reply latency in µs (a moving average): how a caller waits.
+    reply_us: AtomicU64,
+    /// Calls in a row that timed out on this connection (see [`UNRESPONSIVE_AFTER`]),
+    /// and how to end the connection from a caller's thread.
+    timeouts_in_a_row: std::sync::atomic::AtomicU32,
+    kick: Mutex<Option<mpsc::UnboundedSender<String>>>,
+}
+
+/// Counters for one endpoint. Bytes are gRPC message bytes (the protobuf encoding
+/// plus gRPC's 5-byte length prefix), both directions, replication included;
+/// HTTP/2 framing is not counted.
+#[derive(Default, Debug)]
+pub struct EndpointStats {
+    pub calls: AtomicU64,
+    pub errors: AtomicU64,
+    pub reconnects: AtomicU64,
+    pub bytes_sent: AtomicU64,
+    pub bytes_received: AtomicU64,
+    /// The last Replicate generation sent.
+    pub sent_generation: AtomicU64,
+    /// How many generations the sidecar was behind when it last acknowledged one
+    /// (acknowledgements are asked for about once a second).
+    pub replication_lag: AtomicU64,
+    /// Lookahead Filter answers used, and those dropped (the next attempt was another
+    /// pod, or named other or changed nodes) and asked again.
+    pub lookahead_hits: AtomicU64,
+    pub lookahead_misses: AtomicU64,
+    /// Filter rounds and Score calls answered with answers reused for alike pods.
+    pub alike_reused: AtomicU64,
+    /// Replies to no outstanding call (late, unknown id, or flooding).
+    pub stray_replies: AtomicU64,
+    /// The last call error or connection loss, as reported.
+    pub last_error: Mutex<String>,
+    /// When the last acknowledgement was asked for (µs since the first).
+    last_ack_request_us: AtomicU64,
+}
+
+/// gRPC's per-message prefix: a compression flag and a 4-byte length.
+const GRPC_PREFIX: u64 = 5;
+
+impl EndpointStats {
+    fn sent(&self, len: usize) {
+        self.bytes_sent
+            .fetch_add(len as u64 + GRPC_PREFIX, Ordering::Relaxed);
+    }
+    fn set_last_error(&self, message: &str) {
+        if let Ok(mut e) = self.last_error.lock() {
+            message.clone_into(&mut e);
+        }
+    }
+    fn received(&self, len: usize) {
+        self.bytes_received
+            .fetch_add(len as u64 + GRPC_PREFIX, Ordering::Relaxed);
+    }
+}
+
+impl Inner {
+    /// `switchyard_remote_call_duration_seconds` for a call answered now.
+    fn observe_call(&self, sent: Instant) {
+        self.timeouts_in_a_row.store(0, Ordering::Relaxed);
+        crate::telemetry::metrics::REMOTE_CALL_DURATION
+            .observe(&[&self.config.endpoint], sent.elapsed().as_secs_f64());
+    }
+
+    /// A call got no reply within the timeout: the message for the caller. After
+    /// [`UNRESPONSIVE_AFTER`] in a row the connection is dropped as unresponsive.
+    fn timed_out(&self) -> CallError {
+        let n = self.timeouts_in_a_row.fetch_add(1, Ordering::Relaxed) + 1;
+        if n == UNRESPONSIVE_AFTER {
+            let why = format!(
+                "unresponsive: {n} calls in a row got no reply within {:?}",
+                self.config.timeout
+            );
+            tracing::warn!(endpoint = %self.config.endpoint, "sidecar {why}; dropping the connection");
+            if let Some(k) = self.kick.lock().ok().and_then(|k| k.clone()) {
+                let _ = k.send(why);
+            }
+        }
+        CallError::Timeout(self.config.timeout)
+    }
+
+    fn pending_remove(&self, id: u64) -> Option<Waiter> {
+        self.pending.lock().ok()?.remove(&id)
+    }
+
+    fn fail_all(&self, why: &str) {
+        let drained: Vec<Waiter> = match self.pending.lock() {
+            Ok(mut p) => p.drain().map(|(_, w)| w).collect(),
+            Err(_) => Vec::new(),
+        };
+        for w in drained {
+            w.complete(Err(CallError::Unavailable(why.to_string())));
+        }
+    }
+
+    /// Completes call `id`; false when no call waits for it.
+    fn dispatch(&self, id: u64, r: Reply) -> bool {
+        match self.pending_remove(id) {
+            Some(w) => {
+                if let Waiter::Sync(s) = &w {
+                    // A moving average over about the last 8 replies, as they arrive
+                    // (not when they are used: batch replies wait for their pods).
+                    let us = s.sent.elapsed().as_micros().min(u64::MAX as u128) as u64;
+                    let avg = self.reply_us.load(Ordering::Relaxed);
+                    self.reply_us
+                        .store(avg - avg / 8 + us / 8, Ordering::Relaxed);
+                }
+                w.complete(Ok(r));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Counts a stray reply; the connection's end when there are too many.
+    fn stray(&self, stream: &str) -> Option<String> {
+        self.stats.stray_replies.fetch_add(1, Ordering::Relaxed);
+        let strays = self.strays.fetch_add(1, Ordering::Relaxed) + 1;
+        let calls = self
+            .stats
+            .calls
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.calls_at_connect.load(Ordering::Relaxed));
+        (strays > calls.saturating_add(STRAY_REPLY_ALLOWANCE)).then(|| {
+            format!(
+                "{stream} stream: {strays} replies to no outstanding call, more than the {calls} calls sent plus {STRAY_REPLY_ALLOWANCE} (the sidecar is flooding); connection dropped"
+            )
+        })
+    }
+
+    fn set_error(&self, e: String) {
+        if let Ok(mut c) = self.conn.lock() {
+            c.streams = None;
+            c.last_error = e;
+        }
+    }
+}
+
+/// A sidecar endpoint shared by the remote plugins it serves.
+#[derive(Clone)]
+pub struct Endpoint {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl Endpoint {
+    /// Starts the connection thread; it keeps reconnecting until the endpoint is
+    /// dropped by [`Endpoint::stop`].
+    pub fn start(config: EndpointConfig) -> Result<Endpoint, String> {
+        let depth = BatchDepth {
+            pods: config.max_batch_pods.clamp(1, 2),
+            used: 0,
+        };
+        let inner = Arc::new(Inner {
+            config,
+            conn: Mutex::new(ConnState {
+                streams: None,
+                last_error: "not connected yet".into(),
+            }),
+            handshake: Mutex::new(None),
+            handshake_cv: Condvar::new(),
+            pending: Mutex::new(FxHashMap::default()),
+            next_id: AtomicU64::new(1),
+            epoch: AtomicU64::new(0),
+            replicator: Mutex::new(Replicator::default()),
+            waiting_pods: OnceLock::new(),
+            handle: OnceLock::new(),
+            stop: tokio::sync::watch::Sender::new(false),
+            stats: Arc::new(EndpointStats::default()),
+            strays: AtomicU64::new(0),
+            calls_at_connect: AtomicU64::new(0),
+            decisions_in_flight: Default::default(),
+            batch: Mutex::new(None),
+            depth: Mutex::new(depth),
+            reply_us: AtomicU64::new(0),
+            timeouts_in_a_row: Default::default(),
+            kick: Mutex::new(None),
+        });
+        let i = inner.clone();
+        std::thread::Builder::new()
+            .name(format!("sidecar-{}", inner.config.index))
+            .spawn(move || connection_thread(i))
+            .map_err(|e| format!("cannot start the connection thread: {e}"))?;
+        Ok(Endpoint { inner })
+    }
+
+    pub fn config(&self) -> &EndpointConfig {
+        &self.inner.config
+    }
+
+    /// Stops reconnecting and closes the connection.
+    pub fn stop(&self) {
+        self.inner.stop.send_replace(true);
+        self.inner.set_error("endpoint stopped".into());
+    }
+
+    /// Waits for the first handshake, at most `timeout`.
+    pub fn wait_handshake(&self, timeout: Duration) -> Option<pb::HandshakeResponse> {
+        let deadline = Instant::now() + timeout;
+        let mut g = self.inner.handshake.lock().ok()?;
+        loop {
+            if let Some(h) = g.as_ref() {
+                return Some(h.clone());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            g = self
+                .inner
+                .handshake_cv
+                .wait_timeout(g, deadline - now)
+                .ok()?
+                .0;
+        }
+    }
+
+    pub fn handshake(&self) -> Option<pb::HandshakeResponse> {
+        self.inner.handshake.lock().ok()?.clone()
+    }
+
+    /// Whether the latest handshake declares every plugin node-local (and none with a
+    /// PreFilter): the condition for sending a pod's Filter ahead of its attempt.
+    pub fn all_node_local(&self) -> bool {
+        let Ok(h) = self.inner.handshake.lock() else {
+            return false;
+        };
+        h.as_ref().is_some_and(|h| {
+            !h.plugins.is_empty()
+                && h.plugins.iter().all(|p| {
+                    p.node_local
+                        && !p
+                            .extension_points
+                            .contains(&(pb::ExtensionPoint::PreFilter as i32))
+                })
+        })
+    }
+
+    /// Whether the sidecar serves `FilterBatch` (negotiated at handshake).
+    pub fn batches_pods(&self) -> bool {
+        self.inner.handshake.lock().is_ok_and(|h| {
+            h.as_ref()
+                .is_some_and(|h| serves(h, switchyard_proto::CAPABILITY_FILTER_BATCH))
+        })
+    }
+
+    /// How many pods the next lookahead may cover on this endpoint: 1 without
+    /// `FilterBatch`; otherwise K, which doubles (up to `maxBatchPods`) each time K
+    /// answers in a row were used and halves at every answer dropped, so a workload
+    /// whose answers go unused falls back to one pod ahead.
+    pub fn lookahead_pods(&self) -> usize {
+        if !self.batches_pods() {
+            return 1;
+        }
+        self.inner.depth.lock().map_or(1, |d| d.pods)
+    }
+
+    /// Records whether a lookahead answer was used (see [`Self::lookahead_pods`]).
+    pub fn lookahead_outcome(&self, used: bool) {
+        let max = self.inner.config.max_batch_pods.max(1);
+        if let Ok(mut d) = self.inner.depth.lock() {
+            let k = d.pods;
+            if used {
+                d.used += 1;
+                if d.used >= k {
+                    d.pods = (k * 2).min(max);
+                    d.used = 0;
+                }
+            } else {
+                d.pods = (k / 2).max(1);
+                d.used = 0;
+            }
+        }
+    }
+
+    /// Starts collecting Filter calls into one `FilterBatch` message on `streams`'
+    /// connection; false when the sidecar does not serve it.
+    pub fn begin_batch(&self, streams: &Streams) -> bool {
+        if !self.batches_pods() {
+            return false;
+        }
+        let Ok(mut b) = self.inner.batch.lock() else {
+            return false;
+        };
+        *b = Some(BatchBuilder {
+            streams: streams.clone(),
+            calls: Vec::new(),
+            reply: Arc::new(BatchReply {
+                sent: AtomicBool::new(false),
+                pending: Mutex::new(None),
+                replies: Mutex::new(None),
+            }),
+        });
+        true
+    }
+
+    /// Adds a Filter call to the batch being collected on `epoch`'s connection: its
+    /// reply and index, or the request back when no batch is open there.
+    #[allow(clippy::result_large_err)] // the Err is the caller's request, handed back
+    pub fn add_to_batch(
+        &self,
+        epoch: u64,
+        req: pb::FilterRequest,
+    ) -> Result<(Arc<BatchReply>, usize), pb::FilterRequest> {
+        let Ok(mut b) = self.inner.batch.lock() else {
+            return Err(req);
+        };
+        match b.as_mut().filter(|b| b.streams.epoch == epoch) {
+            Some(b) => {
+                b.calls.push(req);
+                Ok((b.reply.clone(), b.calls.len() - 1))
+            }
+            None => Err(req),
+        }
+    }
+
+    /// Sends the batch collected since [`Self::begin_batch`] as one message.
+    pub fn send_batch(&self) {
+        let Some(b) = self.inner.batch.lock().ok().and_then(|mut b| b.take()) else {
+            return;
+        };
+        if b.calls.is_empty() {
+            return;
+        }
+        let id = self.next_request_id();
+        let m = Outbound::FilterBatch(pb::FilterBatchRequest {
+            request_id: id,
+            calls: b.calls,
+        });
+        // One round trip, counted once (`calls` counts messages that get a reply).
+        if let Ok(p) = self.start_call(&b.streams, id, m) {
+            if let Ok(mut slot) = b.reply.pending.lock() {
+                *slot = Some(p);
+                b.reply.sent.store(true, Ordering::Release);
+            }
+        }
+    }
+
+    /// Whether the latest handshake lists extension point `point` for `plugin`;
+    /// `None` before the first handshake. Reads it in place (no copy).
+    pub fn implements(&self, plugin: &str, point: pb::ExtensionPoint) -> Option<bool> {
+        let h = self.inner.handshake.lock().ok()?;
+        let h = h.as_ref()?;
+        Some(
+            h.plugins
+                .iter()
+                .any(|i| i.name == plugin && i.extension_points.contains(&(point as i32))),
+        )
+    }
+
+    /// `plugin`'s entry in the latest handshake.
+    pub fn plugin_info(&self, plugin: &str) -> Option<pb::PluginInfo> {
+        let h = self.inner.handshake.lock().ok()?;
+        h.as_ref()?
+            .plugins
+            .iter()
+            .find(|i| i.name == plugin)
+            .cloned()
+    }
+
+    /// The open streams, or why there are none.
+    pub fn streams(&self) -> Result<Streams, CallError> {
+        let c = self
+            .inner
+            .conn
+            .lock()
+            .map_err(|_| CallError::Unavailable("connection state poisoned".into()))?;
+        c.streams.clone().ok_or_else(|| {
+            CallError::Unavailable(format!(
+                "sidecar {} is not connected: {}",
+                self.inner.config.endpoint, c.last_error
+            ))
+        })
+    }
+
+    pub fn next_request_id(&self) -> u64 {
+        self.inner.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Sends a request on `streams` and returns the call to wait on.
+    pub fn start_call(
+        &self,
+        streams: &Streams,
+        id: u64,
+        m: Outbound,
+    ) -> Result<Pending, CallError> {
+        self.inner.stats.calls.fetch_add(1, Ordering::Relaxed);
+        let slot = Arc::new(SyncSlot {
+            done: AtomicBool::new(false),
+            value: Mutex::new(None),
+            thread: std::thread::current(),
+            sent: Instant::now(),
+        });
+        if let Ok(mut p) = self.inner.pending.lock() {
+            p.insert(id, Waiter::Sync(slot.clone()));
+        }
+        if !streams.send(m) {
+            self.inner.pending_remove(id);
+            return Err(CallError::Unavailable(format!(
+                "sidecar {}: the stream is closed",
+                self.inner.config.endpoint
+            )));
+        }
+        let sent = Instant::now();
+        Ok(Pending {
+            id,
+            slot,
+            sent,
+            deadline: sent + self.inner.config.timeout,
+            inner: self.inner.clone(),
+        })
+    }
+
+    /// Sends and waits (synchronous callers: the scheduling thread).
+    pub fn call(&self, build: impl FnOnce(u64) -> Outbound) -> Result<Reply, CallError> {
+        let streams = self.streams()?;
+        let id = self.next_request_id();
+        self.start_call(&streams, id, build(id))?.wait()
+    }
+
+    /// Sends and awaits (binding-cycle callers on the tokio runtime).
+    pub async fn call_async(
+        &self,
+        build: impl FnOnce(u64) -> Outbound,
+    ) -> Result<Reply, CallError> {
+        self.inner.stats.calls.fetch_add(1, Ordering::Relaxed);
+        let streams = self.streams()?;
+        let id = self.next_request_id();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if let Ok(mut p) = self.inner.pending.lock() {
+            p.insert(id, Waiter::Async(tx));
+        }
+        if !streams.send(build(id)) {
+            self.inner.pending_remove(id);
+            return Err(CallError::Unavailable("the stream is closed".into()));
+        }
+        let sent = Instant::now();
+        match tokio::time::timeout(self.inner.config.timeout, rx).await {
+            Ok(Ok(r)) => {
+                self.inner.observe_call(sent);
+                r
+            }
+            Ok(Err(_)) => Err(CallError::Unavailable("reply lost".into())),
+            Err(_) => {
+                self.inner.pending_remove(id);
+                Err(self.inner.timed_out())
+            }
+        }
+    }
+
+    pub fn stats(&self) -> &EndpointStats {
+        &self.inner.stats
+    }
+
+    /// Counts a failed call, keeping its message for the report.
+    pub fn count_error(&self, message: &str) {
+        self.inner.stats.errors.fetch_add(1, Ordering::Relaxed);
+        self.inner.stats.set_last_error(message);
+    }
+}

@@ -1,0 +1,478 @@
+//! Filter over the wire: one call per batch of nodes (or one item of a
+//! `FilterBatch` message carrying several pods), what-if deltas for dry runs,
+//! lookahead calls taken over by their attempt, answers reused for alike pods, and
+//! the score-ahead a Filter reply may bring.
+
+use super::score::{check_scores, keep_raw_scores};
+use super::*;
+
+impl RemotePlugin {
+    /// The what-if delta for a node copy that differs from what the sidecar holds.
+    pub(super) fn delta(
+        &self,
+        rep: &Replicator,
+        index: usize,
+        ni: &NodeInfo,
+    ) -> Result<Option<pb::NodeDelta>, Status> {
+        if rep.sent_generation(ni.id) == Some(ni.generation) {
+            return Ok(None);
+        }
+        let Some(sent) = rep.sent_pods(ni.id) else {
+            return Err(self
+                .meta
+                .replication_failed(format!("node {} was never replicated", ni.name())));
+        };
+        let mut d = pb::NodeDelta {
+            index: index as u32,
+            ..Default::default()
+        };
+        for uid in sent.keys() {
+            if !ni.pods.iter().any(|p| p.uid == *uid) {
+                d.remove_pods.push(uid.to_string());
+            }
+        }
+        for p in &ni.pods {
+            match sent.get(&p.uid) {
+                Some(old) if Arc::ptr_eq(old, p) => {}
+                Some(_) => {
+                    d.remove_pods.push(p.uid.to_string());
+                    d.add_pod_objects.push(convert::pod(p));
+                }
+                None => d.add_pod_objects.push(convert::pod(p)),
+            }
+        }
+        Ok((!d.remove_pods.is_empty() || !d.add_pod_objects.is_empty()).then_some(d))
+    }
+
+    /// `from_snapshot`: the nodes are the attempt's snapshot's own, not what-if copies;
+    /// while the sidecar holds that snapshot none of them needs a delta, and checking
+    /// each (a cache miss per node) is skipped.
+    /// `batched`: the call may join the `FilterBatch` message being collected.
+    /// `alike`: the reply is kept for alike pods (see [`Self::alike`]).
+    pub(super) fn start_filter_call(
+        &self,
+        state: &CycleState,
+        nodes: &[&NodeInfo],
+        ahead: Option<ScoreAhead>,
+        from_snapshot: bool,
+        batched: bool,
+        alike: Option<(u64, Arc<[u8]>)>,
+    ) -> Result<RemoteFilterCall, Status> {
+        let (cycle, g, streams) = self.cycle(state)?;
+        let mut deltas = Vec::new();
+        {
+            let rep = self
+                .ep()
+                .inner
+                .replicator
+                .lock()
+                .map_err(|_| self.meta.replication_failed("state poisoned"))?;
+            let synced = from_snapshot
+                && RemoteCycles::of(state, self.ep().config().index)
+                    .is_some_and(|c| rep.synced_to(c.snapshot));
+            if !synced {
+                for (i, ni) in nodes.iter().enumerate() {
+                    if let Some(d) = self.delta(&rep, i, ni)? {
+                        deltas.push(d);
+                    }
+                }
+            }
+        }
+        let ids: Vec<u32> = nodes.iter().map(|n| n.id).collect();
+        // Ahead only when the sidecar scores, and never for what-if items.
+        let ahead =
+            ahead.filter(|_| deltas.is_empty() && self.implements(pb::ExtensionPoint::Score));
+        let (score_first, pre_score, kept) = match ahead {
+            Some(a) => (
+                a.first as u32,
+                a.pre_score && self.implements(pb::ExtensionPoint::PreScore),
+                Some((cycle, ids.clone(), a.first)),
+            ),
+            None => (0, false, None),
+        };
+        // What-if items are never kept: their answers are not the node's own.
+        let fill = alike
+            .filter(|_| deltas.is_empty())
+            .and_then(|(epoch, sig)| {
+                Fill::new(
+                    epoch,
+                    sig,
+                    nodes.iter().map(|n| (n.id, n.node_arc().cloned())),
+                )
+            });
+        let raw_scores = fill.is_some() && score_first > 0 && {
+            let d = self.declared();
+            d.scores && d.normalize
+        };
+        let (span, traceparent) = self.call_trace(state, "Filter", nodes.len());
+        let req = pb::FilterRequest {
+            request_id: self.ep().next_request_id(),
+            plugin: self.meta.name.to_string(),
+            cycle,
+            generation: g,
+            nodes: ids,
+            deltas,
+            score_first,
+            pre_score,
+            group_failures: true,
+            raw_scores,
+            traceparent,
+        };
+        let id = req.request_id;
+        let joined = match batched {
+            true => self.ep().add_to_batch(streams.epoch, req),
+            false => Err(req),
+        };
+        let source = match joined {
+            Ok((batch, i)) => FilterSource::Batch(batch, i, id),
+            Err(req) => FilterSource::Call(
+                self.ep()
+                    .start_call(&streams, id, Outbound::Filter(req))
+                    .map_err(|e| self.meta.call_failed("send", e))?,
+            ),
+        };
+        Ok(RemoteFilterCall {
+            _span: span,
+            pending: Some(source),
+            n: nodes.len(),
+            g,
+            meta: self.meta.clone(),
+            ahead: kept,
+            ignored: Some(state.ignored.clone()),
+            reused: None,
+            fill,
+        })
+    }
+}
+
+/// Where a Filter call's reply comes from.
+pub(super) enum FilterSource {
+    /// Its own message on the Filter stream.
+    Call(Pending),
+    /// Item `.1` (request id `.2`) of a `FilterBatch` message.
+    Batch(Arc<BatchReply>, usize, u64),
+}
+
+pub(super) struct RemoteFilterCall {
+    /// Ends when the call does.
+    pub(super) _span: tracing::Span,
+    pub(super) pending: Option<FilterSource>,
+    pub(super) n: usize,
+    pub(super) g: u64,
+    pub(super) meta: Arc<Meta>,
+    /// With a score-ahead request: the cycle, the batch's node ids, `score_first`.
+    pub(super) ahead: Option<(u64, Vec<u32>, usize)>,
+    /// Where a failure skipped under `Ignore` is noted (the attempt's).
+    pub(super) ignored: Option<IgnoredCalls>,
+    /// Answered with answers reused for alike pods, without a call.
+    pub(super) reused: Option<Vec<(usize, Status)>>,
+    /// Keep the reply for alike pods.
+    pub(super) fill: Option<Fill>,
+}
+
+impl RemoteFilterCall {
+    pub(super) fn result(&mut self) -> Result<Vec<(usize, Status)>, Status> {
+        if let Some(r) = self.reused.take() {
+            return Ok(r);
+        }
+        let Some(p) = self.pending.take() else {
+            return Ok(Vec::new());
+        };
+        let r = match p {
+            FilterSource::Call(p) => {
+                match p.wait().map_err(|e| self.meta.call_failed("Filter", e))? {
+                    Reply::Filter(r) => r,
+                    other => return Err(self.meta.unexpected(other)),
+                }
+            }
+            FilterSource::Batch(b, i, id) => b
+                .take(i, id)
+                .map_err(|e| self.meta.call_failed("Filter", e))?,
+        };
+        if let Some(e) = &r.error {
+            let s = convert::status_from_pb(Some(e));
+            return Err(self.meta.plugin_failed("Filter failed", s.message()));
+        }
+        self.meta.check_generation(r.generation, self.g)?;
+        if r.evaluated as usize != self.n {
+            return Err(self.meta.bad_reply(format!(
+                "evaluated {} nodes of a batch of {}",
+                r.evaluated, self.n
+            )));
+        }
+        let grouped: usize = r.failure_groups.iter().map(|g| g.indices.len()).sum();
+        let mut out = Vec::with_capacity(r.failures.len() + grouped);
+        for (i, status) in switchyard_proto::failures(&r) {
+            let i = i as usize;
+            if i >= self.n {
+                return Err(self
+                    .meta
+                    .bad_reply(format!("a status for item {i} of a batch of {}", self.n)));
+            }
+            let s = convert::status_from_pb(status);
+            match s.code() {
+                Code::Success => {}
+                Code::Unschedulable | Code::UnschedulableAndUnresolvable => out.push((i, s)),
+                Code::Error => return Err(self.meta.plugin_failed("Filter failed", s.message())),
+                c => {
+                    return Err(self
+                        .meta
+                        .bad_reply(format!("Filter returned {} for a node", c.as_str())))
+                }
+            }
+        }
+        out.sort_by_key(|(i, _)| *i);
+        if let Some(f) = &self.fill {
+            if let Ok(mut a) = self.meta.alike.lock() {
+                a.keep_filter(f.epoch, &f.signature, &f.nodes, &out);
+            }
+        }
+        if let Some((cycle, ids, first)) = self.ahead.take() {
+            self.keep_ahead(cycle, ids, first, &out, r.score);
+        }
+        Ok(out)
+    }
+
+    /// Checks a score-ahead answer and keeps it for the Score call: the scored nodes are
+    /// the first `first` items that passed. A malformed answer is kept as the error the
+    /// Score call will report.
+    pub(super) fn keep_ahead(
+        &self,
+        cycle: u64,
+        ids: Vec<u32>,
+        first: usize,
+        failures: &[(usize, Status)],
+        answer: Option<pb::ScoreAhead>,
+    ) {
+        let Some(answer) = answer else {
+            return;
+        };
+        let items =
+            switchyard_proto::score_ahead_items(ids.len(), failures.iter().map(|(i, _)| *i), first);
+        let nodes: Vec<u32> = items.iter().map(|&i| ids[i]).collect();
+        let s = convert::status_from_pb(answer.status.as_ref());
+        let result = if s.is_skip() {
+            Ok(None)
+        } else if !s.is_success() {
+            // Whatever went wrong, the Score call will say it again.
+            return;
+        } else if answer.scores.len() != nodes.len() {
+            Err(self.meta.bad_reply(format!(
+                "{} scores ahead for {} passing nodes",
+                answer.scores.len(),
+                nodes.len()
+            )))
+        } else {
+            let mut scores = answer.scores;
+            let normalized = match &self.fill {
+                Some(f) => keep_raw_scores(
+                    &self.meta,
+                    f,
+                    items.iter().filter_map(|&i| f.nodes.get(i)),
+                    &mut scores,
+                    answer.normalized,
+                ),
+                None => answer.normalized,
+            };
+            check_scores(&self.meta, &scores, normalized).map(|()| Some((scores, normalized)))
+        };
+        if let Ok(mut slot) = self.meta.ahead.lock() {
+            *slot = Some(Ahead {
+                cycle,
+                nodes,
+                result,
+            });
+        }
+    }
+}
+
+impl PendingFilter for RemoteFilterCall {
+    fn wait(mut self: Box<Self>) -> Result<Vec<(usize, Status)>, Status> {
+        let r = self.result();
+        match r {
+            Err(s) if self.meta.policy() == FailurePolicy::Ignore => {
+                if let Some(log) = &self.ignored {
+                    self.meta.ignored(log, "Filter", &s);
+                }
+                Ok(Vec::new())
+            }
+            r => r,
+        }
+    }
+}
+
+impl FilterPlugin for RemotePlugin {
+    fn filter(&self, state: &CycleState, _pod: &Pod, node: &NodeInfo) -> Status {
+        if self.absent(pb::ExtensionPoint::Filter) {
+            return Status::success();
+        }
+        let r = self
+            .start_filter_call(state, &[node], None, false, false, None)
+            .and_then(|mut c| c.result());
+        match self.policy(Some(state), "Filter", r, Vec::new) {
+            Ok(v) => v
+                .into_iter()
+                .next()
+                .map_or_else(Status::success, |(_, s)| s),
+            Err(s) => s,
+        }
+    }
+
+    fn as_batch(&self) -> Option<&dyn BatchFilter> {
+        Some(self)
+    }
+}
+
+impl RemotePlugin {
+    /// This attempt's lookahead call, if it was sent for exactly this request: the
+    /// same nodes, none changed since (so a node-local plugin answers as it would
+    /// now), the same score-ahead, on the same connection. Otherwise it is dropped.
+    pub(super) fn take_lookahead(
+        &self,
+        state: &CycleState,
+        nodes: &[&NodeInfo],
+        ahead: Option<ScoreAhead>,
+    ) -> Option<RemoteFilterCall> {
+        let calls = state.read::<LookaheadCalls>()?;
+        let la = {
+            let mut v = calls.0.lock().ok()?;
+            let i = v.iter().position(|c| c.plugin == self.meta.name)?;
+            v.swap_remove(i)
+        };
+        let epoch = self.cycle(state).ok().map(|(_, _, streams)| streams.epoch);
+        let sent = match &la.call.pending {
+            Some(FilterSource::Batch(b, ..)) => b.sent(),
+            _ => true,
+        };
+        let same = sent
+            && epoch == Some(la.epoch)
+            && la.ahead == ahead
+            && la.nodes.len() == nodes.len()
+            && la
+                .nodes
+                .iter()
+                .zip(nodes)
+                .all(|(&(id, g), n)| id == n.id && g == n.generation);
+        let stats = &self.ep().inner.stats;
+        self.ep().lookahead_outcome(same);
+        if same {
+            stats.lookahead_hits.fetch_add(1, Ordering::Relaxed);
+            let mut call = la.call;
+            call.ignored = Some(state.ignored.clone());
+            Some(call)
+        } else {
+            stats.lookahead_misses.fetch_add(1, Ordering::Relaxed);
+            None
+        }
+    }
+}
+
+impl BatchFilter for RemotePlugin {
+    fn lookahead_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        nodes: &[&NodeInfo],
+        ahead: Option<ScoreAhead>,
+    ) -> bool {
+        if self.absent(pb::ExtensionPoint::Filter) {
+            return false;
+        }
+        let alike = self.alike(state, pod);
+        if let Some((_, sig)) = &alike {
+            // The attempt will be answered from reused answers: nothing to send.
+            if self.meta.alike.lock().is_ok_and(|a| a.covers(sig, nodes)) {
+                return true;
+            }
+        }
+        let Ok(call) = self.start_filter_call(state, nodes, ahead, true, true, alike) else {
+            return false;
+        };
+        // The call went out on the cycle's connection (start_filter_call checked it).
+        let Some(RemoteCycle { epoch, .. }) = RemoteCycles::of(state, self.ep().config().index)
+        else {
+            return false;
+        };
+        let la = LookaheadCall {
+            plugin: self.meta.name.clone(),
+            epoch,
+            nodes: nodes.iter().map(|n| (n.id, n.generation)).collect(),
+            ahead,
+            call,
+        };
+        let calls = state.read::<LookaheadCalls>().cloned().unwrap_or_default();
+        let kept = calls.0.lock().map(|mut v| v.push(la)).is_ok();
+        state.write(calls);
+        kept
+    }
+
+    fn start_filter(
+        &self,
+        state: &CycleState,
+        pod: &Pod,
+        nodes: &[&NodeInfo],
+        ahead: Option<ScoreAhead>,
+        source: NodeSource,
+    ) -> Result<Box<dyn PendingFilter>, Status> {
+        let from_snapshot = source == NodeSource::Snapshot;
+        if let Some(call) = self.take_lookahead(state, nodes, ahead) {
+            return Ok(Box::new(call));
+        }
+        let absent = self.absent(pb::ExtensionPoint::Filter);
+        // Nodes copied for a what-if are not the node's own: never reused.
+        let alike = (!absent && from_snapshot)
+            .then(|| self.alike(state, pod))
+            .flatten();
+        if let Some((_, sig)) = &alike {
+            let reused = self
+                .meta
+                .alike
+                .lock()
+                .ok()
+                .and_then(|a| a.filter(sig, nodes));
+            if let Some(failures) = reused {
+                self.ep()
+                    .inner
+                    .stats
+                    .alike_reused
+                    .fetch_add(1, Ordering::Relaxed);
+                return Ok(Box::new(RemoteFilterCall {
+                    _span: tracing::Span::none(),
+                    pending: None,
+                    n: nodes.len(),
+                    g: 0,
+                    meta: self.meta.clone(),
+                    ahead: None,
+                    ignored: None,
+                    reused: Some(failures),
+                    fill: None,
+                }));
+            }
+        }
+        // Passes every node: the plugin does not filter, or its failure is ignored.
+        let passes = || {
+            Box::new(RemoteFilterCall {
+                _span: tracing::Span::none(),
+                pending: None,
+                n: nodes.len(),
+                g: 0,
+                meta: self.meta.clone(),
+                ahead: None,
+                ignored: None,
+                reused: None,
+                fill: None,
+            })
+        };
+        if absent {
+            return Ok(passes());
+        }
+        match self.start_filter_call(state, nodes, ahead, from_snapshot, false, alike) {
+            Ok(c) => Ok(Box::new(c)),
+            Err(s) if self.meta.policy() == FailurePolicy::Ignore => {
+                self.meta.ignored(&state.ignored, "Filter", &s);
+                Ok(passes())
+            }
+            Err(s) => Err(s),
+        }
+    }
+}

@@ -1,0 +1,308 @@
+//! The other extension points over the wire, one call each: PreEnqueue, QueueSort
+//! keys, PreFilter, PostFilter, Reserve/Unreserve, Permit, PreBind, Bind, PostBind.
+
+use super::*;
+
+impl PreEnqueuePlugin for RemotePlugin {
+    fn pre_enqueue(&self, pod: &Pod) -> Status {
+        if self.absent(pb::ExtensionPoint::PreEnqueue) {
+            return Status::success();
+        }
+        let r = (|| {
+            let name = self.meta.name.to_string();
+            let reply = self
+                .ep()
+                .call(|id| {
+                    Outbound::PreEnqueue(pb::PreEnqueueRequest {
+                        request_id: id,
+                        plugin: name,
+                        pod: Some(convert::pod(pod)),
+                    })
+                })
+                .map_err(|e| self.meta.call_failed("PreEnqueue", e))?;
+            self.status_reply(reply, 0)
+        })();
+        match self.policy(None, "PreEnqueue", r, Status::success) {
+            Ok(s) | Err(s) => s,
+        }
+    }
+}
+
+/// A remote QueueSort never compares over the wire: the sidecar gives each pod a key
+/// once, at enqueue (or when the pod changes), and the heap compares keys bytewise,
+/// equal keys in enqueue order. A pod whose key could not be had (sidecar down, an
+/// error status) sorts after every keyed pod, in enqueue order, under either failure
+/// policy: the queue cannot fail a pod, and the key is asked for again when the pod
+/// is updated.
+impl QueueSortPlugin for RemotePlugin {
+    fn less(&self, a: &QueuedPodInfo, b: &QueuedPodInfo) -> bool {
+        match (&a.sort_key, &b.sort_key) {
+            (Some(x), Some(y)) if x != y => x < y,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            _ => a.timestamp < b.timestamp,
+        }
+    }
+
+    fn sort_key(&self, pod: &Pod) -> Option<Arc<[u8]>> {
+        if self.absent(pb::ExtensionPoint::QueueSort) {
+            return None;
+        }
+        let reply = self
+            .ep()
+            .call(|id| {
+                Outbound::QueueSort(pb::QueueSortRequest {
+                    request_id: id,
+                    plugin: self.meta.name.to_string(),
+                    pod: Some(convert::pod(pod)),
+                })
+            })
+            .map_err(|e| self.meta.call_failed("QueueSort", e));
+        let r = match reply {
+            Ok(Reply::QueueSort(r)) => r,
+            Ok(other) => {
+                self.meta.unexpected(other);
+                return None;
+            }
+            Err(_) => return None,
+        };
+        let s = convert::status_from_pb(r.status.as_ref());
+        if !s.is_success() {
+            self.meta.plugin_failed("QueueSort failed", s.message());
+            return None;
+        }
+        Some(r.sort_key.into())
+    }
+}
+
+impl PreFilterPlugin for RemotePlugin {
+    fn pre_filter(
+        &self,
+        state: &mut CycleState,
+        _pod: &Pod,
+        _snapshot: &Snapshot,
+    ) -> (Option<PreFilterResult>, Status) {
+        if self.absent(pb::ExtensionPoint::PreFilter) {
+            return (None, Status::success());
+        }
+        let (_span, traceparent) = self.call_trace(state, "PreFilter", 0);
+        let r = (|| {
+            let (cycle, g, streams) = self.cycle(state)?;
+            let req = |id| {
+                Outbound::PreFilter(pb::PreFilterRequest {
+                    request_id: id,
+                    plugin: self.meta.name.to_string(),
+                    cycle,
+                    generation: g,
+                    traceparent,
+                })
+            };
+            match self
+                .send(&streams, req)?
+                .wait()
+                .map_err(|e| self.meta.call_failed("PreFilter", e))?
+            {
+                Reply::PreFilter(r) => {
+                    self.meta.check_generation(r.generation, g)?;
+                    let s = convert::status_from_pb(r.status.as_ref());
+                    if s.code() == Code::Error {
+                        return Err(self.meta.plugin_failed("PreFilter failed", s.message()));
+                    }
+                    let res = r.has_node_names.then(|| {
+                        PreFilterResult::nodes(r.node_names.iter().map(|n| Arc::from(n.as_str())))
+                    });
+                    Ok((res, s))
+                }
+                other => Err(self.meta.unexpected(other)),
+            }
+        })();
+        // Ignoring a failed PreFilter skips the plugin's Filter too.
+        match self.policy(Some(state), "PreFilter", r, || (None, Status::skip())) {
+            Ok(x) => x,
+            Err(s) => (None, s),
+        }
+    }
+
+    fn pre_filter_extensions(&self) -> Option<&dyn PreFilterExtensions> {
+        self.info
+            .as_ref()
+            .is_some_and(|i| i.pre_filter_extensions)
+            .then_some(&self.ext as &dyn PreFilterExtensions)
+    }
+}
+
+impl PostFilterPlugin for RemotePlugin {
+    fn post_filter(
+        &self,
+        ctx: PostFilterContext<'_>,
+        _pod: &Arc<Pod>,
+        statuses: &NodeToStatus,
+    ) -> (Option<PostFilterResult>, Status) {
+        if self.absent(pb::ExtensionPoint::PostFilter) {
+            return (
+                None,
+                Status::unschedulable("remote PostFilter not implemented"),
+            );
+        }
+        let (_span, traceparent) = self.call_trace(ctx.state, "PostFilter", statuses.len());
+        let r = (|| {
+            let (cycle, g, streams) = self.cycle(ctx.state)?;
+            let node_statuses: HashMap<String, pb::Status> = statuses
+                .iter()
+                .map(|(n, s)| (n.to_string(), convert::status_to_pb(s)))
+                .collect();
+            let req = |id| {
+                Outbound::PostFilter(pb::PostFilterRequest {
+                    request_id: id,
+                    plugin: self.meta.name.to_string(),
+                    cycle,
+                    generation: g,
+                    node_statuses,
+                    traceparent,
+                })
+            };
+            match self
+                .send(&streams, req)?
+                .wait()
+                .map_err(|e| self.meta.call_failed("PostFilter", e))?
+            {
+                Reply::PostFilter(r) => {
+                    self.meta.check_generation(r.generation, g)?;
+                    let s = convert::status_from_pb(r.status.as_ref());
+                    let res = (!r.nominated_node_name.is_empty()).then(|| PostFilterResult {
+                        nominating_info: NominatingInfo::Override(Some(Arc::from(
+                            r.nominated_node_name.as_str(),
+                        ))),
+                    });
+                    Ok((res, s))
+                }
+                other => Err(self.meta.unexpected(other)),
+            }
+        })();
+        match self.policy(Some(ctx.state), "PostFilter", r, || {
+            (None, Status::unschedulable("remote PostFilter skipped"))
+        }) {
+            Ok(x) => x,
+            Err(s) => (None, s),
+        }
+    }
+}
+
+impl ReservePlugin for RemotePlugin {
+    fn reserve(&self, state: &mut CycleState, _pod: &Pod, node: &str) -> Status {
+        if self.absent(pb::ExtensionPoint::Reserve) {
+            return Status::success();
+        }
+        self.status_call(state, node, "Reserve", Outbound::Reserve)
+    }
+    fn unreserve(&self, state: &mut CycleState, _pod: &Pod, node: &str) {
+        if self.absent(pb::ExtensionPoint::Reserve) {
+            return;
+        }
+        let s = self.status_call(state, node, "Unreserve", Outbound::Unreserve);
+        if !s.is_success() {
+            tracing::warn!(plugin = %self.meta.name, status = %s, "remote Unreserve failed");
+        }
+    }
+}
+
+impl PermitPlugin for RemotePlugin {
+    fn permit(&self, state: &mut CycleState, _pod: &Pod, node: &str) -> (Status, Duration) {
+        if self.absent(pb::ExtensionPoint::Permit) {
+            return (Status::success(), Duration::ZERO);
+        }
+        let (_span, traceparent) = self.call_trace(state, "Permit", 1);
+        let r = (|| {
+            let (cycle, g, streams) = self.cycle(state)?;
+            let req = |id| {
+                Outbound::Permit(pb::CycleRequest {
+                    request_id: id,
+                    plugin: self.meta.name.to_string(),
+                    cycle,
+                    generation: g,
+                    node_name: node.to_string(),
+                    traceparent,
+                })
+            };
+            match self
+                .send(&streams, req)?
+                .wait()
+                .map_err(|e| self.meta.call_failed("Permit", e))?
+            {
+                Reply::Permit(r) => {
+                    self.meta.check_generation(r.generation, g)?;
+                    let s = convert::status_from_pb(r.status.as_ref());
+                    if s.code() == Code::Error {
+                        return Err(self.meta.plugin_failed("Permit failed", s.message()));
+                    }
+                    Ok((s, Duration::from_millis(u64::from(r.timeout_millis))))
+                }
+                other => Err(self.meta.unexpected(other)),
+            }
+        })();
+        match self.policy(Some(state), "Permit", r, || {
+            (Status::success(), Duration::ZERO)
+        }) {
+            Ok(x) => x,
+            Err(s) => (s, Duration::ZERO),
+        }
+    }
+}
+
+impl PreBindPlugin for RemotePlugin {
+    fn pre_bind<'a>(
+        &'a self,
+        state: &'a CycleState,
+        _pod: &'a Arc<Pod>,
+        node: &'a str,
+    ) -> BoxFuture<'a, Status> {
+        Box::pin(async move {
+            if self.absent(pb::ExtensionPoint::PreBind) {
+                return Status::success();
+            }
+            let s = self
+                .async_status_call(state, node, "PreBind", Outbound::PreBind)
+                .await;
+            if s.is_skip() {
+                Status::success()
+            } else {
+                s
+            }
+        })
+    }
+}
+
+impl BindPlugin for RemotePlugin {
+    fn bind<'a>(
+        &'a self,
+        state: &'a CycleState,
+        _pod: &'a Arc<Pod>,
+        node: &'a str,
+    ) -> BoxFuture<'a, Status> {
+        Box::pin(async move {
+            if self.absent(pb::ExtensionPoint::Bind) {
+                return Status::skip();
+            }
+            self.async_status_call(state, node, "Bind", Outbound::Bind)
+                .await
+        })
+    }
+}
+
+impl PostBindPlugin for RemotePlugin {
+    fn post_bind<'a>(
+        &'a self,
+        state: &'a CycleState,
+        _pod: &'a Arc<Pod>,
+        node: &'a str,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if self.absent(pb::ExtensionPoint::PostBind) {
+                return;
+            }
+            let _ = self
+                .async_status_call(state, node, "PostBind", Outbound::PostBind)
+                .await;
+        })
+    }
+}

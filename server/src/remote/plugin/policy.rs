@@ -1,0 +1,122 @@
+//! What a call in flight needs to judge its reply ([`Meta`]), and what a failure
+//! becomes: a typed [`RemoteError`] counted by kind in
+//! `switchyard_remote_errors_total`, a plugin error naming plugin and endpoint, and
+//! the endpoint's failure policy applied.
+
+use super::*;
+
+/// What a call in flight needs to judge its reply.
+pub(super) struct Meta {
+    pub(super) name: Arc<str>,
+    pub(super) ep: Endpoint,
+    /// The last score-ahead answer (from a Filter reply), for the Score that follows.
+    pub(super) ahead: Mutex<Option<Ahead>>,
+    /// Answers reused for alike pods (plugins that declare pod signatures).
+    pub(super) alike: Mutex<AlikeAnswers>,
+    /// The last pods' signatures (the current attempt's and the lookaheads'), by
+    /// spec (held, so its address is not reused) and name; newest last.
+    pub(super) signatures: Mutex<Vec<SignedPod>>,
+}
+
+impl Meta {
+    pub(super) fn policy(&self) -> FailurePolicy {
+        self.ep.config().failure_policy
+    }
+
+    /// The plugin error `e` becomes: counted by kind, logged, and named after the
+    /// plugin and endpoint.
+    pub(super) fn fail(&self, e: RemoteError) -> Status {
+        crate::telemetry::metrics::REMOTE_ERRORS.add(&[&self.ep.config().endpoint, e.kind()], 1);
+        let s = Status::error(format!(
+            "remote plugin {:?} ({}): {e}",
+            self.name,
+            self.ep.config().endpoint
+        ));
+        self.ep.count_error(&s.message());
+        tracing::warn!(status = %s, policy = ?self.policy(), "sidecar call failed");
+        s
+    }
+
+    /// A call at `context` that got no usable answer.
+    pub(super) fn call_failed(&self, context: &'static str, e: CallError) -> Status {
+        self.fail(RemoteError::call(context, e))
+    }
+
+    /// A reply that breaks the contract.
+    pub(super) fn bad_reply(&self, message: impl Into<String>) -> Status {
+        self.fail(RemoteError::BadReply {
+            context: "bad reply",
+            message: message.into(),
+        })
+    }
+
+    /// The plugin answered with an error at `context`.
+    pub(super) fn plugin_failed(
+        &self,
+        context: &'static str,
+        message: impl Into<String>,
+    ) -> Status {
+        self.fail(RemoteError::Plugin {
+            context,
+            message: message.into(),
+        })
+    }
+
+    pub(super) fn unavailable(&self, message: impl Into<String>) -> Status {
+        self.fail(RemoteError::Unavailable {
+            context: "unavailable",
+            message: message.into(),
+        })
+    }
+
+    pub(super) fn replication_failed(&self, message: impl Into<String>) -> Status {
+        self.fail(RemoteError::Replication {
+            context: "replication",
+            message: message.into(),
+        })
+    }
+
+    /// Notes a call skipped under `failurePolicy: Ignore` for the attempt's report.
+    pub(super) fn ignored(&self, log: &IgnoredCalls, point: &str, s: &Status) {
+        log.record(format!(
+            "{point} skipped under failurePolicy Ignore: {}",
+            s.message()
+        ));
+    }
+
+    /// A reply of the wrong kind for the stream it came on.
+    pub(super) fn unexpected(&self, r: Reply) -> Status {
+        self.bad_reply(format!("unexpected {r:?}"))
+    }
+
+    pub(super) fn check_generation(&self, got: u64, want: u64) -> Result<(), Status> {
+        if got != want {
+            return Err(self.bad_reply(format!(
+                "answered for generation {got}, the call named {want}"
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl RemotePlugin {
+    /// Applies the failure policy: `Ignore` turns an error into `neutral`, recorded in
+    /// the attempt's `ignored` calls (when there is an attempt) to be reported with it.
+    pub(super) fn policy<T>(
+        &self,
+        state: Option<&CycleState>,
+        point: &str,
+        r: Result<T, Status>,
+        neutral: impl FnOnce() -> T,
+    ) -> Result<T, Status> {
+        match r {
+            Err(s) if s.code() == Code::Error && self.meta.policy() == FailurePolicy::Ignore => {
+                if let Some(state) = state {
+                    self.meta.ignored(&state.ignored, point, &s);
+                }
+                Ok(neutral())
+            }
+            r => r,
+        }
+    }
+}
