@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use switchyard::cluster::kubernetes::{KubernetesCluster, KubernetesOptions};
 use switchyard::client::{event_channel, ClusterBackend};
+use switchyard::cluster::kubernetes::{KubernetesCluster, KubernetesOptions};
 use switchyard::config::SchedulerConfig;
 use switchyard::plugins::in_tree_registry;
 use switchyard::scheduler::{Options, Scheduler};
