@@ -3,8 +3,9 @@
 //! kube-scheduler) from `$K8S_CONTROL_PLANE_DIR` (default `../shared/k8s`): binding,
 //! events, status, preemption, least privilege with the ServiceAccount's own token,
 //! leader election on a real Lease, and API server and etcd faults. Each test starts
-//! its own control plane on its own ports and stops it at the end; each skips, saying
-//! so, when the control plane (or kubectl, where it is used) is absent.
+//! its own control plane on its own ports and stops it at the end; each fails, saying
+//! what is missing, when the control plane (or kubectl, where it is used) is absent
+//! (`scripts/test.sh` then leaves this binary out and lists it as not run).
 //!
 //! There is no kubelet: bound pods stay Pending, and a deleted pod that has a node
 //! stays Terminating until its kubelet would confirm it. Where a test needs that, it

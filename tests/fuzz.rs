@@ -1,6 +1,6 @@
 //! The fuzzer in the test command: every saved finding replays clean (a fixed crasher
 //! fails here again if its fix is reverted), and a short pass over every surface finds
-//! nothing. The long pass is `switchyard fuzz` (see README, "Hostile input").
+//! nothing. The long pass is `switchyard fuzz` (see docs/reliability.md).
 
 use std::process::Command;
 

@@ -5,7 +5,9 @@
 //! runs as the `switchyard` ServiceAccount of deploy/rbac.yaml (so its
 //! tokenreviews/subjectaccessreviews grants are what is tested), scrapers are
 //! ServiceAccounts with and without deploy/metrics-reader.yaml's ClusterRole.
-//! Skips, saying so, without the control plane or curl. Every wait is bounded.
+//! Fails, saying what is missing, without the control plane or curl (`scripts/test.sh`
+//! leaves it out and lists it as not run without a control plane). Every wait is
+//! bounded.
 
 use std::path::Path;
 use std::process::Command;

@@ -74,6 +74,8 @@ pub struct FuzzOptions {
     pub root: PathBuf,
     /// Where findings are written (per surface folder); none: not written.
     pub crash_dir: Option<PathBuf>,
+    /// Let panics print to stderr as they happen (they are findings either way).
+    pub show_panics: bool,
 }
 
 /// What one surface's run found.
@@ -111,7 +113,7 @@ const HANG: Duration = Duration::from_secs(2);
 /// Structure mutations compound (a list duplicated 5,000 times inside one duplicated
 /// 5,000 times): a mutant larger than this is replaced by a byte mutation of its seed,
 /// so the pass measures hostile structure, not the speed of reading 300 MB. Large
-/// legitimate input has its own measurements (README, "Large input").
+/// legitimate input has its own measurements (docs/reliability.md, "Large input").
 const MAX_MUTANT_BYTES: usize = 4 << 20;
 
 /// xorshift64*: deterministic per seed, no dependency.
@@ -585,7 +587,11 @@ impl Target {
                 if std::fs::write(&f, text).is_err() {
                     return Outcome::Refused;
                 }
-                match crate::simulate::workload::load(&f, None) {
+                match crate::simulate::workload::load(
+                    &f,
+                    None,
+                    crate::model::input::DEFAULT_MAX_INPUT_BYTES,
+                ) {
                     Ok(_) => {
                         self.accepted += 1;
                         Outcome::Accepted
@@ -652,7 +658,7 @@ impl Target {
 pub fn run(opts: &FuzzOptions, progress: &mut dyn FnMut(&SurfaceReport)) -> Vec<SurfaceReport> {
     // Panics are findings, reported in the table: keep them off stderr.
     let hook = std::panic::take_hook();
-    if std::env::var_os("SWITCHYARD_FUZZ_DEBUG").is_none() {
+    if !opts.show_panics {
         std::panic::set_hook(Box::new(|_| {}));
     }
     let mut out = Vec::new();

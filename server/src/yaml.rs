@@ -49,7 +49,7 @@ impl std::fmt::Display for Error {
         write!(
             f,
             "refused as a YAML bomb: {what}; aliases and nesting that expand far beyond \
-             the text are capped (see README, \"Limits\")"
+             the text are capped (see docs/reliability.md, \"Limits\")"
         )
     }
 }

@@ -120,11 +120,14 @@ impl ManifestError {
 #[derive(Default, Debug)]
 pub struct Skipped(pub Vec<(Source, String)>);
 
-pub use crate::model::input::{read_input, set_max_input_bytes, DEFAULT_MAX_INPUT_BYTES};
+pub use crate::model::input::{read_input, DEFAULT_MAX_INPUT_BYTES};
 
 /// Loads every manifest under `paths` (files, or directories read recursively in name
-/// order, taking `*.yaml`, `*.yml` and `*.json`).
-pub fn load_paths(paths: &[PathBuf]) -> Result<(Vec<ManifestObject>, Skipped), ManifestError> {
+/// order, taking `*.yaml`, `*.yml` and `*.json`), each file at most `max_bytes`.
+pub fn load_paths(
+    paths: &[PathBuf],
+    max_bytes: u64,
+) -> Result<(Vec<ManifestObject>, Skipped), ManifestError> {
     let mut files = Vec::new();
     for p in paths {
         collect_files(p, &mut files)?;
@@ -132,7 +135,7 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<(Vec<ManifestObject>, Skipped), M
     let mut out = Vec::new();
     let mut skipped = Skipped::default();
     for f in files {
-        let text = read_input(&f)?;
+        let text = read_input(&f, max_bytes)?;
         parse_str(&text, &f.display().to_string(), &mut out, &mut skipped)?;
     }
     Ok((out, skipped))

@@ -301,13 +301,15 @@ impl SchedulerConfig {
         .unwrap_or_else(unreachable_default)
     }
 
-    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+    /// Reads a configuration file of at most `max_bytes` (`--max-input-bytes`).
+    pub fn load(path: &Path, max_bytes: u64) -> Result<Self, ConfigError> {
         let file = path.display().to_string();
         // The same size limit as manifests (--max-input-bytes).
-        let text = crate::model::input::read_input(path).map_err(|e| ConfigError::Read {
-            file: file.clone(),
-            message: e.message,
-        })?;
+        let text =
+            crate::model::input::read_input(path, max_bytes).map_err(|e| ConfigError::Read {
+                file: file.clone(),
+                message: e.message,
+            })?;
         Self::from_yaml(&text, &file)
     }
 
@@ -347,7 +349,7 @@ impl SchedulerConfig {
         if !raw.extenders.is_empty() {
             return Err(invalid(
                 "extenders",
-                "HTTP extenders are not supported: run the extender's logic as a sidecar plugin (see README, \"Writing a plugin\")".into(),
+                "HTTP extenders are not supported: run the extender's logic as a sidecar plugin (see docs/writing-plugins.md)".into(),
             ));
         }
         let parallelism = raw.parallelism.unwrap_or(16);

@@ -70,7 +70,10 @@ impl Fixture {
             (out, "examples/demo/cluster.yaml".to_string())
         } else {
             let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-            (manifest::load_paths(paths)?.0, names.join(", "))
+            (
+                manifest::load_paths(paths, manifest::DEFAULT_MAX_INPUT_BYTES)?.0,
+                names.join(", "),
+            )
         };
         Self::from_objects(&objects, &origin)
     }

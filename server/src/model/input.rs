@@ -14,21 +14,14 @@ pub struct InputError {
 /// The largest manifest file read by default: 1 GiB.
 pub const DEFAULT_MAX_INPUT_BYTES: u64 = 1 << 30;
 
-static MAX_INPUT_BYTES: std::sync::atomic::AtomicU64 =
-    std::sync::atomic::AtomicU64::new(DEFAULT_MAX_INPUT_BYTES);
-
-/// Sets the largest manifest or workload file this process reads (`--max-input-bytes`).
-pub fn set_max_input_bytes(n: u64) {
-    MAX_INPUT_BYTES.store(n, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// Reads a whole input file, refusing one over `--max-input-bytes` before reading it.
-pub fn read_input(path: &Path) -> Result<String, InputError> {
+/// Reads a whole input file, refusing one over `max_bytes` (`--max-input-bytes`)
+/// before reading it.
+pub fn read_input(path: &Path, max_bytes: u64) -> Result<String, InputError> {
     let io = |e: std::io::Error| InputError {
         path: path.display().to_string(),
         message: e.to_string(),
     };
-    let max = MAX_INPUT_BYTES.load(std::sync::atomic::Ordering::Relaxed);
+    let max = max_bytes;
     let len = std::fs::metadata(path).map_err(io)?.len();
     if len > max {
         return Err(InputError {

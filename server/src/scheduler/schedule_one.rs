@@ -1,7 +1,7 @@
 //! One pod's journey (upstream `schedule_one.go`): `schedule_one` pops a pod and runs
 //! its scheduling cycle — snapshot, PreFilter, Filter, PostFilter when none fit,
 //! PreScore, Score, pick a node, assume, Reserve, Permit — which ends in a node or in
-//! one [`SchedulingFailure`] for the one failure handler; a node starts the binding
+//! one `SchedulingFailure` for the one failure handler; a node starts the binding
 //! cycle off the scheduling thread. Tracing and metrics go through the attempt's
 //! observer. Every pod ends bound or queued with a reason.
 //!

@@ -56,6 +56,9 @@ pub struct SimulateOptions {
     /// Process groups of sidecars started elsewhere whose CPU time the measured
     /// stretch reports (those of `sidecars` are counted anyway).
     pub cpu_groups: Vec<u32>,
+    /// The largest manifest, configuration, workload or template file read
+    /// (`--max-input-bytes`).
+    pub max_input_bytes: u64,
 }
 
 impl Default for SimulateOptions {
@@ -66,6 +69,7 @@ impl Default for SimulateOptions {
             workload_name: None,
             config: None,
             seed: 0x5eed,
+            max_input_bytes: manifest::DEFAULT_MAX_INPUT_BYTES,
             timeout: Duration::from_secs(600),
             progress: false,
             threads: 0,
@@ -103,7 +107,11 @@ pub enum SimulateError {
 /// Runs a simulation and returns its report.
 pub fn run(opts: &SimulateOptions, registry: &Registry) -> Result<Report, SimulateError> {
     let workload = match &opts.workload {
-        Some(p) => Some(workload::load(p, opts.workload_name.as_deref())?),
+        Some(p) => Some(workload::load(
+            p,
+            opts.workload_name.as_deref(),
+            opts.max_input_bytes,
+        )?),
         None => None,
     };
     let config = match (
@@ -112,7 +120,9 @@ pub fn run(opts: &SimulateOptions, registry: &Registry) -> Result<Report, Simula
         workload.as_ref().and_then(|w| w.scheduler_config.as_ref()),
     ) {
         (Some(c), _, _) => c.clone(),
-        (None, Some(p), _) | (None, None, Some(p)) => SchedulerConfig::load(p)?,
+        (None, Some(p), _) | (None, None, Some(p)) => {
+            SchedulerConfig::load(p, opts.max_input_bytes)?
+        }
         (None, None, None) => SchedulerConfig::default_config(),
     };
     let demo = opts.cluster.is_empty() && workload.is_none() && opts.objects.is_empty();
@@ -123,7 +133,7 @@ pub fn run(opts: &SimulateOptions, registry: &Registry) -> Result<Report, Simula
         manifest::parse_str(demo::DEMO_CLUSTER, demo::DEMO_NAME, &mut out, &mut skipped)?;
         (out, skipped)
     } else {
-        manifest::load_paths(&opts.cluster)?
+        manifest::load_paths(&opts.cluster, opts.max_input_bytes)?
     };
     objects.extend(opts.objects.iter().cloned());
     for (src, kind) in &skipped.0 {

@@ -402,9 +402,10 @@ fn read_template<T: serde::de::DeserializeOwned>(
     params: BTreeMap<String, Value>,
     file: &Path,
     field: &str,
+    max_bytes: u64,
 ) -> Result<Template<T>, WorkloadError> {
     let path = confined(base, Path::new(rel), file, field)?;
-    let text = read_template_text(&path, file, field)?;
+    let text = read_template_text(&path, file, field, max_bytes)?;
     if text.contains("{{") {
         // Check it renders and parses for index 0 now, so errors surface up front.
         let rendered =
@@ -471,8 +472,14 @@ fn confined(base: &Path, rel: &Path, file: &Path, field: &str) -> Result<PathBuf
 
 /// A template's text, bounded like any input file. Its content never goes into errors
 /// beyond what the YAML parser quotes at the failing spot.
-fn read_template_text(path: &Path, file: &Path, field: &str) -> Result<String, WorkloadError> {
-    crate::model::input::read_input(path).map_err(|e| werr(file, field, format!("template: {e}")))
+fn read_template_text(
+    path: &Path,
+    file: &Path,
+    field: &str,
+    max_bytes: u64,
+) -> Result<String, WorkloadError> {
+    crate::model::input::read_input(path, max_bytes)
+        .map_err(|e| werr(file, field, format!("template: {e}")))
 }
 
 fn decode_yaml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
@@ -534,10 +541,11 @@ fn read_churn_object(
     rel: &Path,
     file: &Path,
     field: &str,
+    max_bytes: u64,
 ) -> Result<ChurnObject, WorkloadError> {
     let path = confined(base, rel, file, field)?;
     let t = path.as_path();
-    let text = read_template_text(t, file, field)?;
+    let text = read_template_text(t, file, field, max_bytes)?;
     let v: Value =
         crate::yaml::from_str(&text).map_err(|e| werr(t, "<template>", e.to_string()))?;
     let kind = v
@@ -574,8 +582,8 @@ fn read_churn_object(
 }
 
 /// Names of `Case/Workload` pairs in a file.
-pub fn list_workloads(path: &Path) -> Result<Vec<String>, WorkloadError> {
-    let cases = read_cases(path)?;
+pub fn list_workloads(path: &Path, max_bytes: u64) -> Result<Vec<String>, WorkloadError> {
+    let cases = read_cases(path, max_bytes)?;
     Ok(cases
         .iter()
         .flat_map(|c| {
@@ -586,9 +594,9 @@ pub fn list_workloads(path: &Path) -> Result<Vec<String>, WorkloadError> {
         .collect())
 }
 
-fn read_cases(path: &Path) -> Result<Vec<TestCaseFile>, WorkloadError> {
+fn read_cases(path: &Path, max_bytes: u64) -> Result<Vec<TestCaseFile>, WorkloadError> {
     // The same size limit as manifests (--max-input-bytes).
-    let text = crate::model::input::read_input(path)
+    let text = crate::model::input::read_input(path, max_bytes)
         .map_err(|e| werr(path, "<file>", format!("cannot read: {}", e.message)))?;
     let v: Value = crate::yaml::from_str(&text).map_err(|e| werr(path, "<file>", e.to_string()))?;
     let cases: Vec<TestCaseFile> = serde_path_to_error::deserialize(v)
@@ -601,8 +609,13 @@ fn read_cases(path: &Path) -> Result<Vec<TestCaseFile>, WorkloadError> {
 
 /// Loads one workload. `selector` is `Case/Workload` or `Workload`; it may be omitted
 /// when the file holds exactly one.
-pub fn load(path: &Path, selector: Option<&str>) -> Result<Workload, WorkloadError> {
-    let cases = read_cases(path)?;
+/// `max_bytes` bounds the file and every template it names (`--max-input-bytes`).
+pub fn load(
+    path: &Path,
+    selector: Option<&str>,
+    max_bytes: u64,
+) -> Result<Workload, WorkloadError> {
+    let cases = read_cases(path, max_bytes)?;
     let all: Vec<String> = cases
         .iter()
         .flat_map(|c| {
@@ -664,6 +677,7 @@ pub fn load(path: &Path, selector: Option<&str>) -> Result<Workload, WorkloadErr
                         f.template_params.clone(),
                         path,
                         &format!("{field}.nodeTemplatePath"),
+                        max_bytes,
                     )?,
                     None => Template::Fixed(Box::new(base_node(i))),
                 };
@@ -723,6 +737,7 @@ pub fn load(path: &Path, selector: Option<&str>) -> Result<Workload, WorkloadErr
                         BTreeMap::new(),
                         path,
                         &field,
+                        max_bytes,
                     )? {
                         Template::Fixed(ns) => Some(ns),
                         Template::PerIndex { .. } => {
@@ -769,6 +784,7 @@ pub fn load(path: &Path, selector: Option<&str>) -> Result<Workload, WorkloadErr
                         f.template_params.clone(),
                         path,
                         &format!("{field}.podTemplatePath"),
+                        max_bytes,
                     )?,
                     None => Template::Fixed(Box::new(base_pod())),
                 };
@@ -862,7 +878,13 @@ pub fn load(path: &Path, selector: Option<&str>) -> Result<Workload, WorkloadErr
                 let mut templates = Vec::with_capacity(f.template_paths.len());
                 for (j, t) in f.template_paths.iter().enumerate() {
                     let tfield = format!("{field}.templatePaths[{j}]");
-                    templates.push(read_churn_object(base, Path::new(t), path, &tfield)?);
+                    templates.push(read_churn_object(
+                        base,
+                        Path::new(t),
+                        path,
+                        &tfield,
+                        max_bytes,
+                    )?);
                 }
                 Op::Churn {
                     mode,
@@ -952,7 +974,7 @@ mod tests {
                 format!("- name: C\n  workloadTemplate:\n  - {op}\n  - {{opcode: createPods, count: 1, collectMetrics: true}}\n  workloads: [{{name: w}}]\n"),
             )
             .unwrap();
-            load(&f, None)
+            load(&f, None, crate::model::input::DEFAULT_MAX_INPUT_BYTES)
         };
         let w = case("{opcode: churn, mode: create, templatePaths: [pod.yaml]}").unwrap();
         match &w.ops[0] {
