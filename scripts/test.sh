@@ -87,20 +87,24 @@ ensure_nextest() {
   }
 }
 
-# nextest_counts LOG SUITE NOTE: records the suite from nextest's summary line.
+# finish SUITE PASSED FAILED RC LOG: records a suite; a non-zero exit with no failed
+# test counted (a build or set-up step failed) counts as one failure.
+finish() {
+  local suite=$1 passed=$2 failed=$3 rc=$4 log=$5 note=""
+  if [[ $rc != 0 && $failed == 0 ]]; then
+    failed=1
+    note="exit status $rc (see $log)"
+  fi
+  record "$suite" "$passed" "$failed" 0 "$note"
+}
+
+# nextest_counts LOG SUITE RC: records the suite from nextest's summary line.
 nextest_counts() {
   local log=$1 suite=$2 rc=$3 line passed failed
   line=$(grep -E '^ *Summary \[' "$log" | tail -1)
   passed=$(sed -nE 's/.* ([0-9]+) passed.*/\1/p' <<<"$line")
   failed=$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$line")
-  passed=${passed:-0}
-  failed=${failed:-0}
-  local note=""
-  if [[ $rc != 0 && $failed == 0 ]]; then
-    failed=1
-    note="exit status $rc before any test ran (see $log)"
-  fi
-  record "$suite" "$passed" "$failed" 0 "$note"
+  finish "$suite" "${passed:-0}" "${failed:-0}" "$rc" "$log"
 }
 
 # ---------------------------------------------------------------- checks
@@ -136,28 +140,14 @@ for n in $(sed -nE 's/^FAILED \((.*)\)/\1/p' "$log" | grep -oE '[0-9]+'); do
 done
 self_passed=$(sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\1/p' "$log" | tail -1)
 self_failed=$(sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\2/p' "$log" | tail -1)
-p=$((ran - unit_failed + ${self_passed:-0}))
-f=$((unit_failed + ${self_failed:-0}))
-note=""
-if [[ $rc != 0 && $f == 0 ]]; then
-  f=1
-  note="exit status $rc (see $log)"
-fi
-record "Python SDK" "$p" "$f" 0 "$note"
+finish "Python SDK" $((ran - unit_failed + ${self_passed:-0})) $((unit_failed + ${self_failed:-0})) "$rc" "$log"
 
 # ---------------------------------------------------------------- Go SDK
 banner "Go plugin SDK (unit tests, examples through the conformance kit)"
 log=$logs/go.log
 rc=0
 { ensure_go && plugin-sdk/go/test.sh; } 2>&1 | tee "$log" || rc=$?
-p=$(count '^(--- PASS:|PASS: )' "$log")
-f=$(count '^(--- FAIL:|FAIL: )' "$log")
-note=""
-if [[ $rc != 0 && $f == 0 ]]; then
-  f=1
-  note="exit status $rc (see $log)"
-fi
-record "Go SDK" "$p" "$f" 0 "$note"
+finish "Go SDK" "$(count '^(--- PASS:|PASS: )' "$log")" "$(count '^(--- FAIL:|FAIL: )' "$log")" "$rc" "$log"
 
 # ---------------------------------------------------------------- TypeScript SDK
 banner "TypeScript plugin SDK (npm ci, dist/ current, types, unit tests, conformance kit)"
@@ -166,23 +156,14 @@ rc=0
 plugin-sdk/node/test.sh 2>&1 | tee "$log" || rc=$?
 p=$(($(sed -nE 's/^# pass ([0-9]+)$/\1/p' "$log" | tail -1) + 0 + $(count '^PASS: ' "$log")))
 f=$(($(sed -nE 's/^# fail ([0-9]+)$/\1/p' "$log" | tail -1) + 0 + $(count '^FAIL: ' "$log")))
-note=""
-if [[ $rc != 0 && $f == 0 ]]; then
-  f=1
-  note="exit status $rc (see $log)"
-fi
-record "TypeScript SDK" "$p" "$f" 0 "$note"
+finish "TypeScript SDK" "$p" "$f" "$rc" "$log"
 
 # ---------------------------------------------------------------- deploy
 banner "deploy/ manifests (offline schema validation)"
 log=$logs/deploy.log
 rc=0
 scripts/validate-deploy.sh 2>&1 | tee "$log" || rc=$?
-if [[ $rc == 0 ]]; then
-  record deploy 1 0
-else
-  record deploy 0 1 0 "see $log"
-fi
+finish deploy $((rc == 0 ? 1 : 0)) 0 "$rc" "$log"
 
 # ---------------------------------------------------------------- Rust
 banner "Rust: unit, scenario and end-to-end tests (cargo nextest)"

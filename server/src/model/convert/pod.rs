@@ -151,69 +151,8 @@ pub fn pod_from_k8s(
     let (priority, preemption_policy, class_name) = resolve_priority(spec, resolver)?;
     let (requests, non_zero_milli_cpu, non_zero_memory) = pod_requests(spec)?;
 
-    // Host ports of sidecar (restartable) init containers, then of app containers, as
-    // upstream `GetHostPorts` collects them.
-    let mut host_ports = Vec::new();
-    let sidecars = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .enumerate()
-        .filter(|(_, c)| c.restart_policy.as_deref() == Some("Always"))
-        .map(|(i, c)| (format!("spec.initContainers[{i}]"), c));
-    let apps = spec
-        .containers
-        .iter()
-        .enumerate()
-        .map(|(i, c)| (format!("spec.containers[{i}]"), c));
-    for (cfield, c) in sidecars.chain(apps) {
-        for (pi, p) in c.ports.iter().flatten().enumerate() {
-            let field = format!("{cfield}.ports[{pi}]");
-            let Some(port) = p.host_port.filter(|p| *p > 0) else {
-                continue;
-            };
-            let protocol = match p.protocol.as_deref() {
-                None | Some("") => Protocol::Tcp,
-                Some(s) => Protocol::parse(s).ok_or_else(|| {
-                    err(
-                        format!("{field}.protocol"),
-                        format!("unsupported value {s:?}: must be TCP, UDP or SCTP"),
-                    )
-                })?,
-            };
-            let ip = match p.host_ip.as_deref() {
-                None | Some("") => "0.0.0.0",
-                Some(ip) => ip,
-            };
-            host_ports.push(HostPort {
-                ip: ip.into(),
-                protocol,
-                port,
-            });
-        }
-    }
-
-    // Images of init and app containers (duplicates kept: ImageLocality counts each
-    // container) and of image volumes.
-    let containers = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .chain(spec.containers.iter());
-    let mut images: Vec<Box<str>> = Vec::new();
-    let mut image_slots = 0usize;
-    for c in containers {
-        image_slots += 1;
-        if let Some(i) = c.image.as_deref().filter(|i| !i.is_empty()) {
-            images.push(normalized_image_name(i).into());
-        }
-    }
-    for v in spec.volumes.iter().flatten() {
-        if let Some(r) = v.image.as_ref().and_then(|i| i.reference.as_deref()) {
-            image_slots += 1;
-            images.push(normalized_image_name(r).into());
-        }
-    }
+    let host_ports = host_ports(spec)?;
+    let (images, image_slots) = images(spec);
 
     let node_selector = spec
         .node_selector
@@ -221,85 +160,14 @@ pub fn pod_from_k8s(
         .filter(|m| !m.is_empty())
         .map(|m| Labels::new(m.iter().map(|(k, v)| (k.as_str(), v.as_str()))));
 
-    let mut required_node_affinity = None;
-    let mut preferred_node_affinity = Vec::new();
-    let mut required_affinity_terms = Vec::new();
-    let mut required_anti_affinity_terms = Vec::new();
-    let mut preferred_affinity_terms = Vec::new();
-    let mut preferred_anti_affinity_terms = Vec::new();
-    if let Some(aff) = &spec.affinity {
-        if let Some(na) = &aff.node_affinity {
-            if let Some(req) = &na.required_during_scheduling_ignored_during_execution {
-                required_node_affinity = Some(node_selector_from_k8s(
-                    req,
-                    "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
-                ));
-            }
-            for (i, p) in na
-                .preferred_during_scheduling_ignored_during_execution
-                .iter()
-                .flatten()
-                .enumerate()
-            {
-                let field = format!(
-                    "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
-                );
-                if !(1..=100).contains(&p.weight) {
-                    return Err(err(
-                        format!("{field}.weight"),
-                        format!("{} must be in the range 1-100", p.weight),
-                    ));
-                }
-                preferred_node_affinity.push(PreferredSchedulingTerm {
-                    weight: p.weight,
-                    term: node_selector_term_from_k8s(&p.preference),
-                });
-            }
-        }
-        let own_ns: Arc<str> = namespace.into();
-        if let Some(pa) = &aff.pod_affinity {
-            let base = "spec.affinity.podAffinity";
-            for (i, t) in pa
-                .required_during_scheduling_ignored_during_execution
-                .iter()
-                .flatten()
-                .enumerate()
-            {
-                let f = format!("{base}.requiredDuringSchedulingIgnoredDuringExecution[{i}]");
-                required_affinity_terms.push(affinity_term(t, &own_ns, &labels, &f)?);
-            }
-            for (i, w) in pa
-                .preferred_during_scheduling_ignored_during_execution
-                .iter()
-                .flatten()
-                .enumerate()
-            {
-                let f = format!("{base}.preferredDuringSchedulingIgnoredDuringExecution[{i}]");
-                preferred_affinity_terms.push(weighted_term(w, &own_ns, &labels, &f)?);
-            }
-        }
-        if let Some(pa) = &aff.pod_anti_affinity {
-            let base = "spec.affinity.podAntiAffinity";
-            for (i, t) in pa
-                .required_during_scheduling_ignored_during_execution
-                .iter()
-                .flatten()
-                .enumerate()
-            {
-                let f = format!("{base}.requiredDuringSchedulingIgnoredDuringExecution[{i}]");
-                required_anti_affinity_terms.push(affinity_term(t, &own_ns, &labels, &f)?);
-            }
-            for (i, w) in pa
-                .preferred_during_scheduling_ignored_during_execution
-                .iter()
-                .flatten()
-                .enumerate()
-            {
-                let f = format!("{base}.preferredDuringSchedulingIgnoredDuringExecution[{i}]");
-                preferred_anti_affinity_terms.push(weighted_term(w, &own_ns, &labels, &f)?);
-            }
-        }
-    }
+    let AffinityTerms {
+        required_node_affinity,
+        preferred_node_affinity,
+        required_affinity_terms,
+        required_anti_affinity_terms,
+        preferred_affinity_terms,
+        preferred_anti_affinity_terms,
+    } = affinity_terms(spec, namespace, &labels)?;
 
     let mut tolerations = Vec::new();
     for (i, t) in spec.tolerations.iter().flatten().enumerate() {
@@ -400,6 +268,177 @@ pub fn pod_from_k8s(
                 c.status == "True" && c.reason.as_deref() == Some("PreemptionByScheduler")
             }),
         spec: Arc::new(spec_model),
+    })
+}
+
+/// Host ports of sidecar (restartable) init containers, then of app containers, as
+/// upstream `GetHostPorts` collects them.
+fn host_ports(spec: &core::PodSpec) -> Result<Vec<HostPort>> {
+    let mut host_ports = Vec::new();
+    let sidecars = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .enumerate()
+        .filter(|(_, c)| c.restart_policy.as_deref() == Some("Always"))
+        .map(|(i, c)| (format!("spec.initContainers[{i}]"), c));
+    let apps = spec
+        .containers
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (format!("spec.containers[{i}]"), c));
+    for (cfield, c) in sidecars.chain(apps) {
+        for (pi, p) in c.ports.iter().flatten().enumerate() {
+            let field = format!("{cfield}.ports[{pi}]");
+            let Some(port) = p.host_port.filter(|p| *p > 0) else {
+                continue;
+            };
+            let protocol = match p.protocol.as_deref() {
+                None | Some("") => Protocol::Tcp,
+                Some(s) => Protocol::parse(s).ok_or_else(|| {
+                    err(
+                        format!("{field}.protocol"),
+                        format!("unsupported value {s:?}: must be TCP, UDP or SCTP"),
+                    )
+                })?,
+            };
+            let ip = match p.host_ip.as_deref() {
+                None | Some("") => "0.0.0.0",
+                Some(ip) => ip,
+            };
+            host_ports.push(HostPort {
+                ip: ip.into(),
+                protocol,
+                port,
+            });
+        }
+    }
+
+    Ok(host_ports)
+}
+
+/// Images of init and app containers (duplicates kept: ImageLocality counts each
+/// container) and of image volumes, and how many image slots the pod has.
+fn images(spec: &core::PodSpec) -> (Vec<Box<str>>, usize) {
+    let containers = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(spec.containers.iter());
+    let mut images: Vec<Box<str>> = Vec::new();
+    let mut image_slots = 0usize;
+    for c in containers {
+        image_slots += 1;
+        if let Some(i) = c.image.as_deref().filter(|i| !i.is_empty()) {
+            images.push(normalized_image_name(i).into());
+        }
+    }
+    for v in spec.volumes.iter().flatten() {
+        if let Some(r) = v.image.as_ref().and_then(|i| i.reference.as_deref()) {
+            image_slots += 1;
+            images.push(normalized_image_name(r).into());
+        }
+    }
+    (images, image_slots)
+}
+
+/// The pod's node affinity and inter-pod (anti-)affinity terms, validated.
+struct AffinityTerms {
+    required_node_affinity: Option<NodeSelector>,
+    preferred_node_affinity: Vec<PreferredSchedulingTerm>,
+    required_affinity_terms: Vec<AffinityTerm>,
+    required_anti_affinity_terms: Vec<AffinityTerm>,
+    preferred_affinity_terms: Vec<WeightedAffinityTerm>,
+    preferred_anti_affinity_terms: Vec<WeightedAffinityTerm>,
+}
+
+fn affinity_terms(spec: &core::PodSpec, namespace: &str, labels: &Labels) -> Result<AffinityTerms> {
+    let mut required_node_affinity = None;
+    let mut preferred_node_affinity = Vec::new();
+    let mut required_affinity_terms = Vec::new();
+    let mut required_anti_affinity_terms = Vec::new();
+    let mut preferred_affinity_terms = Vec::new();
+    let mut preferred_anti_affinity_terms = Vec::new();
+    if let Some(aff) = &spec.affinity {
+        if let Some(na) = &aff.node_affinity {
+            if let Some(req) = &na.required_during_scheduling_ignored_during_execution {
+                required_node_affinity = Some(node_selector_from_k8s(
+                    req,
+                    "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+                ));
+            }
+            for (i, p) in na
+                .preferred_during_scheduling_ignored_during_execution
+                .iter()
+                .flatten()
+                .enumerate()
+            {
+                let field = format!(
+                    "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
+                );
+                if !(1..=100).contains(&p.weight) {
+                    return Err(err(
+                        format!("{field}.weight"),
+                        format!("{} must be in the range 1-100", p.weight),
+                    ));
+                }
+                preferred_node_affinity.push(PreferredSchedulingTerm {
+                    weight: p.weight,
+                    term: node_selector_term_from_k8s(&p.preference),
+                });
+            }
+        }
+        let own_ns: Arc<str> = namespace.into();
+        if let Some(pa) = &aff.pod_affinity {
+            let base = "spec.affinity.podAffinity";
+            for (i, t) in pa
+                .required_during_scheduling_ignored_during_execution
+                .iter()
+                .flatten()
+                .enumerate()
+            {
+                let f = format!("{base}.requiredDuringSchedulingIgnoredDuringExecution[{i}]");
+                required_affinity_terms.push(affinity_term(t, &own_ns, labels, &f)?);
+            }
+            for (i, w) in pa
+                .preferred_during_scheduling_ignored_during_execution
+                .iter()
+                .flatten()
+                .enumerate()
+            {
+                let f = format!("{base}.preferredDuringSchedulingIgnoredDuringExecution[{i}]");
+                preferred_affinity_terms.push(weighted_term(w, &own_ns, labels, &f)?);
+            }
+        }
+        if let Some(pa) = &aff.pod_anti_affinity {
+            let base = "spec.affinity.podAntiAffinity";
+            for (i, t) in pa
+                .required_during_scheduling_ignored_during_execution
+                .iter()
+                .flatten()
+                .enumerate()
+            {
+                let f = format!("{base}.requiredDuringSchedulingIgnoredDuringExecution[{i}]");
+                required_anti_affinity_terms.push(affinity_term(t, &own_ns, labels, &f)?);
+            }
+            for (i, w) in pa
+                .preferred_during_scheduling_ignored_during_execution
+                .iter()
+                .flatten()
+                .enumerate()
+            {
+                let f = format!("{base}.preferredDuringSchedulingIgnoredDuringExecution[{i}]");
+                preferred_anti_affinity_terms.push(weighted_term(w, &own_ns, labels, &f)?);
+            }
+        }
+    }
+    Ok(AffinityTerms {
+        required_node_affinity,
+        preferred_node_affinity,
+        required_affinity_terms,
+        required_anti_affinity_terms,
+        preferred_affinity_terms,
+        preferred_anti_affinity_terms,
     })
 }
 

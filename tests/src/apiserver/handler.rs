@@ -1,345 +1,9 @@
-//! A small Kubernetes API-server double for tests of the `kubernetes` backend: real
-//! HTTP on 127.0.0.1, real JSON, real chunked watch streams, so the real `kube`
-//! client runs against it unchanged. It speaks only what the API server speaks:
-//! list (with `resourceVersion`), watch from a resourceVersion (`410 Gone` when that
-//! version was compacted away), `pods/binding`, strategic-merge patches of
-//! `pods/status` (conditions merged by type), delete with a UID precondition,
-//! `events.k8s.io/v1` events, and Leases (get, create, update with optimistic
-//! concurrency). Tests drive it through [`ApiServer`]: add, update and delete
-//! objects, drop every open watch, compact the history, make the next bind conflict.
+//! Serving requests as the API server does: routing, list and watch, binding,
+//! status patches, deletes with preconditions, events and Leases.
 
-use std::collections::{BTreeMap, HashMap};
-use std::convert::Infallible;
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use super::*;
 
-use bytes::Bytes;
-use http_body_util::{combinators::BoxBody, BodyExt, Full, StreamBody};
-use hyper::body::Frame;
-use hyper::{Method, Request, Response, StatusCode};
-use serde_json::{json, Value};
-use tokio::sync::broadcast;
-
-type Body = BoxBody<Bytes, Infallible>;
-
-/// A collection: its URL segment, its kind, and whether objects are namespaced.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Kind {
-    pub group_version: &'static str,
-    pub plural: &'static str,
-    pub kind: &'static str,
-    pub namespaced: bool,
-}
-
-pub const PODS: Kind = Kind {
-    group_version: "v1",
-    plural: "pods",
-    kind: "Pod",
-    namespaced: true,
-};
-pub const NODES: Kind = Kind {
-    group_version: "v1",
-    plural: "nodes",
-    kind: "Node",
-    namespaced: false,
-};
-pub const NAMESPACES: Kind = Kind {
-    group_version: "v1",
-    plural: "namespaces",
-    kind: "Namespace",
-    namespaced: false,
-};
-pub const EVENTS: Kind = Kind {
-    group_version: "events.k8s.io/v1",
-    plural: "events",
-    kind: "Event",
-    namespaced: true,
-};
-pub const LEASES: Kind = Kind {
-    group_version: "coordination.k8s.io/v1",
-    plural: "leases",
-    kind: "Lease",
-    namespaced: true,
-};
-
-const KINDS: [Kind; 17] = [
-    PODS,
-    NODES,
-    NAMESPACES,
-    EVENTS,
-    LEASES,
-    Kind {
-        group_version: "v1",
-        plural: "services",
-        kind: "Service",
-        namespaced: true,
-    },
-    Kind {
-        group_version: "v1",
-        plural: "replicationcontrollers",
-        kind: "ReplicationController",
-        namespaced: true,
-    },
-    Kind {
-        group_version: "apps/v1",
-        plural: "replicasets",
-        kind: "ReplicaSet",
-        namespaced: true,
-    },
-    Kind {
-        group_version: "apps/v1",
-        plural: "statefulsets",
-        kind: "StatefulSet",
-        namespaced: true,
-    },
-    Kind {
-        group_version: "policy/v1",
-        plural: "poddisruptionbudgets",
-        kind: "PodDisruptionBudget",
-        namespaced: true,
-    },
-    Kind {
-        group_version: "scheduling.k8s.io/v1",
-        plural: "priorityclasses",
-        kind: "PriorityClass",
-        namespaced: false,
-    },
-    Kind {
-        group_version: "v1",
-        plural: "persistentvolumeclaims",
-        kind: "PersistentVolumeClaim",
-        namespaced: true,
-    },
-    Kind {
-        group_version: "v1",
-        plural: "persistentvolumes",
-        kind: "PersistentVolume",
-        namespaced: false,
-    },
-    Kind {
-        group_version: "storage.k8s.io/v1",
-        plural: "storageclasses",
-        kind: "StorageClass",
-        namespaced: false,
-    },
-    Kind {
-        group_version: "storage.k8s.io/v1",
-        plural: "csinodes",
-        kind: "CSINode",
-        namespaced: false,
-    },
-    Kind {
-        group_version: "storage.k8s.io/v1",
-        plural: "csidrivers",
-        kind: "CSIDriver",
-        namespaced: false,
-    },
-    Kind {
-        group_version: "storage.k8s.io/v1",
-        plural: "csistoragecapacities",
-        kind: "CSIStorageCapacity",
-        namespaced: true,
-    },
-];
-
-/// One recorded request: method and path (with query).
-#[derive(Clone, Debug)]
-pub struct Call {
-    pub method: String,
-    pub path: String,
-    /// The request body's media type, when it had one.
-    pub content_type: Option<String>,
-}
-
-#[derive(Clone, Debug)]
-struct Change {
-    rv: u64,
-    kind: Kind,
-    kind_type: &'static str,
-    object: Value,
-}
-
-#[derive(Default)]
-struct State {
-    rv: u64,
-    objects: BTreeMap<(Kind, String, String), Value>,
-    history: Vec<Change>,
-    /// Watches from a version below this get 410 Gone.
-    compacted_below: u64,
-    conflict_next_bind: bool,
-    /// Pods deleted when their binding arrives (as if deleted mid-binding).
-    delete_on_bind: Vec<String>,
-    calls: Vec<Call>,
-    uid: u64,
-}
-
-/// The double. Dropping it stops the server.
-pub struct ApiServer {
-    pub addr: SocketAddr,
-    state: Arc<Mutex<State>>,
-    changes: broadcast::Sender<Change>,
-    /// Closing this ends every open watch (the clients see a dropped connection).
-    drop_watches: broadcast::Sender<()>,
-    runtime: tokio::runtime::Runtime,
-}
-
-impl ApiServer {
-    pub fn start() -> ApiServer {
-        let (runtime, listener, addr) = crate::local_server();
-        let state = Arc::new(Mutex::new(State {
-            rv: 1,
-            ..Default::default()
-        }));
-        let (changes, _) = broadcast::channel(4096);
-        let (drop_watches, _) = broadcast::channel(16);
-        let shared = Shared {
-            state: state.clone(),
-            changes: changes.clone(),
-            drop_watches: drop_watches.clone(),
-        };
-        runtime.spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                let shared = shared.clone();
-                tokio::spawn(async move {
-                    let svc = hyper::service::service_fn(move |req| {
-                        let shared = shared.clone();
-                        async move { Ok::<_, Infallible>(shared.handle(req).await) }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
-                        .await;
-                });
-            }
-        });
-        ApiServer {
-            addr,
-            state,
-            changes,
-            drop_watches,
-            runtime,
-        }
-    }
-
-    /// A kubeconfig (YAML) pointing at the double, for `switchyard run --kubeconfig`.
-    pub fn kubeconfig(&self) -> String {
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: double\n  cluster:\n    server: http://{}\ncontexts:\n- name: double\n  context:\n    cluster: double\n    user: test\ncurrent-context: double\nusers:\n- name: test\n  user:\n    token: test\n",
-            self.addr
-        )
-    }
-
-    fn shared(&self) -> Shared {
-        Shared {
-            state: self.state.clone(),
-            changes: self.changes.clone(),
-            drop_watches: self.drop_watches.clone(),
-        }
-    }
-
-    /// Creates or replaces an object (from its apiVersion/kind); a watch sees ADDED or
-    /// MODIFIED.
-    pub fn apply(&self, object: Value) {
-        let kind = kind_of(&object).unwrap_or_else(|| panic!("unknown kind in {object}"));
-        let s = self.shared();
-        s.put(kind, object);
-    }
-
-    /// Deletes an object; a watch sees DELETED.
-    pub fn delete(&self, kind: Kind, namespace: &str, name: &str) -> bool {
-        self.shared().remove(kind, namespace, name).is_some()
-    }
-
-    pub fn get(&self, kind: Kind, namespace: &str, name: &str) -> Option<Value> {
-        let st = self.state.lock().unwrap();
-        st.objects
-            .get(&(kind, ns_of(kind, namespace), name.to_string()))
-            .cloned()
-    }
-
-    /// The node a pod in `default` is bound to, if any.
-    pub fn node_of(&self, pod: &str) -> Option<String> {
-        self.get(PODS, "default", pod)
-            .and_then(|p| p["spec"]["nodeName"].as_str().map(str::to_string))
-    }
-
-    pub fn list(&self, kind: Kind) -> Vec<Value> {
-        let st = self.state.lock().unwrap();
-        st.objects
-            .iter()
-            .filter(|((k, _, _), _)| *k == kind)
-            .map(|(_, v)| v.clone())
-            .collect()
-    }
-
-    /// Ends every open watch connection.
-    pub fn drop_watches(&self) {
-        let _ = self.drop_watches.send(());
-    }
-
-    /// Forgets the history so far: a watch resuming from an older version gets
-    /// `410 Gone` and must list again.
-    pub fn compact(&self) {
-        let mut st = self.state.lock().unwrap();
-        st.compacted_below = st.rv + 1;
-        st.history.clear();
-    }
-
-    /// The next `pods/binding` answers 409 Conflict.
-    pub fn conflict_next_bind(&self) {
-        self.state.lock().unwrap().conflict_next_bind = true;
-    }
-
-    /// The pod is deleted when its binding arrives, which then answers 404 (a pod
-    /// deleted while the scheduler was binding it).
-    pub fn delete_on_bind(&self, name: &str) {
-        self.state
-            .lock()
-            .unwrap()
-            .delete_on_bind
-            .push(name.to_string());
-    }
-
-    pub fn calls(&self) -> Vec<Call> {
-        self.state.lock().unwrap().calls.clone()
-    }
-
-    pub fn runtime(&self) -> &tokio::runtime::Runtime {
-        &self.runtime
-    }
-}
-
-fn kind_of(object: &Value) -> Option<Kind> {
-    let api_version = object["apiVersion"].as_str()?;
-    let kind = object["kind"].as_str()?;
-    KINDS
-        .iter()
-        .copied()
-        .find(|k| k.group_version == api_version && k.kind == kind)
-}
-
-fn ns_of(kind: Kind, namespace: &str) -> String {
-    if kind.namespaced {
-        if namespace.is_empty() {
-            "default".into()
-        } else {
-            namespace.into()
-        }
-    } else {
-        String::new()
-    }
-}
-
-#[derive(Clone)]
-struct Shared {
-    state: Arc<Mutex<State>>,
-    changes: broadcast::Sender<Change>,
-    drop_watches: broadcast::Sender<()>,
-}
-
-fn json_response(code: StatusCode, v: &Value) -> Response<Body> {
+pub(super) fn json_response(code: StatusCode, v: &Value) -> Response<Body> {
     Response::builder()
         .status(code)
         .header("content-type", "application/json")
@@ -347,7 +11,7 @@ fn json_response(code: StatusCode, v: &Value) -> Response<Body> {
         .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed()))
 }
 
-fn status(code: u16, reason: &str, message: &str) -> Response<Body> {
+pub(super) fn status(code: u16, reason: &str, message: &str) -> Response<Body> {
     json_response(
         StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
         &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
@@ -357,7 +21,7 @@ fn status(code: u16, reason: &str, message: &str) -> Response<Body> {
 
 /// Strategic merge of `patch` into `target`, with lists of conditions merged by
 /// `type` (the only list the scheduler patches).
-fn merge(target: &mut Value, patch: &Value) {
+pub(super) fn merge(target: &mut Value, patch: &Value) {
     match (target, patch) {
         (Value::Object(t), Value::Object(p)) => {
             for (k, v) in p {
@@ -384,7 +48,7 @@ fn merge(target: &mut Value, patch: &Value) {
 }
 
 impl Shared {
-    fn put(&self, kind: Kind, mut object: Value) -> Value {
+    pub(super) fn put(&self, kind: Kind, mut object: Value) -> Value {
         let mut st = self.state.lock().unwrap();
         st.rv += 1;
         let rv = st.rv;
@@ -425,7 +89,7 @@ impl Shared {
         object
     }
 
-    fn remove(&self, kind: Kind, namespace: &str, name: &str) -> Option<Value> {
+    pub(super) fn remove(&self, kind: Kind, namespace: &str, name: &str) -> Option<Value> {
         let mut st = self.state.lock().unwrap();
         let mut object = st
             .objects
@@ -444,7 +108,7 @@ impl Shared {
         Some(object)
     }
 
-    async fn handle(&self, req: Request<hyper::body::Incoming>) -> Response<Body> {
+    pub(super) async fn handle(&self, req: Request<hyper::body::Incoming>) -> Response<Body> {
         let method = req.method().clone();
         let path = req.uri().path().to_string();
         let query: HashMap<String, String> = req
@@ -595,14 +259,14 @@ impl Shared {
         }
     }
 
-    fn get(&self, kind: Kind, namespace: &str, name: &str) -> Option<Value> {
+    pub(super) fn get(&self, kind: Kind, namespace: &str, name: &str) -> Option<Value> {
         let st = self.state.lock().unwrap();
         st.objects
             .get(&(kind, ns_of(kind, namespace), name.to_string()))
             .cloned()
     }
 
-    fn bind(&self, ns: &str, name: &str, body: &Value) -> Response<Body> {
+    pub(super) fn bind(&self, ns: &str, name: &str, body: &Value) -> Response<Body> {
         let doomed = {
             let mut st = self.state.lock().unwrap();
             let i = st.delete_on_bind.iter().position(|n| n == name);
@@ -640,7 +304,12 @@ impl Shared {
         )
     }
 
-    fn selected(kind: Kind, o: &Value, ns: Option<&str>, query: &HashMap<String, String>) -> bool {
+    pub(super) fn selected(
+        kind: Kind,
+        o: &Value,
+        ns: Option<&str>,
+        query: &HashMap<String, String>,
+    ) -> bool {
         if let Some(ns) = ns {
             if o["metadata"]["namespace"].as_str() != Some(ns) {
                 return false;
@@ -661,7 +330,7 @@ impl Shared {
         true
     }
 
-    fn list_response(
+    pub(super) fn list_response(
         &self,
         kind: Kind,
         ns: Option<&str>,
@@ -681,7 +350,7 @@ impl Shared {
         )
     }
 
-    fn watch(
+    pub(super) fn watch(
         &self,
         kind: Kind,
         ns: Option<String>,
@@ -767,10 +436,10 @@ impl Shared {
 }
 
 /// A request path taken apart: kind, namespace, name, subresource.
-type Route = (Kind, Option<String>, Option<String>, Option<String>);
+pub(super) type Route = (Kind, Option<String>, Option<String>, Option<String>);
 
 /// `/api/v1/...` or `/apis/GROUP/VERSION/...` into its [`Route`].
-fn route(path: &str) -> Option<Route> {
+pub(super) fn route(path: &str) -> Option<Route> {
     let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
     let (gv, rest) = match parts.as_slice() {
         ["api", "v1", rest @ ..] => ("v1".to_string(), rest),
@@ -798,7 +467,7 @@ fn route(path: &str) -> Option<Route> {
     ))
 }
 
-fn percent_decode(s: &str) -> String {
+pub(super) fn percent_decode(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -814,101 +483,4 @@ fn percent_decode(s: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
-}
-
-/// One RBAC rule of deploy/rbac.yaml (ClusterRole or Role; namespaces are not
-/// compared: the tests' objects live in `default`).
-#[derive(Debug)]
-struct Rule {
-    groups: Vec<String>,
-    resources: Vec<String>,
-    names: Vec<String>,
-    verbs: Vec<String>,
-}
-
-/// What RBAC sees of a request: verb, API group, resource (with subresource), name.
-pub fn rbac_request(c: &Call) -> Option<(String, String, String, Option<String>)> {
-    let (path, query) = c.path.split_once('?').unwrap_or((&c.path, ""));
-    let (kind, _ns, name, sub) = route(path)?;
-    let group = kind
-        .group_version
-        .rsplit_once('/')
-        .map_or("", |(g, _)| g)
-        .to_string();
-    let resource = match &sub {
-        Some(s) => format!("{}/{s}", kind.plural),
-        None => kind.plural.to_string(),
-    };
-    let watch = query
-        .split('&')
-        .any(|kv| kv == "watch=true" || kv == "watch=1");
-    let verb = match (c.method.as_str(), &name) {
-        ("GET", None) if watch => "watch",
-        ("GET", None) => "list",
-        ("GET", Some(_)) => "get",
-        ("POST", _) => "create",
-        ("PUT", _) => "update",
-        ("PATCH", _) => "patch",
-        ("DELETE", _) => "delete",
-        _ => return None,
-    };
-    Some((
-        verb.to_string(),
-        group,
-        resource,
-        if sub.is_some() { name } else { name.clone() },
-    ))
-}
-
-impl ApiServer {
-    /// Every call recorded so far, checked against the ClusterRole and Role in
-    /// deploy/rbac.yaml: the list of calls they would forbid.
-    pub fn forbidden_by_deploy_rbac(&self) -> Vec<String> {
-        let path = crate::workspace_root().join("deploy/rbac.yaml");
-        let text = std::fs::read_to_string(&path).expect("deploy/rbac.yaml");
-        let docs: Vec<Value> = switchyard::yaml::from_multiple(&text).expect("rbac yaml");
-        let strings = |v: &Value| -> Vec<String> {
-            v.as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|s| s.as_str().map(str::to_string))
-                .collect()
-        };
-        let rules: Vec<Rule> = docs
-            .iter()
-            .filter(|d| d["kind"] == "ClusterRole" || d["kind"] == "Role")
-            .flat_map(|d| d["rules"].as_array().cloned().unwrap_or_default())
-            .map(|r| Rule {
-                groups: strings(&r["apiGroups"]),
-                resources: strings(&r["resources"]),
-                names: strings(&r["resourceNames"]),
-                verbs: strings(&r["verbs"]),
-            })
-            .collect();
-        let mut out = Vec::new();
-        for c in self.calls() {
-            let Some((verb, group, resource, name)) = rbac_request(&c) else {
-                out.push(format!(
-                    "{} {}: not a Kubernetes API request",
-                    c.method, c.path
-                ));
-                continue;
-            };
-            let ok = rules.iter().any(|r| {
-                r.verbs.contains(&verb)
-                    && r.groups.contains(&group)
-                    && r.resources.contains(&resource)
-                    && (r.names.is_empty() || name.as_ref().is_some_and(|n| r.names.contains(n)))
-            });
-            if !ok {
-                out.push(format!(
-                    "{} {} ({verb} {group}/{resource})",
-                    c.method, c.path
-                ));
-            }
-        }
-        out.sort();
-        out.dedup();
-        out
-    }
 }

@@ -1,0 +1,369 @@
+//! Running a workload's ops in order against the embedded cluster: creating nodes,
+//! namespaces and pods, barriers, sleeps, deletions, and churn on a timer in the
+//! background.
+
+use super::*;
+
+/// Pods in `namespaces` (empty: any) created at or after `since` (a
+/// [`EmbeddedCluster::next_order`] value) that are bound now, as upstream's throughput
+/// collector counts them. Counting only new pods keeps preemption workloads honest:
+/// victims leave the cluster, so a difference of bound totals would undercount.
+pub(super) fn bound_since(cluster: &EmbeddedCluster, since: u64, namespaces: &[String]) -> usize {
+    cluster
+        .pods()
+        .iter()
+        .filter(|r| {
+            r.order >= since
+                && r.pod.node_name.is_some()
+                && (namespaces.is_empty() || namespaces.iter().any(|n| **n == *r.pod.namespace))
+        })
+        .count()
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn run_ops(
+    w: &workload::Workload,
+    cluster: &Arc<EmbeddedCluster>,
+    sched: &Arc<Scheduler>,
+    opts: &SimulateOptions,
+    stuck: StuckRule,
+    deadline: Instant,
+    progress: &mut Progress,
+    measured: &mut Measuring,
+) -> Result<(), SimulateError> {
+    let mut churn = Churn::default();
+    let ctx = OpsContext { stuck, deadline };
+    let result = run_ops_inner(w, cluster, sched, opts, ctx, progress, measured, &mut churn);
+    // Upstream churn runs until the workload's last op is done.
+    let churned = churn.stop();
+    result?;
+    churned.map_err(|m| SimulateError::Op(format!("{}: {m}", w.name)))
+}
+
+/// What every op of a run shares: when to call it settled, and when to give up.
+#[derive(Clone, Copy)]
+pub(super) struct OpsContext {
+    pub(super) stuck: StuckRule,
+    pub(super) deadline: Instant,
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn run_ops_inner(
+    w: &workload::Workload,
+    cluster: &Arc<EmbeddedCluster>,
+    sched: &Arc<Scheduler>,
+    opts: &SimulateOptions,
+    ctx: OpsContext,
+    progress: &mut Progress,
+    measured: &mut Measuring,
+    churn: &mut Churn,
+) -> Result<(), SimulateError> {
+    let mut window: Option<(Mark, u64, &[String])> = None;
+    for (i, op) in w.ops.iter().enumerate() {
+        let op_err = |m: String| SimulateError::Op(format!("{}: op {i}: {m}", w.name));
+        match op {
+            Op::CreateNodes {
+                count,
+                template,
+                labels,
+                allocatable,
+            } => {
+                for n in 0..*count {
+                    let mut node: core::Node = template.instantiate(n, *count).map_err(op_err)?;
+                    if let Some(l) = labels {
+                        let (k, v) = match l {
+                            NodeLabels::RoundRobin { key, values } => {
+                                (key.clone(), values[n % values.len()].clone())
+                            }
+                            NodeLabels::Unique { key } => (
+                                key.clone(),
+                                format!(
+                                    "{:016x}",
+                                    crate::rand::SplitMix64(n as u64 ^ opts.seed).next_u64()
+                                ),
+                            ),
+                        };
+                        node.metadata
+                            .labels
+                            .get_or_insert_with(Default::default)
+                            .insert(k, v);
+                    }
+                    if !allocatable.is_empty() {
+                        let status = node.status.get_or_insert_with(Default::default);
+                        let alloc = status
+                            .allocatable
+                            .get_or_insert_with(|| status.capacity.clone().unwrap_or_default());
+                        for (k, v) in allocatable {
+                            alloc.insert(k.clone(), Quantity(v.clone()));
+                        }
+                    }
+                    if node.metadata.name.as_deref().is_none_or(str::is_empty) {
+                        let prefix = node
+                            .metadata
+                            .generate_name
+                            .clone()
+                            .unwrap_or_else(|| format!("node-{i}-"));
+                        node.metadata.name = Some(format!("{prefix}{n:05}"));
+                    }
+                    cluster
+                        .create_node(&node)
+                        .map_err(|e| op_err(format!("node {n}: {e}")))?;
+                }
+            }
+            Op::CreateNamespaces {
+                prefix,
+                count,
+                template,
+            } => {
+                for n in 0..*count {
+                    let mut ns = template.as_deref().cloned().unwrap_or_default();
+                    ns.metadata.name = Some(format!("{prefix}-{n}"));
+                    cluster
+                        .create_namespace(&ns)
+                        .map_err(|e| op_err(e.to_string()))?;
+                }
+            }
+            Op::CreatePods {
+                count,
+                namespace,
+                template,
+                skip_wait,
+                collect_metrics,
+            } => {
+                let mut pods = Vec::with_capacity(*count);
+                for n in 0..*count {
+                    let mut p: core::Pod = template.instantiate(n, *count).map_err(op_err)?;
+                    p.metadata.namespace = Some(namespace.clone());
+                    p.metadata
+                        .labels
+                        .get_or_insert_with(BTreeMap::new)
+                        .insert("signature".into(), format!("signature-label-{n}"));
+                    pods.push(p);
+                }
+                progress.total += count;
+                let since = cluster.next_order();
+                let mark = measured.mark();
+                for p in &pods {
+                    cluster.create_pod(p).map_err(|e| op_err(e.to_string()))?;
+                }
+                if !*skip_wait {
+                    wait_settled(sched, cluster, opts.timeout, ctx.stuck, progress)?;
+                }
+                if *collect_metrics {
+                    let bound = bound_since(cluster, since, std::slice::from_ref(namespace));
+                    measured.record(mark, bound);
+                }
+            }
+            Op::Barrier => wait_settled(sched, cluster, opts.timeout, ctx.stuck, progress)?,
+            Op::Sleep(d) => {
+                // A sleep never outlasts the run's --timeout.
+                let left = ctx.deadline.saturating_duration_since(Instant::now());
+                if *d > left {
+                    std::thread::sleep(left);
+                    return Err(SimulateError::Timeout {
+                        timeout: opts.timeout,
+                        pending: format!("op {i} (sleep {d:?}) runs past the time-out"),
+                    });
+                }
+                std::thread::sleep(*d);
+            }
+            Op::DeletePods {
+                namespace,
+                selector,
+            } => {
+                for r in cluster.pods() {
+                    if *r.pod.namespace == **namespace
+                        && selector
+                            .iter()
+                            .all(|(k, v)| r.pod.labels().get(k) == Some(v))
+                    {
+                        cluster.delete_pod(&r.pod.namespace, &r.pod.name);
+                    }
+                }
+            }
+            Op::Churn {
+                mode,
+                number,
+                interval,
+                namespace,
+                templates,
+            } => {
+                let ticker = Churner {
+                    cluster: cluster.clone(),
+                    mode: *mode,
+                    number: *number,
+                    interval: *interval,
+                    namespace: namespace.clone(),
+                    templates: templates.clone(),
+                    label: format!("op {i} (churn)"),
+                };
+                churn.spawn(ticker);
+            }
+            Op::StartCollectingMetrics { namespaces } => {
+                window = Some((measured.mark(), cluster.next_order(), namespaces));
+            }
+            Op::StopCollectingMetrics => {
+                wait_settled(sched, cluster, opts.timeout, ctx.stuck, progress)?;
+                if let Some((mark, since, namespaces)) = window.take() {
+                    let pods = bound_since(cluster, since, namespaces);
+                    measured.record(mark, pods);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Background `churn` ops of one workload run.
+#[derive(Default)]
+pub(super) struct Churn {
+    pub(super) stop: Arc<std::sync::atomic::AtomicBool>,
+    pub(super) threads: Vec<std::thread::JoinHandle<Result<(), String>>>,
+}
+
+impl Churn {
+    pub(super) fn spawn(&mut self, c: Churner) {
+        let stop = self.stop.clone();
+        self.threads.push(std::thread::spawn(move || c.run(&stop)));
+    }
+
+    /// Stops every churn thread; the first error any of them hit.
+    pub(super) fn stop(self) -> Result<(), String> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let mut first = Ok(());
+        for t in self.threads {
+            let r = t
+                .join()
+                .unwrap_or_else(|_| Err("churn thread panicked".into()));
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    }
+}
+
+/// One `churn` op: creates (and in recreate mode deletes) objects on a real-time tick.
+pub(super) struct Churner {
+    pub(super) cluster: Arc<EmbeddedCluster>,
+    pub(super) mode: ChurnMode,
+    pub(super) number: usize,
+    pub(super) interval: Duration,
+    pub(super) namespace: String,
+    pub(super) templates: Vec<ChurnObject>,
+    pub(super) label: String,
+}
+
+/// What a churn tick created, so recreate mode can delete it again.
+pub(super) enum Churned {
+    Pod(String, String),
+    Node(String),
+    Service(String, String),
+}
+
+impl Churner {
+    pub(super) fn run(self, stop: &std::sync::atomic::AtomicBool) -> Result<(), String> {
+        let mut slots: Vec<Vec<Option<Churned>>> = self
+            .templates
+            .iter()
+            .map(|_| (0..self.number).map(|_| None).collect())
+            .collect();
+        let mut ticks = 0usize;
+        let mut serial = 0u64;
+        loop {
+            let next = Instant::now() + self.interval;
+            while Instant::now() < next {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    return Ok(());
+                }
+                std::thread::sleep((next - Instant::now()).min(Duration::from_millis(5)));
+            }
+            for (t, template) in self.templates.iter().enumerate() {
+                match self.mode {
+                    ChurnMode::Create => {
+                        serial += 1;
+                        self.create(template, serial)?;
+                    }
+                    ChurnMode::Recreate => {
+                        let slot = &mut slots[t][ticks % self.number];
+                        match slot.take() {
+                            Some(obj) => self.delete(obj),
+                            None => {
+                                serial += 1;
+                                *slot = Some(self.create(template, serial)?);
+                            }
+                        }
+                    }
+                }
+            }
+            ticks += 1;
+            if self.mode == ChurnMode::Create && ticks == self.number {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Names a generateName object: the prefix, the op's label-free serial.
+    pub(super) fn name(&self, generate_name: Option<&str>, kind: &str, serial: u64) -> String {
+        format!("{}{serial:05}", generate_name.unwrap_or(kind))
+    }
+
+    pub(super) fn create(&self, template: &ChurnObject, serial: u64) -> Result<Churned, String> {
+        let err = |e: String| format!("{}: {e}", self.label);
+        match template {
+            ChurnObject::Pod(p) => {
+                let mut p = (**p).clone();
+                p.metadata.namespace = Some(self.namespace.clone());
+                let key = self
+                    .cluster
+                    .create_pod(&p)
+                    .map_err(|e| err(e.to_string()))?;
+                let name = key.rsplit('/').next().unwrap_or_default().to_string();
+                Ok(Churned::Pod(self.namespace.clone(), name))
+            }
+            ChurnObject::Node(n) => {
+                let mut n = (**n).clone();
+                if n.metadata.name.as_deref().is_none_or(str::is_empty) {
+                    n.metadata.name =
+                        Some(self.name(n.metadata.generate_name.as_deref(), "node-churn-", serial));
+                }
+                let name = self
+                    .cluster
+                    .create_node(&n)
+                    .map_err(|e| err(e.to_string()))?;
+                Ok(Churned::Node(name.to_string()))
+            }
+            ChurnObject::Service(s) => {
+                let mut s = (**s).clone();
+                s.metadata.namespace = Some(self.namespace.clone());
+                if s.metadata.name.as_deref().is_none_or(str::is_empty) {
+                    s.metadata.name = Some(self.name(
+                        s.metadata.generate_name.as_deref(),
+                        "service-churn-",
+                        serial,
+                    ));
+                }
+                let sel =
+                    crate::model::convert::service_selector(&s).map_err(|e| err(e.to_string()))?;
+                let name = sel.name.to_string();
+                self.cluster.add_selector(sel);
+                Ok(Churned::Service(self.namespace.clone(), name))
+            }
+        }
+    }
+
+    pub(super) fn delete(&self, obj: Churned) {
+        match obj {
+            Churned::Pod(ns, name) => {
+                self.cluster.delete_pod(&ns, &name);
+            }
+            Churned::Node(name) => {
+                self.cluster.delete_node(&name);
+            }
+            Churned::Service(ns, name) => {
+                self.cluster
+                    .delete_selector(crate::model::node::WorkloadKind::Service, &ns, &name);
+            }
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! The scheduler_perf file format as written: test cases, workloads and each op's
+//! fields (unknown fields refused).
+
+use super::*;
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // accepted for compatibility with upstream files; not all fields are used
+pub(super) struct TestCaseFile {
+    pub(super) name: String,
+    #[serde(default)]
+    pub(super) feature_gates: Option<Value>,
+    #[serde(default)]
+    pub(super) metrics_collector_config: Option<Value>,
+    pub(super) workload_template: Vec<Value>,
+    pub(super) workloads: Vec<WorkloadFile>,
+    #[serde(default)]
+    pub(super) scheduler_config_path: Option<String>,
+    #[serde(default)]
+    pub(super) default_pod_template_path: Option<String>,
+    #[serde(default)]
+    pub(super) labels: Vec<String>,
+    #[serde(default)]
+    pub(super) default_threshold_metric_selector: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // accepted for compatibility with upstream files; not all fields are used
+pub(super) struct WorkloadFile {
+    pub(super) name: String,
+    #[serde(default)]
+    pub(super) params: BTreeMap<String, Value>,
+    #[serde(default)]
+    pub(super) labels: Vec<String>,
+    #[serde(default)]
+    pub(super) threshold: Option<Value>,
+    #[serde(default)]
+    pub(super) threshold_metric_selector: Option<Value>,
+    #[serde(default)]
+    pub(super) feature_gates: Option<Value>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // accepted for compatibility with upstream files; not all fields are used
+pub(super) struct LabelStrategyFile {
+    pub(super) label_key: String,
+    #[serde(default)]
+    pub(super) label_values: Vec<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // accepted for compatibility with upstream files; not all fields are used
+pub(super) struct AllocatableStrategyFile {
+    #[serde(default)]
+    pub(super) node_allocatable: BTreeMap<String, Value>,
+    #[serde(default)]
+    pub(super) csi_node_allocatable: Option<Value>,
+    #[serde(default)]
+    pub(super) migrated_plugins: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // accepted for compatibility with upstream files; not all fields are used
+pub(super) struct CreateNodesFile {
+    pub(super) opcode: String,
+    #[serde(default)]
+    pub(super) count: Option<usize>,
+    #[serde(default)]
+    pub(super) count_param: Option<String>,
+    #[serde(default)]
+    pub(super) node_template_path: Option<String>,
+    #[serde(default)]
+    pub(super) label_node_prepare_strategy: Option<LabelStrategyFile>,
+    #[serde(default)]
+    pub(super) unique_node_label_strategy: Option<LabelStrategyFile>,
+    #[serde(default)]
+    pub(super) node_allocatable_strategy: Option<AllocatableStrategyFile>,
+    #[serde(default)]
+    pub(super) template_params: BTreeMap<String, Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // accepted for compatibility with upstream files; not all fields are used
+pub(super) struct CreateNamespacesFile {
+    pub(super) opcode: String,
+    pub(super) prefix: String,
+    #[serde(default)]
+    pub(super) count: Option<usize>,
+    #[serde(default)]
+    pub(super) count_param: Option<String>,
+    #[serde(default)]
+    pub(super) namespace_template_path: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // accepted for compatibility with upstream files; not all fields are used
+pub(super) struct CreatePodsFile {
+    pub(super) opcode: String,
+    #[serde(default)]
+    pub(super) count: Option<usize>,
+    #[serde(default)]
+    pub(super) count_param: Option<String>,
+    #[serde(default)]
+    pub(super) collect_metrics: bool,
+    #[serde(default)]
+    pub(super) namespace: Option<String>,
+    #[serde(default)]
+    pub(super) pod_template_path: Option<String>,
+    #[serde(default)]
+    pub(super) skip_wait_to_completion: bool,
+    #[serde(default)]
+    pub(super) template_params: BTreeMap<String, Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // accepted for compatibility with upstream files; not all fields are used
+pub(super) struct BarrierFile {
+    pub(super) opcode: String,
+    #[serde(default)]
+    pub(super) namespaces: Vec<String>,
+    #[serde(default)]
+    pub(super) label_selector: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    pub(super) stage_requirement: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // accepted for compatibility with upstream files; not all fields are used
+pub(super) struct SleepFile {
+    pub(super) opcode: String,
+    #[serde(default)]
+    pub(super) duration: Option<String>,
+    #[serde(default)]
+    pub(super) duration_param: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // accepted for compatibility with upstream files; not all fields are used
+pub(super) struct DeletePodsFile {
+    pub(super) opcode: String,
+    pub(super) namespace: String,
+    #[serde(default)]
+    pub(super) label_selector: BTreeMap<String, String>,
+    #[serde(default)]
+    pub(super) skip_wait_to_completion: bool,
+    #[serde(default)]
+    pub(super) delete_pods_per_second: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // accepted for compatibility with upstream files; not all fields are used
+pub(super) struct ChurnFile {
+    pub(super) opcode: String,
+    pub(super) mode: String,
+    #[serde(default)]
+    pub(super) number: usize,
+    #[serde(default)]
+    pub(super) interval_milliseconds: Option<u64>,
+    #[serde(default)]
+    pub(super) namespace: Option<String>,
+    pub(super) template_paths: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // accepted for compatibility with upstream files; not all fields are used
+pub(super) struct MetricsFile {
+    pub(super) opcode: String,
+    #[serde(default)]
+    pub(super) name: Option<String>,
+    #[serde(default)]
+    pub(super) namespaces: Vec<String>,
+    #[serde(default)]
+    pub(super) label_selector: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    pub(super) collectors: Option<Value>,
+}

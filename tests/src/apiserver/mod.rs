@@ -1,0 +1,346 @@
+//! A small Kubernetes API-server double for tests of the `kubernetes` backend: real
+//! HTTP on 127.0.0.1, real JSON, real chunked watch streams, so the real `kube`
+//! client runs against it unchanged. It speaks only what the API server speaks:
+//! list (with `resourceVersion`), watch from a resourceVersion (`410 Gone` when that
+//! version was compacted away), `pods/binding`, strategic-merge patches of
+//! `pods/status` (conditions merged by type), delete with a UID precondition,
+//! `events.k8s.io/v1` events, and Leases (get, create, update with optimistic
+//! concurrency). Tests drive it through [`ApiServer`]: add, update and delete
+//! objects, drop every open watch, compact the history, make the next bind conflict.
+
+mod handler;
+mod rbac;
+
+use handler::*;
+pub use rbac::rbac_request;
+
+use std::collections::{BTreeMap, HashMap};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http_body_util::{combinators::BoxBody, BodyExt, Full, StreamBody};
+use hyper::body::Frame;
+use hyper::{Method, Request, Response, StatusCode};
+use serde_json::{json, Value};
+use tokio::sync::broadcast;
+
+type Body = BoxBody<Bytes, Infallible>;
+
+/// A collection: its URL segment, its kind, and whether objects are namespaced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Kind {
+    pub group_version: &'static str,
+    pub plural: &'static str,
+    pub kind: &'static str,
+    pub namespaced: bool,
+}
+
+pub const PODS: Kind = Kind {
+    group_version: "v1",
+    plural: "pods",
+    kind: "Pod",
+    namespaced: true,
+};
+pub const NODES: Kind = Kind {
+    group_version: "v1",
+    plural: "nodes",
+    kind: "Node",
+    namespaced: false,
+};
+pub const NAMESPACES: Kind = Kind {
+    group_version: "v1",
+    plural: "namespaces",
+    kind: "Namespace",
+    namespaced: false,
+};
+pub const EVENTS: Kind = Kind {
+    group_version: "events.k8s.io/v1",
+    plural: "events",
+    kind: "Event",
+    namespaced: true,
+};
+pub const LEASES: Kind = Kind {
+    group_version: "coordination.k8s.io/v1",
+    plural: "leases",
+    kind: "Lease",
+    namespaced: true,
+};
+
+const KINDS: [Kind; 17] = [
+    PODS,
+    NODES,
+    NAMESPACES,
+    EVENTS,
+    LEASES,
+    Kind {
+        group_version: "v1",
+        plural: "services",
+        kind: "Service",
+        namespaced: true,
+    },
+    Kind {
+        group_version: "v1",
+        plural: "replicationcontrollers",
+        kind: "ReplicationController",
+        namespaced: true,
+    },
+    Kind {
+        group_version: "apps/v1",
+        plural: "replicasets",
+        kind: "ReplicaSet",
+        namespaced: true,
+    },
+    Kind {
+        group_version: "apps/v1",
+        plural: "statefulsets",
+        kind: "StatefulSet",
+        namespaced: true,
+    },
+    Kind {
+        group_version: "policy/v1",
+        plural: "poddisruptionbudgets",
+        kind: "PodDisruptionBudget",
+        namespaced: true,
+    },
+    Kind {
+        group_version: "scheduling.k8s.io/v1",
+        plural: "priorityclasses",
+        kind: "PriorityClass",
+        namespaced: false,
+    },
+    Kind {
+        group_version: "v1",
+        plural: "persistentvolumeclaims",
+        kind: "PersistentVolumeClaim",
+        namespaced: true,
+    },
+    Kind {
+        group_version: "v1",
+        plural: "persistentvolumes",
+        kind: "PersistentVolume",
+        namespaced: false,
+    },
+    Kind {
+        group_version: "storage.k8s.io/v1",
+        plural: "storageclasses",
+        kind: "StorageClass",
+        namespaced: false,
+    },
+    Kind {
+        group_version: "storage.k8s.io/v1",
+        plural: "csinodes",
+        kind: "CSINode",
+        namespaced: false,
+    },
+    Kind {
+        group_version: "storage.k8s.io/v1",
+        plural: "csidrivers",
+        kind: "CSIDriver",
+        namespaced: false,
+    },
+    Kind {
+        group_version: "storage.k8s.io/v1",
+        plural: "csistoragecapacities",
+        kind: "CSIStorageCapacity",
+        namespaced: true,
+    },
+];
+
+/// One recorded request: method and path (with query).
+#[derive(Clone, Debug)]
+pub struct Call {
+    pub method: String,
+    pub path: String,
+    /// The request body's media type, when it had one.
+    pub content_type: Option<String>,
+}
+
+#[derive(Clone, Debug)]
+struct Change {
+    rv: u64,
+    kind: Kind,
+    kind_type: &'static str,
+    object: Value,
+}
+
+#[derive(Default)]
+struct State {
+    rv: u64,
+    objects: BTreeMap<(Kind, String, String), Value>,
+    history: Vec<Change>,
+    /// Watches from a version below this get 410 Gone.
+    compacted_below: u64,
+    conflict_next_bind: bool,
+    /// Pods deleted when their binding arrives (as if deleted mid-binding).
+    delete_on_bind: Vec<String>,
+    calls: Vec<Call>,
+    uid: u64,
+}
+
+/// The double. Dropping it stops the server.
+pub struct ApiServer {
+    pub addr: SocketAddr,
+    state: Arc<Mutex<State>>,
+    changes: broadcast::Sender<Change>,
+    /// Closing this ends every open watch (the clients see a dropped connection).
+    drop_watches: broadcast::Sender<()>,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl ApiServer {
+    pub fn start() -> ApiServer {
+        let (runtime, listener, addr) = crate::local_server();
+        let state = Arc::new(Mutex::new(State {
+            rv: 1,
+            ..Default::default()
+        }));
+        let (changes, _) = broadcast::channel(4096);
+        let (drop_watches, _) = broadcast::channel(16);
+        let shared = Shared {
+            state: state.clone(),
+            changes: changes.clone(),
+            drop_watches: drop_watches.clone(),
+        };
+        runtime.spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let shared = shared.clone();
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(move |req| {
+                        let shared = shared.clone();
+                        async move { Ok::<_, Infallible>(shared.handle(req).await) }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+        ApiServer {
+            addr,
+            state,
+            changes,
+            drop_watches,
+            runtime,
+        }
+    }
+
+    /// A kubeconfig (YAML) pointing at the double, for `switchyard run --kubeconfig`.
+    pub fn kubeconfig(&self) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: double\n  cluster:\n    server: http://{}\ncontexts:\n- name: double\n  context:\n    cluster: double\n    user: test\ncurrent-context: double\nusers:\n- name: test\n  user:\n    token: test\n",
+            self.addr
+        )
+    }
+
+    fn shared(&self) -> Shared {
+        Shared {
+            state: self.state.clone(),
+            changes: self.changes.clone(),
+            drop_watches: self.drop_watches.clone(),
+        }
+    }
+
+    /// Creates or replaces an object (from its apiVersion/kind); a watch sees ADDED or
+    /// MODIFIED.
+    pub fn apply(&self, object: Value) {
+        let kind = kind_of(&object).unwrap_or_else(|| panic!("unknown kind in {object}"));
+        let s = self.shared();
+        s.put(kind, object);
+    }
+
+    /// Deletes an object; a watch sees DELETED.
+    pub fn delete(&self, kind: Kind, namespace: &str, name: &str) -> bool {
+        self.shared().remove(kind, namespace, name).is_some()
+    }
+
+    pub fn get(&self, kind: Kind, namespace: &str, name: &str) -> Option<Value> {
+        let st = self.state.lock().unwrap();
+        st.objects
+            .get(&(kind, ns_of(kind, namespace), name.to_string()))
+            .cloned()
+    }
+
+    /// The node a pod in `default` is bound to, if any.
+    pub fn node_of(&self, pod: &str) -> Option<String> {
+        self.get(PODS, "default", pod)
+            .and_then(|p| p["spec"]["nodeName"].as_str().map(str::to_string))
+    }
+
+    pub fn list(&self, kind: Kind) -> Vec<Value> {
+        let st = self.state.lock().unwrap();
+        st.objects
+            .iter()
+            .filter(|((k, _, _), _)| *k == kind)
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
+    /// Ends every open watch connection.
+    pub fn drop_watches(&self) {
+        let _ = self.drop_watches.send(());
+    }
+
+    /// Forgets the history so far: a watch resuming from an older version gets
+    /// `410 Gone` and must list again.
+    pub fn compact(&self) {
+        let mut st = self.state.lock().unwrap();
+        st.compacted_below = st.rv + 1;
+        st.history.clear();
+    }
+
+    /// The next `pods/binding` answers 409 Conflict.
+    pub fn conflict_next_bind(&self) {
+        self.state.lock().unwrap().conflict_next_bind = true;
+    }
+
+    /// The pod is deleted when its binding arrives, which then answers 404 (a pod
+    /// deleted while the scheduler was binding it).
+    pub fn delete_on_bind(&self, name: &str) {
+        self.state
+            .lock()
+            .unwrap()
+            .delete_on_bind
+            .push(name.to_string());
+    }
+
+    pub fn calls(&self) -> Vec<Call> {
+        self.state.lock().unwrap().calls.clone()
+    }
+
+    pub fn runtime(&self) -> &tokio::runtime::Runtime {
+        &self.runtime
+    }
+}
+
+fn kind_of(object: &Value) -> Option<Kind> {
+    let api_version = object["apiVersion"].as_str()?;
+    let kind = object["kind"].as_str()?;
+    KINDS
+        .iter()
+        .copied()
+        .find(|k| k.group_version == api_version && k.kind == kind)
+}
+
+fn ns_of(kind: Kind, namespace: &str) -> String {
+    if kind.namespaced {
+        if namespace.is_empty() {
+            "default".into()
+        } else {
+            namespace.into()
+        }
+    } else {
+        String::new()
+    }
+}
+
+#[derive(Clone)]
+struct Shared {
+    state: Arc<Mutex<State>>,
+    changes: broadcast::Sender<Change>,
+    drop_watches: broadcast::Sender<()>,
+}
