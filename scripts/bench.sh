@@ -5,14 +5,21 @@
 #
 #   scripts/bench.sh            # the standard set (a few minutes on 2 cores)
 #   scripts/bench.sh --quick    # the 500-node variants only
+#
+# SWITCHYARD_BIN=path/to/switchyard measures that binary instead of building one (to
+# compare two builds, interleaved).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 quick=0
 [[ "${1:-}" == "--quick" ]] && quick=1
 
-cargo build --release --quiet --bin switchyard
-bin=target/release/switchyard
+if [[ -n "${SWITCHYARD_BIN:-}" ]]; then
+  bin=$SWITCHYARD_BIN
+else
+  cargo build --release --quiet --bin switchyard
+  bin=target/release/switchyard
+fi
 
 if [[ $quick == 1 ]]; then
   runs=(
