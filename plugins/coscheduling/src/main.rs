@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use switchyard_plugin_sdk::{
-    probe, resolve_listen, serve_until_signal, Listen, Plugin, LISTEN_ENV,
+    probe, resolve_listen, serve_until_signal_with, Listen, Plugin, SidecarArgs, LISTEN_ENV,
 };
 
 use crate::gang::Gangs;
@@ -26,6 +26,7 @@ const DEFAULT_DENIED_BACKOFF_SECONDS: u64 = 3;
 
 const USAGE: &str = "usage: switchyard-coscheduling [--listen ADDRESS] [--pod-groups PATH]...
                                [--permit-timeout-seconds N] [--denied-backoff-seconds N]
+                               [--no-optional-capabilities]
        switchyard-coscheduling [--listen ADDRESS] --probe
 
 Serves the Switchyard plugin Coscheduling (gang scheduling) over gRPC until SIGTERM.
@@ -37,6 +38,9 @@ Serves the Switchyard plugin Coscheduling (gang scheduling) over gRPC until SIGT
                                  unix:///tmp/switchyard/coscheduling.sock)
   --probe                        check the running sidecar (gRPC health) and exit 0
                                  if it is serving, 1 if not (an exec probe)
+  --no-optional-capabilities     offer none of the protocol's optional capabilities
+                                 (filter-batch, replicate-batch): serve as a sidecar
+                                 built before them would
   --pod-groups PATH              a file or directory of YAML/JSON manifests; the
                                  scheduling.x-k8s.io/v1alpha1 PodGroups in it are read,
                                  other documents skipped (repeatable)
@@ -50,6 +54,8 @@ Serves the Switchyard plugin Coscheduling (gang scheduling) over gRPC until SIGT
 #[derive(Debug, PartialEq)]
 struct Args {
     listen: Listen,
+    /// `--no-optional-capabilities`.
+    no_optional_capabilities: bool,
     pod_groups: Vec<PathBuf>,
     permit_timeout: Duration,
     denied_backoff: Duration,
@@ -76,6 +82,7 @@ fn parse_args(
     let mut permit_timeout = DEFAULT_PERMIT_TIMEOUT_SECONDS;
     let mut denied_backoff = DEFAULT_DENIED_BACKOFF_SECONDS;
     let mut probe = false;
+    let mut no_optional_capabilities = false;
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         if arg == "-h" || arg == "--help" {
@@ -83,6 +90,10 @@ fn parse_args(
         }
         if arg == "--probe" {
             probe = true;
+            continue;
+        }
+        if arg == "--no-optional-capabilities" {
+            no_optional_capabilities = true;
             continue;
         }
         let (flag, inline) = match arg.split_once('=') {
@@ -118,6 +129,7 @@ fn parse_args(
     }
     Ok(Command::Serve(Args {
         listen,
+        no_optional_capabilities,
         pod_groups,
         permit_timeout: Duration::from_secs(permit_timeout),
         denied_backoff: Duration::from_secs(denied_backoff),
@@ -150,7 +162,14 @@ fn run() -> Result<(), (i32, String)> {
     )));
     let p = plugin.clone();
     let plugins: Vec<Arc<dyn Plugin>> = vec![plugin];
-    serve_until_signal(plugins, args.listen, move |h| p.set_handle(h))
+    let sdk = SidecarArgs {
+        no_optional_capabilities: args.no_optional_capabilities,
+        ..SidecarArgs::default()
+    };
+    let options = sdk
+        .serve_options(args.listen)
+        .map_err(|e| (1, e.to_string()))?;
+    serve_until_signal_with(plugins, options, move |h| p.set_handle(h))
         .map_err(|e| (1, e.to_string()))
 }
 
@@ -175,6 +194,7 @@ mod tests {
             parse(&[]).unwrap(),
             Command::Serve(Args {
                 listen: Listen::Unix("/tmp/switchyard/coscheduling.sock".into()),
+                no_optional_capabilities: false,
                 pod_groups: Vec::new(),
                 permit_timeout: Duration::from_secs(10),
                 denied_backoff: Duration::from_secs(3),
@@ -200,6 +220,7 @@ mod tests {
             "--permit-timeout-seconds",
             "30",
             "--denied-backoff-seconds=0",
+            "--no-optional-capabilities",
         ])
         .unwrap() else {
             panic!("expected Serve");
@@ -208,6 +229,7 @@ mod tests {
         assert_eq!(a.pod_groups, vec![PathBuf::from("a.yaml"), "dir".into()]);
         assert_eq!(a.permit_timeout, Duration::from_secs(30));
         assert_eq!(a.denied_backoff, Duration::ZERO);
+        assert!(a.no_optional_capabilities);
     }
 
     #[test]

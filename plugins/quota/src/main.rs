@@ -7,7 +7,7 @@ mod plugin;
 use std::sync::Arc;
 
 use switchyard_plugin_sdk::{
-    probe, resolve_listen, serve_until_signal, Listen, Plugin, LISTEN_ENV,
+    probe, resolve_listen, serve_until_signal_with, Listen, Plugin, SidecarArgs, LISTEN_ENV,
 };
 
 use crate::plugin::{TenantQuota, LIMIT_LABEL, NAME, TENANT_LABEL};
@@ -15,7 +15,8 @@ use crate::plugin::{TenantQuota, LIMIT_LABEL, NAME, TENANT_LABEL};
 /// The command line.
 #[derive(Debug, PartialEq)]
 enum Command {
-    Serve(Listen),
+    /// Serve at the address, with the SDK's flags (`--no-optional-capabilities`).
+    Serve(Listen, SidecarArgs),
     /// Check the running sidecar's health at the listen address.
     Probe(Listen),
     Help,
@@ -23,7 +24,7 @@ enum Command {
 
 fn usage() -> String {
     format!(
-        "usage: switchyard-quota [--listen ADDRESS] [--probe]
+        "usage: switchyard-quota [--listen ADDRESS] [--probe] [--no-optional-capabilities]
 
 Serves the Switchyard plugin {NAME} (PreFilter with AddPod/RemovePod, Filter)
 over gRPC until SIGTERM or Ctrl-C. A node labelled
@@ -38,6 +39,10 @@ takes at most N pods of any one tenant; a pod's tenant is its label
                      unix:///tmp/switchyard/{}.sock)
   --probe            check the running sidecar (gRPC health) and exit 0 if it is
                      serving, 1 if not (an exec probe)
+  --no-optional-capabilities
+                     offer none of the protocol's optional capabilities
+                     (filter-batch, replicate-batch): serve as a sidecar built
+                     before them would
   -h, --help         print this help",
         NAME.to_lowercase()
     )
@@ -49,35 +54,28 @@ fn parse_args(
     args: impl IntoIterator<Item = String>,
     env_listen: Option<String>,
 ) -> Result<Command, String> {
-    let mut listen = None;
-    let mut probe = false;
+    let mut sdk = SidecarArgs::default();
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "-h" | "--help" => return Ok(Command::Help),
-            "--probe" => probe = true,
-            "--listen" => {
-                listen = Some(args.next().ok_or_else(|| {
-                    "--listen needs an address, e.g. unix:///tmp/quota.sock; try --help".to_string()
-                })?)
-            }
-            a => match a.strip_prefix("--listen=") {
-                Some(v) => listen = Some(v.to_string()),
-                None => return Err(format!("unknown argument {a:?}; try --help")),
-            },
+        if arg == "-h" || arg == "--help" {
+            return Ok(Command::Help);
+        }
+        if !sdk.accept(&arg, &mut args).map_err(|e| e.to_string())? {
+            return Err(format!("unknown argument {arg:?}; try --help"));
         }
     }
-    let listen = resolve_listen(listen.as_deref(), env_listen, NAME).map_err(|e| e.to_string())?;
-    Ok(if probe {
+    let listen =
+        resolve_listen(sdk.listen.as_deref(), env_listen, NAME).map_err(|e| e.to_string())?;
+    Ok(if sdk.probe {
         Command::Probe(listen)
     } else {
-        Command::Serve(listen)
+        Command::Serve(listen, sdk)
     })
 }
 
 /// Exit status 2 for usage errors, 1 for everything else.
 fn run() -> Result<(), (i32, String)> {
-    let listen = match parse_args(std::env::args().skip(1), std::env::var(LISTEN_ENV).ok())
+    let options = match parse_args(std::env::args().skip(1), std::env::var(LISTEN_ENV).ok())
         .map_err(|e| (2, e))?
     {
         Command::Help => {
@@ -85,10 +83,10 @@ fn run() -> Result<(), (i32, String)> {
             return Ok(());
         }
         Command::Probe(l) => return probe(&l).map_err(|e| (1, e.to_string())),
-        Command::Serve(l) => l,
+        Command::Serve(l, sdk) => sdk.serve_options(l).map_err(|e| (1, e.to_string()))?,
     };
     let plugins: Vec<Arc<dyn Plugin>> = vec![Arc::new(TenantQuota)];
-    serve_until_signal(plugins, listen, |_| {}).map_err(|e| (1, e.to_string()))
+    serve_until_signal_with(plugins, options, |_| {}).map_err(|e| (1, e.to_string()))
 }
 
 fn main() {
@@ -106,28 +104,50 @@ mod tests {
         parse_args(args.iter().map(|s| s.to_string()), env.map(String::from))
     }
 
+    /// The address a `Serve` command listens on.
+    fn served(c: Command) -> Listen {
+        match c {
+            Command::Serve(l, _) => l,
+            other => panic!("expected Serve, got {other:?}"),
+        }
+    }
+
     #[test]
     fn listen_from_flag_environment_or_default() {
         assert_eq!(
-            parse(&[], None).unwrap(),
-            Command::Serve(Listen::Unix("/tmp/switchyard/tenantquota.sock".into()))
+            served(parse(&[], None).unwrap()),
+            Listen::Unix("/tmp/switchyard/tenantquota.sock".into())
         );
         assert_eq!(
-            parse(&[], Some("unix:///tmp/env.sock")).unwrap(),
-            Command::Serve(Listen::Unix("/tmp/env.sock".into()))
+            served(parse(&[], Some("unix:///tmp/env.sock")).unwrap()),
+            Listen::Unix("/tmp/env.sock".into())
         );
         assert_eq!(
-            parse(
-                &["--listen", "http://127.0.0.1:9000"],
-                Some("unix:///tmp/env.sock")
-            )
-            .unwrap(),
-            Command::Serve(Listen::Tcp("127.0.0.1:9000".parse().unwrap()))
+            served(
+                parse(
+                    &["--listen", "http://127.0.0.1:9000"],
+                    Some("unix:///tmp/env.sock")
+                )
+                .unwrap()
+            ),
+            Listen::Tcp("127.0.0.1:9000".parse().unwrap())
         );
         assert_eq!(
-            parse(&["--listen=unix:///tmp/q.sock"], None).unwrap(),
-            Command::Serve(Listen::Unix("/tmp/q.sock".into()))
+            served(parse(&["--listen=unix:///tmp/q.sock"], None).unwrap()),
+            Listen::Unix("/tmp/q.sock".into())
         );
+    }
+
+    #[test]
+    fn sdk_flags_pass_through() {
+        let Command::Serve(_, sdk) = parse(&["--no-optional-capabilities"], None).unwrap() else {
+            panic!("expected Serve");
+        };
+        assert!(sdk.no_optional_capabilities);
+        assert!(matches!(
+            parse(&["--probe", "--listen", "unix:///tmp/q.sock"], None).unwrap(),
+            Command::Probe(Listen::Unix(p)) if p.to_str() == Some("/tmp/q.sock")
+        ));
     }
 
     #[test]

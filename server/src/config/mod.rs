@@ -437,7 +437,7 @@ impl SchedulerConfig {
             let path = format!("remotePlugins[{i}]");
             remote_plugins.push(
                 remote::EndpointConfig::resolve(i, r)
-                    .map_err(|(field, msg)| invalid(&format!("{path}.{field}"), msg))?,
+                    .map_err(|e| invalid(&format!("{path}.{}", e.field), e.message))?,
             );
         }
         let mut raw_profiles = raw.profiles;

@@ -52,27 +52,45 @@ pub struct TlsFiles {
     pub server_name: Option<String>,
 }
 
+/// A `remotePlugins` entry refused: the field (relative to the entry) and why, so the
+/// caller can name the file or flag it came from.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct InvalidEndpoint {
+    pub field: String,
+    pub message: String,
+}
+
+fn invalid(field: impl Into<String>, message: impl Into<String>) -> InvalidEndpoint {
+    InvalidEndpoint {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
 impl TlsFiles {
-    fn resolve(t: &RemotePluginTls) -> Result<Self, (String, String)> {
-        let file = |v: &Option<String>, field: &str| -> Result<Option<PathBuf>, (String, String)> {
+    fn resolve(t: &RemotePluginTls) -> Result<Self, InvalidEndpoint> {
+        let file = |v: &Option<String>, field: &str| -> Result<Option<PathBuf>, InvalidEndpoint> {
             let Some(v) = v.as_deref().map(str::trim).filter(|v| !v.is_empty()) else {
                 return Ok(None);
             };
             let p = PathBuf::from(v);
             match std::fs::metadata(&p) {
                 Ok(m) if m.is_file() => Ok(Some(p)),
-                Ok(_) => Err((
+                Ok(_) => Err(invalid(
                     format!("tls.{field}"),
                     format!("Invalid value: {v:?}: not a file"),
                 )),
-                Err(e) => Err((format!("tls.{field}"), format!("Invalid value: {v:?}: {e}"))),
+                Err(e) => Err(invalid(
+                    format!("tls.{field}"),
+                    format!("Invalid value: {v:?}: {e}"),
+                )),
             }
         };
         let ca = file(&t.ca_file, "caFile")?.ok_or_else(|| {
-            (
-                "tls.caFile".to_string(),
-                "Required value: the PEM file of the CA that signed the sidecar's certificate"
-                    .to_string(),
+            invalid(
+                "tls.caFile",
+                "Required value: the PEM file of the CA that signed the sidecar's certificate",
             )
         })?;
         let identity = match (
@@ -82,16 +100,15 @@ impl TlsFiles {
             (Some(c), Some(k)) => Some((c, k)),
             (None, None) => None,
             (Some(_), None) => {
-                return Err((
-                    "tls.keyFile".into(),
-                    "Required value: certFile is set, so the client key is needed too".into(),
+                return Err(invalid(
+                    "tls.keyFile",
+                    "Required value: certFile is set, so the client key is needed too",
                 ))
             }
             (None, Some(_)) => {
-                return Err((
-                    "tls.certFile".into(),
-                    "Required value: keyFile is set, so the client certificate is needed too"
-                        .into(),
+                return Err(invalid(
+                    "tls.certFile",
+                    "Required value: keyFile is set, so the client certificate is needed too",
                 ))
             }
         };
@@ -105,7 +122,7 @@ impl TlsFiles {
 
 impl EndpointConfig {
     /// Validates one entry; errors name the field (relative to the entry) and the fix.
-    pub fn resolve(index: usize, r: &RemotePluginEndpoint) -> Result<Self, (String, String)> {
+    pub fn resolve(index: usize, r: &RemotePluginEndpoint) -> Result<Self, InvalidEndpoint> {
         let e = r.endpoint.trim();
         let https = e.starts_with("https://") && e.len() > "https://".len();
         let ok = e.starts_with("unix://") && e.len() > "unix://".len()
@@ -113,8 +130,8 @@ impl EndpointConfig {
             || e.starts_with("http://") && e.len() > "http://".len()
             || https;
         if !ok {
-            return Err((
-                "endpoint".into(),
+            return Err(invalid(
+                "endpoint",
                 format!(
                     "Invalid value: {e:?}: expected unix:///path/to.sock, http://host:port or https://host:port"
                 ),
@@ -123,14 +140,14 @@ impl EndpointConfig {
         let tls = match (&r.tls, https) {
             (Some(t), true) => Some(TlsFiles::resolve(t)?),
             (None, true) => {
-                return Err((
-                    "tls".into(),
-                    "Required value: an https:// endpoint needs tls.caFile".into(),
+                return Err(invalid(
+                    "tls",
+                    "Required value: an https:// endpoint needs tls.caFile",
                 ))
             }
             (Some(_), false) => {
-                return Err((
-                    "tls".into(),
+                return Err(invalid(
+                    "tls",
                     format!("Forbidden: TLS applies only to https:// endpoints, not {e:?}"),
                 ))
             }
@@ -141,8 +158,8 @@ impl EndpointConfig {
             Some(s) => parse_go_duration(s)
                 .filter(|d| !d.is_zero())
                 .ok_or_else(|| {
-                    (
-                        field.to_string(),
+                    invalid(
+                        field,
                         format!("Invalid value: {s:?}: a positive duration such as \"500ms\""),
                     )
                 }),
@@ -151,8 +168,8 @@ impl EndpointConfig {
             None | Some("Fail") => FailurePolicy::Fail,
             Some("Ignore") => FailurePolicy::Ignore,
             Some(other) => {
-                return Err((
-                    "failurePolicy".into(),
+                return Err(invalid(
+                    "failurePolicy",
                     format!("Unsupported value: {other:?}: supported values: \"Fail\", \"Ignore\""),
                 ))
             }
@@ -161,8 +178,8 @@ impl EndpointConfig {
             None => DEFAULT_MAX_BATCH_PODS,
             Some(n) if (1..=MAX_BATCH_PODS_LIMIT).contains(&n) => n,
             Some(n) => {
-                return Err((
-                    "maxBatchPods".into(),
+                return Err(invalid(
+                    "maxBatchPods",
                     format!(
                         "Invalid value: {n}: must be between 1 and {MAX_BATCH_PODS_LIMIT} (1 sends one pod ahead at a time)"
                     ),
@@ -189,12 +206,12 @@ impl EndpointConfig {
 
     /// An endpoint with every other field at its default (for endpoints given on the
     /// command line, benchmarks and tests).
-    pub fn new(index: usize, endpoint: &str) -> Result<Self, String> {
+    pub fn new(index: usize, endpoint: &str) -> Result<Self, InvalidEndpoint> {
         let raw = RemotePluginEndpoint {
             endpoint: endpoint.to_string(),
             ..Default::default()
         };
-        Self::resolve(index, &raw).map_err(|(_, m)| m)
+        Self::resolve(index, &raw)
     }
 }
 
@@ -208,21 +225,27 @@ mod tests {
             endpoint: "https://x:1".into(),
             ..Default::default()
         };
-        let (f, m) = EndpointConfig::resolve(0, &r).unwrap_err();
+        let InvalidEndpoint {
+            field: f,
+            message: m,
+        } = EndpointConfig::resolve(0, &r).unwrap_err();
         assert_eq!(f, "tls");
         assert!(m.contains("tls.caFile"), "{m}");
         let r = RemotePluginEndpoint {
             endpoint: "grpc://x:1".into(),
             ..Default::default()
         };
-        assert_eq!(EndpointConfig::resolve(0, &r).unwrap_err().0, "endpoint");
+        assert_eq!(
+            EndpointConfig::resolve(0, &r).unwrap_err().field,
+            "endpoint"
+        );
         let r = RemotePluginEndpoint {
             endpoint: "unix:///tmp/x.sock".into(),
             failure_policy: Some("Sometimes".into()),
             ..Default::default()
         };
         assert_eq!(
-            EndpointConfig::resolve(0, &r).unwrap_err().0,
+            EndpointConfig::resolve(0, &r).unwrap_err().field,
             "failurePolicy"
         );
         let r = RemotePluginEndpoint {
@@ -244,7 +267,10 @@ mod tests {
             };
             match EndpointConfig::resolve(0, &r) {
                 Ok(c) => assert!(ok && c.max_batch_pods == n as usize, "{n}"),
-                Err((f, m)) => {
+                Err(InvalidEndpoint {
+                    field: f,
+                    message: m,
+                }) => {
                     assert!(!ok, "{n}: {m}");
                     assert_eq!(f, "maxBatchPods");
                     assert!(m.contains("between 1 and 64"), "{m}");
@@ -280,14 +306,17 @@ mod tests {
             (ca.clone(), None, Some("plugins.local"))
         );
         let err = |tls| EndpointConfig::resolve(0, &entry(tls)).unwrap_err();
-        assert_eq!(err(RemotePluginTls::default()).0, "tls.caFile");
-        let (f, m) = err(RemotePluginTls {
+        assert_eq!(err(RemotePluginTls::default()).field, "tls.caFile");
+        let InvalidEndpoint {
+            field: f,
+            message: m,
+        } = err(RemotePluginTls {
             ca_file: Some(dir.join("missing.pem").display().to_string()),
             ..Default::default()
         });
         assert_eq!(f, "tls.caFile");
         assert!(m.contains("missing.pem"), "{m}");
-        let (f, _) = err(RemotePluginTls {
+        let InvalidEndpoint { field: f, .. } = err(RemotePluginTls {
             ca_file: Some(ca_s.clone()),
             cert_file: Some(ca_s.clone()),
             ..Default::default()
@@ -301,7 +330,7 @@ mod tests {
             }),
             ..Default::default()
         };
-        assert_eq!(EndpointConfig::resolve(0, &plain).unwrap_err().0, "tls");
+        assert_eq!(EndpointConfig::resolve(0, &plain).unwrap_err().field, "tls");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -16,6 +16,8 @@ pub mod waiting_pods;
 pub use cycle_state::CycleState;
 pub use interface::*;
 pub use node_info::NodeInfo;
-pub use runtime::{Framework, Handle, PluginFactory, Registry, ScoreBuffer};
+pub use runtime::{
+    Framework, Handle, InvalidArgs, PluginFactory, ProfileError, Registry, ScoreBuffer,
+};
 pub use snapshot::Snapshot;
 pub use status::{Code, Status};

@@ -103,6 +103,8 @@ impl WaitingPod {
 #[derive(Default)]
 pub struct WaitingPods {
     pods: Mutex<HashMap<Uid, Arc<WaitingPod>>>,
+    /// Woken whenever a pod is parked, for [`WaitingPods::wait_for`].
+    added: tokio::sync::Notify,
 }
 
 impl WaitingPods {
@@ -130,7 +132,25 @@ impl WaitingPods {
         if let Ok(mut m) = self.pods.lock() {
             m.insert(pod.uid.clone(), wp.clone());
         }
+        self.added.notify_waiters();
         wp
+    }
+
+    /// The waiting pod `uid`, waiting up to `within` for it to be parked: a sidecar's
+    /// Permit decision can overtake the scheduling thread parking the pod after the
+    /// sidecar's own Wait reply. `None` when it is not parked in time.
+    pub async fn wait_for(&self, uid: &str, within: Duration) -> Option<Arc<WaitingPod>> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let added = self.added.notified();
+            tokio::pin!(added);
+            // Registered before looking, so a pod parked in between still wakes us.
+            added.as_mut().enable();
+            if let Some(p) = self.get(uid) {
+                return Some(p);
+            }
+            tokio::time::timeout_at(deadline, added).await.ok()?;
+        }
     }
 
     pub fn get(&self, uid: &str) -> Option<Arc<WaitingPod>> {
@@ -301,6 +321,30 @@ mod tests {
         assert!(w.get(&p.uid).unwrap().reject("gang", "group failed"));
         let s = w.wait(&p.uid).await;
         assert_eq!(s.message(), "group failed");
+    }
+
+    #[tokio::test]
+    async fn wait_for_sees_a_pod_parked_later_and_gives_up_on_one_never_parked() {
+        let w = Arc::new(WaitingPods::default());
+        let p = pod("p").node("n").build();
+        let (w2, uid) = (w.clone(), p.uid.clone());
+        let looking = tokio::spawn(async move { w2.wait_for(&uid, Duration::from_secs(30)).await });
+        tokio::task::yield_now().await;
+        assert!(!looking.is_finished());
+        w.add(
+            p.clone(),
+            "n".into(),
+            vec![("gang".into(), Duration::from_secs(60))],
+            Instant::now(),
+        );
+        let found = looking.await.unwrap().expect("parked pod found");
+        assert_eq!(found.pod().uid, p.uid);
+        let t = Instant::now();
+        assert!(w
+            .wait_for("nobody", Duration::from_millis(20))
+            .await
+            .is_none());
+        assert!(t.elapsed() >= Duration::from_millis(20));
     }
 }
 

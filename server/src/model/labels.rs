@@ -163,45 +163,53 @@ pub struct Requirement {
     bound: i64,
 }
 
+/// Why a label requirement is invalid, worded as upstream `labels.NewRequirement`
+/// words it (the field first), so a refused object reads as the API server would say.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RequirementError {
+    #[error("key: Invalid value: {0:?}: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character")]
+    Key(String),
+    #[error("values: Invalid value: {0:?}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character")]
+    Value(String),
+    #[error("values: must be specified when `operator` is '{0:?}'")]
+    ValuesRequired(Operator),
+    #[error("values: may not be specified when `operator` is '{0:?}'")]
+    ValuesForbidden(Operator),
+    #[error("values: must be specified single value when `operator` is '{0:?}'")]
+    SingleValue(Operator),
+    #[error("values[0]: for '{0:?}' operator, the value must be an integer")]
+    NotInteger(Operator),
+}
+
 impl Requirement {
     /// Builds a requirement, validating values as upstream `labels.NewRequirement` does
     /// for the operators the scheduler uses.
-    pub fn new(key: &str, op: Operator, values: Vec<String>) -> Result<Self, String> {
+    pub fn new(key: &str, op: Operator, values: Vec<String>) -> Result<Self, RequirementError> {
         if !is_qualified_name(key) {
-            return Err(format!(
-                "key: Invalid value: {key:?}: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
-            ));
+            return Err(RequirementError::Key(key.to_string()));
         }
         if let Some(bad) = values.iter().find(|v| !is_valid_label_value(v)) {
-            return Err(format!(
-                "values: Invalid value: {bad:?}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
-            ));
+            return Err(RequirementError::Value(bad.clone()));
         }
         let mut bound = 0;
         match op {
             Operator::In | Operator::NotIn => {
                 if values.is_empty() {
-                    return Err(format!(
-                        "values: must be specified when `operator` is '{op:?}'"
-                    ));
+                    return Err(RequirementError::ValuesRequired(op));
                 }
             }
             Operator::Exists | Operator::DoesNotExist => {
                 if !values.is_empty() {
-                    return Err(format!(
-                        "values: may not be specified when `operator` is '{op:?}'"
-                    ));
+                    return Err(RequirementError::ValuesForbidden(op));
                 }
             }
             Operator::Gt | Operator::Lt => {
                 if values.len() != 1 {
-                    return Err(format!(
-                        "values: must be specified single value when `operator` is '{op:?}'"
-                    ));
+                    return Err(RequirementError::SingleValue(op));
                 }
-                bound = values[0].parse::<i64>().map_err(|_| {
-                    format!("values[0]: for '{op:?}' operator, the value must be an integer")
-                })?;
+                bound = values[0]
+                    .parse::<i64>()
+                    .map_err(|_| RequirementError::NotInteger(op))?;
             }
         }
         let mut values: Vec<Box<str>> = values.into_iter().map(Into::into).collect();

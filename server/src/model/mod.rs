@@ -11,7 +11,9 @@ pub mod resource;
 pub mod storage;
 pub mod taint;
 
-pub use labels::{LabelSelector, Labels, NodeSelector, NodeSelectorTerm, Operator, Requirement};
+pub use labels::{
+    LabelSelector, Labels, NodeSelector, NodeSelectorTerm, Operator, Requirement, RequirementError,
+};
 pub use node::{Namespace, Node, NodeImage, PodDisruptionBudget, PriorityClass};
 pub use pod::{Pod, PodSpec, Uid};
 pub use resource::Resource;

@@ -213,20 +213,29 @@ pub fn status_from_pb(s: Option<&pb::Status>) -> Status {
     )
 }
 
+/// A cluster event a sidecar declared at handshake that this scheduler does not know.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum UnknownEvent {
+    #[error("unknown event resource {0:?}")]
+    Resource(String),
+    #[error("unknown event action {0:?}")]
+    Action(String),
+}
+
 /// A plugin's declared events; unknown names are reported, and an empty list means
 /// "every event" as for in-process plugins without registrations.
-pub fn events(evs: &[pb::ClusterEvent]) -> Result<Option<Vec<ClusterEventWithHint>>, String> {
+pub fn events(evs: &[pb::ClusterEvent]) -> Result<Option<Vec<ClusterEventWithHint>>, UnknownEvent> {
     if evs.is_empty() {
         return Ok(None);
     }
     let mut out = Vec::with_capacity(evs.len());
     for e in evs {
         let resource = EventResource::parse(&e.resource)
-            .ok_or_else(|| format!("unknown event resource {:?}", e.resource))?;
+            .ok_or_else(|| UnknownEvent::Resource(e.resource.clone()))?;
         let mut action = ActionType::NONE;
         for a in &e.actions {
-            action = action
-                .union(ActionType::parse(a).ok_or_else(|| format!("unknown event action {a:?}"))?);
+            let parsed = ActionType::parse(a).ok_or_else(|| UnknownEvent::Action(a.clone()))?;
+            action = action.union(parsed);
         }
         if e.actions.is_empty() {
             action = ActionType::ALL;

@@ -55,6 +55,34 @@ pub enum RemoteError {
     },
 }
 
+/// Why the remote plugins could not be set up at start: a configuration that does not
+/// match the sidecar, or a sidecar that never answered and has no plugins listed.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("remotePlugins[{index}] ({endpoint}): the configuration lists plugin {name:?}, but the sidecar serves {served:?}")]
+    NotServed {
+        index: usize,
+        endpoint: String,
+        name: String,
+        served: Vec<String>,
+    },
+    #[error("remotePlugins[{index}] ({endpoint}): no handshake within {timeout:?} ({why}); start the sidecar first, or list its plugins in remotePlugins[{index}].plugins so the scheduler can start without it")]
+    NoHandshake {
+        index: usize,
+        endpoint: String,
+        timeout: Duration,
+        why: String,
+    },
+    #[error("remotePlugins[{index}] ({endpoint}): plugin {name:?} is already registered (a built-in or another sidecar has that name)")]
+    AlreadyRegistered {
+        index: usize,
+        endpoint: String,
+        name: String,
+    },
+    #[error("cannot start the connection thread: {0}")]
+    Thread(#[source] std::io::Error),
+}
+
 impl RemoteError {
     /// The `kind` label of `switchyard_remote_errors_total`: what went wrong, in the
     /// words an operator alerts on.

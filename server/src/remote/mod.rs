@@ -19,9 +19,11 @@ pub use client::Endpoint;
 pub use plugin::RemotePlugin;
 
 pub use crate::config::remote::{
-    EndpointConfig, FailurePolicy, TlsFiles, DEFAULT_MAX_BATCH_PODS, MAX_BATCH_PODS_LIMIT,
+    EndpointConfig, FailurePolicy, InvalidEndpoint, TlsFiles, DEFAULT_MAX_BATCH_PODS,
+    MAX_BATCH_PODS_LIMIT,
 };
 use crate::framework::{Handle, Plugin, PluginFactory, Registry};
+pub use error::SetupError;
 
 /// Starts every endpoint, waits (bounded) for its handshake, and registers its plugins
 /// so profiles can enable them by name. A sidecar that does not answer in time is
@@ -30,7 +32,7 @@ use crate::framework::{Handle, Plugin, PluginFactory, Registry};
 pub fn register(
     configs: &[EndpointConfig],
     registry: &mut Registry,
-) -> Result<Vec<Endpoint>, String> {
+) -> Result<Vec<Endpoint>, SetupError> {
     let mut endpoints = Vec::new();
     for cfg in configs {
         let ep = Endpoint::start(cfg.clone())?;
@@ -39,12 +41,12 @@ pub fn register(
             Some(h) => {
                 for name in &cfg.plugins {
                     if !h.plugins.iter().any(|p| p.name == *name) {
-                        return Err(format!(
-                            "remotePlugins[{}] ({}): the configuration lists plugin {name:?}, but the sidecar serves {:?}",
-                            cfg.index,
-                            cfg.endpoint,
-                            h.plugins.iter().map(|p| &p.name).collect::<Vec<_>>()
-                        ));
+                        return Err(SetupError::NotServed {
+                            index: cfg.index,
+                            endpoint: cfg.endpoint.clone(),
+                            name: name.clone(),
+                            served: h.plugins.iter().map(|p| p.name.clone()).collect(),
+                        });
                     }
                 }
                 h.plugins
@@ -66,19 +68,22 @@ pub fn register(
                     .err()
                     .map_or_else(|| "no handshake".into(), |e| e.to_string());
                 ep.stop();
-                return Err(format!(
-                    "remotePlugins[{}] ({}): no handshake within {:?} ({why}); start the sidecar first, or list its plugins in remotePlugins[{}].plugins so the scheduler can start without it",
-                    cfg.index, cfg.endpoint, cfg.startup_timeout, cfg.index
-                ));
+                return Err(SetupError::NoHandshake {
+                    index: cfg.index,
+                    endpoint: cfg.endpoint.clone(),
+                    timeout: cfg.startup_timeout,
+                    why,
+                });
             }
         };
         let hooks = Arc::new(plugin::EndpointHooks::new(ep.clone()));
         for (name, info) in infos {
             if registry.contains(&name) {
-                return Err(format!(
-                    "remotePlugins[{}] ({}): plugin {name:?} is already registered (a built-in or another sidecar has that name)",
-                    cfg.index, cfg.endpoint
-                ));
+                return Err(SetupError::AlreadyRegistered {
+                    index: cfg.index,
+                    endpoint: cfg.endpoint.clone(),
+                    name,
+                });
             }
             let reg_name = name.clone();
             let ep2 = ep.clone();

@@ -10,6 +10,35 @@ use std::time::{Duration, Instant};
 
 use switchyard_proto::LISTEN_ENV;
 
+/// Why a sidecar the scheduler starts itself did not come up.
+#[derive(Debug, thiserror::Error)]
+pub enum SidecarError {
+    #[error("cannot create {}: {source}", dir.display())]
+    SocketDir {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("sidecar `{command}`: cannot start: {source}")]
+    Spawn {
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("sidecar `{command}` exited ({status}) before listening on {address}; its error output is above")]
+    Exited {
+        command: String,
+        status: std::process::ExitStatus,
+        address: String,
+    },
+    #[error("sidecar `{command}` did not listen on {address} within {wait:?}")]
+    NotListening {
+        command: String,
+        address: String,
+        wait: Duration,
+    },
+}
+
 /// A running sidecar; terminated (SIGTERM, then SIGKILL after a grace period) on drop.
 pub struct SidecarProcess {
     child: Child,
@@ -51,11 +80,17 @@ impl Listen {
 impl SidecarProcess {
     /// Starts `command` and waits until it listens (the socket file exists, or the
     /// port accepts), at most `wait`. Fails with the exit status if it dies first.
-    pub fn start(command: &str, listen: Listen, wait: Duration) -> Result<SidecarProcess, String> {
+    pub fn start(
+        command: &str,
+        listen: Listen,
+        wait: Duration,
+    ) -> Result<SidecarProcess, SidecarError> {
         if let Listen::Unix(p) = &listen {
             if let Some(dir) = p.parent() {
-                std::fs::create_dir_all(dir)
-                    .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+                std::fs::create_dir_all(dir).map_err(|source| SidecarError::SocketDir {
+                    dir: dir.to_path_buf(),
+                    source,
+                })?;
             }
             let _ = std::fs::remove_file(p);
         }
@@ -67,7 +102,10 @@ impl SidecarProcess {
             .stdout(Stdio::null())
             .process_group(0)
             .spawn()
-            .map_err(|e| format!("sidecar `{command}`: cannot start: {e}"))?;
+            .map_err(|source| SidecarError::Spawn {
+                command: command.to_string(),
+                source,
+            })?;
         let mut s = SidecarProcess {
             child,
             endpoint: listen.endpoint(),
@@ -86,16 +124,18 @@ impl SidecarProcess {
                 return Ok(s);
             }
             if let Ok(Some(status)) = s.child.try_wait() {
-                return Err(format!(
-                    "sidecar `{command}` exited ({status}) before listening on {}; its error output is above",
-                    listen.sidecar_address()
-                ));
+                return Err(SidecarError::Exited {
+                    command: command.to_string(),
+                    status,
+                    address: listen.sidecar_address(),
+                });
             }
             if Instant::now() >= deadline {
-                return Err(format!(
-                    "sidecar `{command}` did not listen on {} within {wait:?}",
-                    listen.sidecar_address()
-                ));
+                return Err(SidecarError::NotListening {
+                    command: command.to_string(),
+                    address: listen.sidecar_address(),
+                    wait,
+                });
             }
             std::thread::sleep(Duration::from_millis(10));
         }

@@ -54,7 +54,7 @@ pub enum RunError {
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),
     #[error("remote plugins: {0}")]
-    Remote(String),
+    Remote(#[from] crate::remote::SetupError),
     #[error(transparent)]
     Build(#[from] crate::scheduler::BuildError),
     #[error("--health-address {0}: {1}; {hint}", hint = switchyard_proto::listen_hint(&.0.to_string(), false, .1, "--health-address"))]
@@ -145,8 +145,7 @@ pub fn run(opts: RunOptions, registry: &Registry) -> Result<(), RunError> {
     let identity = opts.identity.unwrap_or_else(default_identity);
 
     let mut registry = registry.clone();
-    let endpoints =
-        crate::remote::register(&config.remote_plugins, &mut registry).map_err(RunError::Remote)?;
+    let endpoints = crate::remote::register(&config.remote_plugins, &mut registry)?;
     let required: Vec<crate::remote::Endpoint> = endpoints
         .iter()
         .filter(|e| e.config().failure_policy == FailurePolicy::Fail)

@@ -129,12 +129,13 @@ impl InFlight {
 /// Errors building a scheduler from configuration.
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
-    #[error("{file}: profiles[{index}] ({name}): {message}")]
+    #[error("{file}: profiles[{index}] ({name}): {source}")]
     Profile {
         file: String,
         index: usize,
         name: String,
-        message: String,
+        #[source]
+        source: crate::framework::ProfileError,
     },
     #[error("cannot start the scheduling thread pool: {0}")]
     Pool(String),
@@ -159,12 +160,12 @@ impl Scheduler {
                 volumes.clone(),
             ));
             handles.push(handle.clone());
-            let fw = Framework::new(p, registry, handle.clone()).map_err(|message| {
+            let fw = Framework::new(p, registry, handle.clone()).map_err(|source| {
                 BuildError::Profile {
                     file: config.source.clone(),
                     index: i,
                     name: p.scheduler_name.clone(),
-                    message,
+                    source,
                 }
             })?;
             profiles.insert(Arc::from(p.scheduler_name.as_str()), Arc::new(fw));

@@ -236,23 +236,25 @@ fn run_one(
                 Mode::SidecarQuota => (&opts.quota_command, "bench-quota.sock", "TenantQuota"),
                 Mode::SidecarPython => (&opts.python_command, "bench-energy.sock", "EnergyAware"),
                 Mode::Sdk(i) => {
-                    let (_, command) = opts.sdk_sidecars.get(i).ok_or_else(|| {
-                        SimulateError::Remote(format!("no SDK sidecar number {i}"))
-                    })?;
+                    let (_, command) = opts
+                        .sdk_sidecars
+                        .get(i)
+                        .ok_or(SimulateError::NoSdkSidecar(i))?;
                     (command, "bench-sdk.sock", "Accelerator")
                 }
                 _ => (&opts.sidecar_command, "bench-taint.sock", REMOTE),
             };
             let listen = if mode == Mode::SidecarTcp {
-                Listen::free_tcp().map_err(|e| {
-                    SimulateError::Remote(format!("cannot find a free TCP port: {e}"))
-                })?
+                Listen::free_tcp().map_err(SimulateError::Port)?
             } else {
                 Listen::Unix(socket_dir().join(socket))
             };
-            let p = SidecarProcess::start(command, listen, Duration::from_secs(30))
-                .map_err(SimulateError::Remote)?;
-            let mut ep = EndpointConfig::new(0, &p.endpoint).map_err(SimulateError::Remote)?;
+            let p = SidecarProcess::start(command, listen, Duration::from_secs(30))?;
+            let mut ep =
+                EndpointConfig::new(0, &p.endpoint).map_err(|error| SimulateError::Endpoint {
+                    flag: format!("sidecar endpoint {:?}", p.endpoint),
+                    error,
+                })?;
             ep.plugins = vec![plugin.to_string()];
             ep.reuse_alike_pods = mode != Mode::SidecarUdsNoReuse;
             if plugin == REMOTE {

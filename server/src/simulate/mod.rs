@@ -106,8 +106,19 @@ pub enum SimulateError {
     Runtime(String),
     #[error("the queue did not settle within {timeout:?}: {pending}")]
     Timeout { timeout: Duration, pending: String },
-    #[error("{0}")]
-    Remote(String),
+    #[error(transparent)]
+    Remote(#[from] crate::remote::SetupError),
+    #[error(transparent)]
+    Sidecar(#[from] crate::remote::sidecar::SidecarError),
+    #[error("{flag}: {error}")]
+    Endpoint {
+        flag: String,
+        error: crate::remote::InvalidEndpoint,
+    },
+    #[error("cannot find a free TCP port for a sidecar: {0}")]
+    Port(#[source] std::io::Error),
+    #[error("no SDK sidecar number {0}")]
+    NoSdkSidecar(usize),
 }
 
 /// Runs a simulation and returns its report.
@@ -158,8 +169,7 @@ pub fn run(opts: &SimulateOptions, registry: &Registry) -> Result<Report, Simula
         .chain(sidecars.iter().map(|s| s.process_group()))
         .collect();
     let mut registry = registry.clone();
-    let endpoints = crate::remote::register(&config.remote_plugins, &mut registry)
-        .map_err(SimulateError::Remote)?;
+    let endpoints = crate::remote::register(&config.remote_plugins, &mut registry)?;
     for ep in endpoints.iter().filter(|e| e.config().auto_enable) {
         for p in ep.handshake().map(|h| h.plugins).unwrap_or_default() {
             config.enable_everywhere(&p.name);
@@ -256,8 +266,7 @@ fn start_sidecars(
     let mut endpoints: Vec<(String, String)> = Vec::new();
     for (i, cmd) in opts.sidecars.iter().enumerate() {
         let sock = socket_dir().join(format!("sidecar-{i}.sock"));
-        let p = SidecarProcess::start(cmd, Listen::Unix(sock), opts.sidecar_startup)
-            .map_err(SimulateError::Remote)?;
+        let p = SidecarProcess::start(cmd, Listen::Unix(sock), opts.sidecar_startup)?;
         endpoints.push((format!("--sidecar {cmd:?}"), p.endpoint.clone()));
         started.push(p);
     }
@@ -267,7 +276,7 @@ fn start_sidecars(
     for (flag, e) in endpoints {
         let index = config.remote_plugins.len();
         let mut c = EndpointConfig::new(index, &e)
-            .map_err(|m| SimulateError::Remote(format!("{flag}: {m}")))?;
+            .map_err(|error| SimulateError::Endpoint { flag, error })?;
         c.auto_enable = true;
         config.remote_plugins.push(c);
     }

@@ -35,7 +35,8 @@ use crate::model::Pod;
 pub use parallel::{
     filter_map_adaptive, Parallelism, PARALLEL_CHUNK, PARALLEL_MIN_WORK, PARALLEL_THRESHOLD,
 };
-pub use registry::{Handle, PluginFactory, Registry, SchedulerServices};
+pub use profile::ProfileError;
+pub use registry::{Handle, InvalidArgs, PluginFactory, Registry, SchedulerServices};
 
 #[derive(Clone)]
 struct Entry {

@@ -10,6 +10,44 @@ use crate::config::ResolvedProfile;
 /// Plugin instances by name, one per enabled plugin of the profile.
 type Instances = HashMap<String, Arc<dyn Plugin>>;
 
+/// Why a profile could not be built, worded as upstream `NewFramework` words it.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    #[error("plugin {name:?} does not exist; known plugins: {known}")]
+    UnknownPlugin { name: String, known: String },
+    #[error("initializing plugin {name:?}: {source}")]
+    Init {
+        name: String,
+        #[source]
+        source: InvalidArgs,
+    },
+    #[error("{interface} {name:?} does not exist")]
+    NotInstantiated {
+        name: String,
+        interface: &'static str,
+    },
+    #[error("plugin {name:?} does not extend {interface} plugin")]
+    DoesNotExtend {
+        name: String,
+        interface: &'static str,
+    },
+    #[error("plugin {name:?} already registered as {interface:?}")]
+    Duplicate {
+        name: String,
+        interface: &'static str,
+    },
+    #[error("only one queue sort plugin required for profile with scheduler name {scheduler_name:?}, but got {got}")]
+    QueueSortCount { scheduler_name: String, got: usize },
+    #[error(
+        "at least one bind plugin is needed for profile with scheduler name {scheduler_name:?}"
+    )]
+    NoBind { scheduler_name: String },
+    #[error("score plugin {name:?} has a negative weight {weight}: weights must be 1 or more (0 means 1)")]
+    NegativeWeight { name: String, weight: i32 },
+    #[error("total score of Score plugins could overflow")]
+    ScoreOverflow,
+}
+
 impl Framework {
     /// Builds a profile as upstream `NewFramework` does: instantiate every enabled
     /// plugin, fill each extension point from its own list and multiPoint, check the
@@ -18,7 +56,7 @@ impl Framework {
         profile: &ResolvedProfile,
         registry: &Registry,
         handle: Arc<Handle>,
-    ) -> Result<Framework, String> {
+    ) -> Result<Framework, ProfileError> {
         let plugins = &profile.plugins;
         let instances = instantiate_plugins(profile, registry, &handle)?;
         let mut lists: HashMap<ExtensionPoint, Vec<Entry>> = HashMap::new();
@@ -31,18 +69,16 @@ impl Framework {
 
         let mut queue_sort = take(ExtensionPoint::QueueSort);
         if queue_sort.len() != 1 {
-            return Err(format!(
-                "only one queue sort plugin required for profile with scheduler name {:?}, but got {}",
-                profile.scheduler_name,
-                queue_sort.len()
-            ));
+            return Err(ProfileError::QueueSortCount {
+                scheduler_name: profile.scheduler_name.clone(),
+                got: queue_sort.len(),
+            });
         }
         let bind = take(ExtensionPoint::Bind);
         if bind.is_empty() {
-            return Err(format!(
-                "at least one bind plugin is needed for profile with scheduler name {:?}",
-                profile.scheduler_name
-            ));
+            return Err(ProfileError::NoBind {
+                scheduler_name: profile.scheduler_name.clone(),
+            });
         }
         let score = score_weights(plugins, take(ExtensionPoint::Score))?;
 
@@ -118,17 +154,20 @@ fn instantiate_plugins(
     profile: &ResolvedProfile,
     registry: &Registry,
     handle: &Arc<Handle>,
-) -> Result<Instances, String> {
+) -> Result<Instances, ProfileError> {
     let mut instances = Instances::new();
     for name in profile.plugins.all_enabled() {
-        let factory = registry.get(name).ok_or_else(|| {
-            format!(
-                "plugin {name:?} does not exist; known plugins: {}",
-                registry.names().collect::<Vec<_>>().join(", ")
-            )
-        })?;
+        let factory = registry
+            .get(name)
+            .ok_or_else(|| ProfileError::UnknownPlugin {
+                name: name.to_string(),
+                known: registry.names().collect::<Vec<_>>().join(", "),
+            })?;
         let args = profile.plugin_args.get(name);
-        let p = factory(args, handle).map_err(|e| format!("initializing plugin {name:?}: {e}"))?;
+        let p = factory(args, handle).map_err(|source| ProfileError::Init {
+            name: name.to_string(),
+            source,
+        })?;
         instances.insert(name.to_string(), p);
     }
     Ok(instances)
@@ -158,25 +197,26 @@ fn update_plugin_list(
     set: &ConfiguredPlugins,
     instances: &Instances,
     ep: ExtensionPoint,
-) -> Result<Vec<Entry>, String> {
+) -> Result<Vec<Entry>, ProfileError> {
     let mut specific: Vec<Entry> = Vec::new();
     for r in &set.enabled {
         let p = instances
             .get(&r.name)
-            .ok_or_else(|| format!("{} {:?} does not exist", ep.interface(), r.name))?;
+            .ok_or_else(|| ProfileError::NotInstantiated {
+                name: r.name.to_string(),
+                interface: ep.interface(),
+            })?;
         if !implements(p, ep) {
-            return Err(format!(
-                "plugin {:?} does not extend {} plugin",
-                r.name,
-                ep.interface()
-            ));
+            return Err(ProfileError::DoesNotExtend {
+                name: r.name.to_string(),
+                interface: ep.interface(),
+            });
         }
         if specific.iter().any(|e| *e.name == *r.name) {
-            return Err(format!(
-                "plugin {:?} already registered as {:?}",
-                r.name,
-                ep.interface()
-            ));
+            return Err(ProfileError::Duplicate {
+                name: r.name.to_string(),
+                interface: ep.interface(),
+            });
         }
         specific.push(Entry {
             name: r.name.as_str().into(),
@@ -195,7 +235,7 @@ fn expand_multi_point_plugins(
     instances: &Instances,
     ep: ExtensionPoint,
     specific: Vec<Entry>,
-) -> Result<Vec<Entry>, String> {
+) -> Result<Vec<Entry>, ProfileError> {
     let set = plugins.get(ep);
     let disabled: HashSet<&str> = set.disabled.iter().map(|p| p.name.as_str()).collect();
     if disabled.contains("*") {
@@ -206,7 +246,10 @@ fn expand_multi_point_plugins(
     for r in &plugins.multi_point.enabled {
         let p = instances
             .get(&r.name)
-            .ok_or_else(|| format!("{} {:?} does not exist", ep.interface(), r.name))?;
+            .ok_or_else(|| ProfileError::NotInstantiated {
+                name: r.name.to_string(),
+                interface: ep.interface(),
+            })?;
         if !implements(p, ep) || disabled.contains(r.name.as_str()) {
             continue;
         }
@@ -215,11 +258,10 @@ fn expand_multi_point_plugins(
             continue;
         }
         if multi.iter().any(|e| *e.name == *r.name) {
-            return Err(format!(
-                "plugin {:?} already registered as {:?}",
-                r.name,
-                ep.interface()
-            ));
+            return Err(ProfileError::Duplicate {
+                name: r.name.to_string(),
+                interface: ep.interface(),
+            });
         }
         multi.push(Entry {
             name: r.name.as_str().into(),
@@ -237,7 +279,7 @@ fn expand_multi_point_plugins(
 
 /// Score weights: the first mention wins (a score-specific weight beats
 /// multiPoint's); zero or unset means 1; the weighted maximum must not overflow.
-fn score_weights(plugins: &Plugins, entries: Vec<Entry>) -> Result<Vec<ScoreEntry>, String> {
+fn score_weights(plugins: &Plugins, entries: Vec<Entry>) -> Result<Vec<ScoreEntry>, ProfileError> {
     let weight_sources: Vec<&PluginRef> = plugins
         .score
         .enabled
@@ -253,14 +295,14 @@ fn score_weights(plugins: &Plugins, entries: Vec<Entry>) -> Result<Vec<ScoreEntr
             .and_then(|r| r.weight)
             .unwrap_or(0);
         if w < 0 {
-            return Err(format!(
-                "score plugin {:?} has a negative weight {w}: weights must be 1 or more (0 means 1)",
-                e.name
-            ));
+            return Err(ProfileError::NegativeWeight {
+                name: e.name.to_string(),
+                weight: w,
+            });
         }
         let weight = if w == 0 { 1 } else { i64::from(w) };
         if weight * MAX_NODE_SCORE > i64::MAX - total {
-            return Err("total score of Score plugins could overflow".into());
+            return Err(ProfileError::ScoreOverflow);
         }
         total += weight * MAX_NODE_SCORE;
         score.push(ScoreEntry { entry: e, weight });

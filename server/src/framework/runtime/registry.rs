@@ -72,9 +72,27 @@ impl Handle {
     }
 }
 
+/// A plugin's `pluginConfig` args refused by its factory; the message names the field
+/// as upstream's args validation does.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidArgs(pub String);
+
+impl From<String> for InvalidArgs {
+    fn from(message: String) -> Self {
+        InvalidArgs(message)
+    }
+}
+
+impl From<&str> for InvalidArgs {
+    fn from(message: &str) -> Self {
+        InvalidArgs(message.to_string())
+    }
+}
+
 /// Builds a plugin from its args (already parsed YAML, `None` when not configured).
 pub type PluginFactory = Arc<
-    dyn Fn(Option<&serde_json::Value>, &Arc<Handle>) -> Result<Arc<dyn Plugin>, String>
+    dyn Fn(Option<&serde_json::Value>, &Arc<Handle>) -> Result<Arc<dyn Plugin>, InvalidArgs>
         + Send
         + Sync,
 >;

@@ -281,13 +281,15 @@ pub fn factory() -> PluginFactory {
             return Err(format!(
                 "minCandidateNodesPercentage: Invalid value: {}: not in valid range [0, 100]",
                 a.min_candidate_nodes_percentage
-            ));
+            )
+            .into());
         }
         if a.min_candidate_nodes_absolute < 0 {
             return Err(format!(
                 "minCandidateNodesAbsolute: Invalid value: {}: not in valid range [0, inf)",
                 a.min_candidate_nodes_absolute
-            ));
+            )
+            .into());
         }
         if a.min_candidate_nodes_percentage == 0 && a.min_candidate_nodes_absolute == 0 {
             return Err("minCandidateNodesPercentage: Invalid value: 0: cannot be zero at the same time as minCandidateNodesAbsolute".into());

@@ -302,7 +302,8 @@ pub fn factory() -> PluginFactory {
             return Err(format!(
                 "hardPodAffinityWeight: Invalid value: {}: not in valid range [0, 100]",
                 a.hard_pod_affinity_weight
-            ));
+            )
+            .into());
         }
         Ok(Arc::new(InterPodAffinity::new(
             i64::from(a.hard_pod_affinity_weight),

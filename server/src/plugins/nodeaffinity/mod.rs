@@ -216,7 +216,7 @@ pub fn factory() -> PluginFactory {
                 if let Some(i) = sel.terms.iter().position(|t| !t.valid) {
                     return Err(format!(
                         "parsing addedAffinity.requiredDuringSchedulingIgnoredDuringExecution: nodeSelectorTerms[{i}] is invalid"
-                    ));
+                    ).into());
                 }
                 added_node_selector = Some(sel);
             }
@@ -230,7 +230,7 @@ pub fn factory() -> PluginFactory {
                 if !term.valid {
                     return Err(format!(
                         "parsing addedAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}]: invalid term"
-                    ));
+                    ).into());
                 }
                 added_pref_terms.push(PreferredSchedulingTerm {
                     weight: p.weight,

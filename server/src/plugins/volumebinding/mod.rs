@@ -392,7 +392,7 @@ pub fn factory() -> PluginFactory {
             return Err(format!(
                 "bindTimeoutSeconds: Invalid value: {}: invalid BindTimeoutSeconds, should not be a negative value",
                 a.bind_timeout_seconds
-            ));
+            ).into());
         }
         Ok(Arc::new(VolumeBinding {
             handle: h.clone(),

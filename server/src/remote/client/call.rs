@@ -145,6 +145,9 @@ impl BatchReply {
     }
 }
 
+/// How long an unsolicited Permit decision waits for its pod to be parked.
+const DECISION_OVERTAKE_WAIT: Duration = Duration::from_secs(1);
+
 /// Routes a reply; false when it answers nothing (a stray).
 pub(super) fn handle_reply(inner: &Arc<Inner>, id: u64, r: Reply) -> bool {
     if id != 0 {
@@ -176,18 +179,15 @@ pub(super) fn handle_reply(inner: &Arc<Inner>, id: u64, r: Reply) -> bool {
     // Wait reply: give it a moment to appear.
     tokio::spawn(async move {
         let _done = done;
-        for _ in 0..200 {
-            if let Some(p) = wp.get(&d.pod_uid) {
-                if d.allow {
-                    p.allow(&d.plugin);
-                } else {
-                    p.reject(&d.plugin, &d.message);
-                }
-                return;
+        match wp.wait_for(&d.pod_uid, DECISION_OVERTAKE_WAIT).await {
+            Some(p) if d.allow => p.allow(&d.plugin),
+            Some(p) => {
+                p.reject(&d.plugin, &d.message);
             }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            None => {
+                tracing::debug!(pod = %d.pod_uid, plugin = %d.plugin, "Permit decision for a pod that is not waiting")
+            }
         }
-        tracing::debug!(pod = %d.pod_uid, plugin = %d.plugin, "Permit decision for a pod that is not waiting");
     });
     true
 }

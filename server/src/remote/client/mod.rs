@@ -22,7 +22,7 @@ use switchyard_proto::v1::plugin_client::PluginClient;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
-use super::error::CallError;
+use super::error::{CallError, SetupError};
 use super::replicate::Replicator;
 use super::EndpointConfig;
 use crate::framework::waiting_pods::WaitingPods;
@@ -222,7 +222,7 @@ pub struct Endpoint {
 impl Endpoint {
     /// Starts the connection thread; it keeps reconnecting until the endpoint is
     /// dropped by [`Endpoint::stop`].
-    pub fn start(config: EndpointConfig) -> Result<Endpoint, String> {
+    pub fn start(config: EndpointConfig) -> Result<Endpoint, SetupError> {
         let depth = BatchDepth {
             pods: config.max_batch_pods.clamp(1, 2),
             used: 0,
@@ -256,7 +256,7 @@ impl Endpoint {
         std::thread::Builder::new()
             .name(format!("sidecar-{}", inner.config.index))
             .spawn(move || connection_thread(i))
-            .map_err(|e| format!("cannot start the connection thread: {e}"))?;
+            .map_err(SetupError::Thread)?;
         Ok(Endpoint { inner })
     }
 

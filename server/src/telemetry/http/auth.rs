@@ -51,18 +51,27 @@ pub struct Decision {
     pub reason: String,
 }
 
+/// Why a review could not be asked of the API server (the request is then refused).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReviewError {
+    #[error("{0}: {1}")]
+    Failed(&'static str, String),
+    #[error("{0} timed out")]
+    Timeout(&'static str),
+}
+
 /// The two reviews, asked of the API server ([`KubeReviews`]) or of a double in tests.
 pub trait Reviews: Send + Sync {
     /// `Ok(Some(user))` for a valid token, `Ok(None)` for one the API server does not
     /// accept, `Err` when it could not be asked.
-    fn token_review(&self, token: &str) -> BoxFuture<'static, Result<Option<User>, String>>;
+    fn token_review(&self, token: &str) -> BoxFuture<'static, Result<Option<User>, ReviewError>>;
     /// Whether `user` may `verb` the non-resource `path`.
     fn access_review(
         &self,
         user: &User,
         path: &str,
         verb: &str,
-    ) -> BoxFuture<'static, Result<Decision, String>>;
+    ) -> BoxFuture<'static, Result<Decision, ReviewError>>;
 }
 
 /// Reviews by the API server: `POST` of `authentication.k8s.io/v1` `TokenReview` and
@@ -73,7 +82,7 @@ pub struct KubeReviews {
 }
 
 impl Reviews for KubeReviews {
-    fn token_review(&self, token: &str) -> BoxFuture<'static, Result<Option<User>, String>> {
+    fn token_review(&self, token: &str) -> BoxFuture<'static, Result<Option<User>, ReviewError>> {
         use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
         let api: kube::Api<TokenReview> = kube::Api::all(self.client.clone());
         let review = TokenReview {
@@ -87,7 +96,7 @@ impl Reviews for KubeReviews {
             let done = api
                 .create(&kube::api::PostParams::default(), &review)
                 .await
-                .map_err(|e| format!("TokenReview: {e}"))?;
+                .map_err(|e| ReviewError::Failed("TokenReview", e.to_string()))?;
             let Some(st) = done.status.filter(|s| s.authenticated == Some(true)) else {
                 return Ok(None);
             };
@@ -106,7 +115,7 @@ impl Reviews for KubeReviews {
         user: &User,
         path: &str,
         verb: &str,
-    ) -> BoxFuture<'static, Result<Decision, String>> {
+    ) -> BoxFuture<'static, Result<Decision, ReviewError>> {
         use k8s_openapi::api::authorization::v1::{
             NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
         };
@@ -129,7 +138,7 @@ impl Reviews for KubeReviews {
             let done = api
                 .create(&kube::api::PostParams::default(), &review)
                 .await
-                .map_err(|e| format!("SubjectAccessReview: {e}"))?;
+                .map_err(|e| ReviewError::Failed("SubjectAccessReview", e.to_string()))?;
             let st = done.status.unwrap_or_default();
             Ok(Decision {
                 allowed: st.allowed && st.denied != Some(true),
@@ -227,7 +236,7 @@ impl DelegatedAuth {
         DelegatedAuth::new(Arc::new(KubeReviews { client }))
     }
 
-    pub(super) async fn authenticate(&self, token: &str) -> Result<Option<User>, String> {
+    pub(super) async fn authenticate(&self, token: &str) -> Result<Option<User>, ReviewError> {
         let key: [u8; 32] = ring::digest::digest(&ring::digest::SHA256, token.as_bytes())
             .as_ref()
             .try_into()
@@ -237,7 +246,7 @@ impl DelegatedAuth {
         }
         let got = tokio::time::timeout(REVIEW_TIMEOUT, self.reviews.token_review(token))
             .await
-            .map_err(|_| "TokenReview timed out".to_string())??;
+            .map_err(|_| ReviewError::Timeout("TokenReview"))??;
         // As upstream's AuthenticatedGroupAdder: every authenticated user is in
         // system:authenticated.
         let got = got.map(|mut u| {
@@ -255,14 +264,14 @@ impl DelegatedAuth {
         user: &User,
         path: &str,
         verb: &str,
-    ) -> Result<Decision, String> {
+    ) -> Result<Decision, ReviewError> {
         let key = (user.clone(), path.to_string(), verb.to_string());
         if let Some(hit) = self.authz.get(&key) {
             return Ok(hit);
         }
         let d = tokio::time::timeout(REVIEW_TIMEOUT, self.reviews.access_review(user, path, verb))
             .await
-            .map_err(|_| "SubjectAccessReview timed out".to_string())??;
+            .map_err(|_| ReviewError::Timeout("SubjectAccessReview"))??;
         let ttl = if d.allowed {
             AUTHZ_ALLOW_TTL
         } else {

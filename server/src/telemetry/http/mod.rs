@@ -229,7 +229,10 @@ mod tests {
     }
 
     impl Reviews for FakeReviews {
-        fn token_review(&self, token: &str) -> BoxFuture<'static, Result<Option<User>, String>> {
+        fn token_review(
+            &self,
+            token: &str,
+        ) -> BoxFuture<'static, Result<Option<User>, ReviewError>> {
             self.tokens.fetch_add(1, Ordering::SeqCst);
             let user = matches!(token, "reader" | "other" | "admin").then(|| User {
                 name: token.to_string(),
@@ -248,7 +251,7 @@ mod tests {
             user: &User,
             path: &str,
             verb: &str,
-        ) -> BoxFuture<'static, Result<Decision, String>> {
+        ) -> BoxFuture<'static, Result<Decision, ReviewError>> {
             self.accesses.fetch_add(1, Ordering::SeqCst);
             let allowed = user.name == "reader" && path == "/metrics" && verb == "get";
             assert!(

@@ -1,0 +1,19 @@
+import type { ReplicateRequest } from '../types.js';
+import { type ServiceState } from './state.js';
+export declare const PROTOCOL_VERSION = "v1";
+export declare const CAPABILITY_FILTER_BATCH = "filter-batch";
+export declare const CAPABILITY_REPLICATE_BATCH = "replicate-batch";
+export declare class HandshakeError extends Error {
+}
+/** The handshake reply; throws a FAILED_PRECONDITION-worthy error when the
+ * scheduler offers no version this SDK speaks. */
+export declare function handshake(st: ServiceState, req: {
+    protocolVersions?: string[];
+    capabilities?: string[];
+    scheduler?: string;
+}): object;
+/** Applies one Replicate message (without its `more`); returns the generation the
+ * next must have. `expect` is undefined before the stream's first message. Throws
+ * ReplicationError when the stream must end (gap, no full snapshot first, a
+ * delta the replica cannot apply). */
+export declare function apply(st: ServiceState, msg: ReplicateRequest, expect: number | undefined): number;

@@ -1,0 +1,10 @@
+import { type Cycle, type Plugin } from '../plugin.js';
+import type { FilterRequest, NodeDelta, NodeStatus, NormalizeScoreRequest, PreScoreRequest, ScoreAhead, ScoreRequest, ScoreResponse, StatusResponse } from '../types.js';
+import { type ServiceState } from './state.js';
+/** PreScore (on a fork), Score and NormalizeScore over the first `scoreFirst`
+ * passing items of a Filter batch; null when the plugin does not score or an item
+ * has a delta. */
+export declare function scoreAhead(st: ServiceState, req: FilterRequest, p: Plugin, cycle: Cycle, deltas: (NodeDelta | undefined)[] | undefined, failures: NodeStatus[]): Promise<ScoreAhead | null>;
+export declare function score(st: ServiceState, req: ScoreRequest): Promise<ScoreResponse>;
+export declare function preScore(st: ServiceState, req: PreScoreRequest): Promise<StatusResponse>;
+export declare function normalizeScore(st: ServiceState, req: NormalizeScoreRequest): Promise<ScoreResponse>;
