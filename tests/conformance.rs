@@ -64,7 +64,7 @@ fn passes(socket: &std::path::Path, extra: &[&str], exercised: &[&str]) {
 }
 
 const CORE: &[&str] = &[
-    "H1", "H2", "H3", "S1", "R1", "R2", "R3", "R4", "R6", "F2", "L2", "HL1",
+    "H1", "H2", "H3", "S1", "S2", "R1", "R2", "R3", "R4", "R6", "F2", "L2", "HL1",
 ];
 
 #[test]
@@ -184,6 +184,7 @@ fn broken_sidecars_fail_the_clause_they_break() {
         ("scores-out-of-range", "SC1"),
         ("flaky-filter", "F2"),
         ("status-per-node", "F8"),
+        ("stray-replies", "S2"),
     ] {
         let name = format!("conf-broken-{mode}");
         let _s = python_sidecar("tests/conformance/broken_sidecar.py", &name, Some(mode));

@@ -133,7 +133,7 @@ fn finish_with(
     pods: u64,
 ) -> Value {
     let out = sim.join().expect("simulation thread");
-    let v = switchyard_e2e::json_output(&out);
+    let v = switchyard_e2e::report_output(&out);
     assert_eq!(v["invariants"]["ok"], true, "{}", v["invariants"]);
     assert_eq!(v["invariants"]["assumedPods"], 0);
     assert_eq!(
@@ -251,7 +251,7 @@ fn sidecar_stopped_for_good_fail_ends_with_a_report() {
     let out = sim.join().expect("simulation thread");
     let took = started.elapsed();
     sidecar.signal("CONT");
-    let v = switchyard_e2e::json_output(&out);
+    let v = switchyard_e2e::report_output(&out);
     assert!(
         took < Duration::from_secs(45),
         "the run ended by itself, not at --timeout 60: {took:?}"
@@ -262,6 +262,12 @@ fn sidecar_stopped_for_good_fail_ends_with_a_report() {
     assert!(
         !pending.is_empty(),
         "the sidecar stopped before the last wave: {}",
+        v["summary"]
+    );
+    assert_eq!(
+        v["summary"]["scheduler_errors"],
+        pending.len(),
+        "every pending pod is pending after the sidecar's error: {}",
         v["summary"]
     );
     for p in &pending {
@@ -288,9 +294,21 @@ fn sidecar_stopped_for_good_fail_ends_with_a_report() {
 fn sidecar_never_comes_fail_ends_with_every_pod_s_reason() {
     let run = Run::new("never", Policy::Fail);
     let out = run.simulate().join().expect("simulation thread");
-    let v = switchyard_e2e::json_output(&out);
+    let v = switchyard_e2e::report_output(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "pods pending after errors: exit 4"
+    );
+    // Each pod's attempts fail, but the log says it once and then counts.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.lines().count() < 50,
+        "a dead sidecar's failures are logged once, then counted:\n{stderr}"
+    );
     assert_eq!(v["invariants"]["ok"], true, "{}", v["invariants"]);
     assert_eq!(v["summary"]["bound"], 0, "{}", v["summary"]);
+    assert_eq!(v["summary"]["scheduler_errors"], PODS, "{}", v["summary"]);
     let pods = v["pods"].as_array().expect("pods");
     assert_eq!(pods.len() as u64, PODS);
     for p in pods {

@@ -61,7 +61,7 @@ fn simulate(dir: &Path, config: Option<&Path>) -> (Value, Duration) {
     let started = Instant::now();
     let out = run_with_deadline(&mut cmd, Duration::from_secs(TIMEOUT_SECS + 30));
     let took = started.elapsed();
-    (switchyard_e2e::json_output(&out), took)
+    (switchyard_e2e::report_output(&out), took)
 }
 
 fn placements(v: &Value, prefix: &str) -> BTreeMap<String, Value> {

@@ -73,6 +73,8 @@ fn in_process_and_remote(
         panic!("one sidecar: {:?}", remote.remote);
     };
     assert_eq!(ep.errors, 0, "{ep:?}");
+    // Every reply answers a call (a PreScore sent ahead of its Score included).
+    assert_eq!(ep.stray_replies, 0, "{ep:?}");
     eprintln!(
         "{workload}: lookahead used {}, dropped {}, {} calls for {} pods",
         ep.lookahead_hits, ep.lookahead_misses, ep.calls, remote.summary.bound
@@ -163,6 +165,16 @@ fn alike_pods_reuse_answers_and_change_no_placement() {
             ep.calls
         );
     }
+}
+
+/// Without the lookahead (not node-local) each pod's PreScore goes out right ahead of
+/// its batched Score, whose reply the scheduler reads; the PreScore's own reply is
+/// owed and expected, never a stray, and placements stay the in-process ones.
+#[test]
+fn pre_score_sent_ahead_of_score_leaves_no_stray_reply() {
+    let (remote, ep) = in_process_and_remote("3000Nodes", &["--no-lookahead"]);
+    assert_eq!(remote.summary.bound, 460);
+    assert_eq!(ep.lookahead_hits, 0, "{ep:?}");
 }
 
 /// The contract side: a node-local plugin's calls may name a generation after their

@@ -188,20 +188,20 @@ PY
 }
 
 conformance accelerator "$work/accelerator" "$repo/examples/conformance/accelerator.yaml" \
-  H1 H2 H3 S1 R1 R2 R3 R4 R5 R6 F1 F2 F3 F4 F5 F6 F7 F8 SC1 SC2 SC3 HL1
+  H1 H2 H3 S1 S2 R1 R2 R3 R4 R5 R6 F1 F2 F3 F4 F5 F6 F7 F8 SC1 SC2 SC3 HL1
 conformance tenantquota "$work/tenantquota" "$here/examples/tenantquota/cluster.yaml" \
-  H1 H2 H3 S1 R1 R2 R3 R4 R5 R6 P1 F1 F2 F4 F5 F8 Q1 E1 X1 HL1
+  H1 H2 H3 S1 S2 R1 R2 R3 R4 R5 R6 P1 F1 F2 F4 F5 F8 Q1 E1 X1 HL1
 # T1: the Accelerator exports a span per traced call over OTLP/gRPC; the kit runs the
 # OTLP receiver and checks each span's parent is the call's traceparent.
 otlp_port="$(free_port)"
 sidecar_env=(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$otlp_port" OTEL_BSP_SCHEDULE_DELAY=200)
 kit_args=(--otlp-listen "127.0.0.1:$otlp_port")
 conformance accelerator-otlp "$work/accelerator" "$repo/examples/conformance/accelerator.yaml" \
-  H1 H2 H3 S1 R1 R2 R3 R4 R5 R6 F1 F2 F3 F4 F5 F6 F7 F8 SC1 SC2 SC3 HL1 T1
+  H1 H2 H3 S1 S2 R1 R2 R3 R4 R5 R6 F1 F2 F3 F4 F5 F6 F7 F8 SC1 SC2 SC3 HL1 T1
 sidecar_env=()
 kit_args=()
 conformance_tls accelerator-tls "$work/accelerator" "$repo/examples/conformance/accelerator.yaml" \
-  H1 H2 H3 S1 R1 R2 R3 R4 R5 R6 F1 F2 F3 F4 F5 F6 F7 F8 SC1 SC2 SC3 HL1
+  H1 H2 H3 S1 S2 R1 R2 R3 R4 R5 R6 F1 F2 F3 F4 F5 F6 F7 F8 SC1 SC2 SC3 HL1
 
 step "shutdown on SIGTERM"
 for p in "${pids[@]}"; do

@@ -106,9 +106,9 @@ conformance() {
 }
 
 conformance accelerator accelerator.js "$repo/examples/conformance/accelerator.yaml" \
-  H1 H2 H3 S1 R1 R2 R3 R4 R5 R6 F1 F2 F3 F4 F5 F6 F7 F8 SC1 SC2 SC3 HL1
+  H1 H2 H3 S1 S2 R1 R2 R3 R4 R5 R6 F1 F2 F3 F4 F5 F6 F7 F8 SC1 SC2 SC3 HL1
 conformance tenant-quota tenant-quota.js "$repo/examples/conformance/tenant-quota.yaml" \
-  H1 H2 H3 S1 R1 R2 R3 R4 R5 R6 P1 F1 F2 F4 F5 F8 Q1 E1 X1 HL1
+  H1 H2 H3 S1 S2 R1 R2 R3 R4 R5 R6 P1 F1 F2 F4 F5 F8 Q1 E1 X1 HL1
 
 # conformance_tls NAME SCRIPT CLUSTER CLAUSES...: serves examples/SCRIPT on
 # https://127.0.0.1:<free port> with mutual TLS (tests/fixtures/tls: the server's
@@ -178,6 +178,6 @@ JS
 }
 
 conformance_tls accelerator-tls accelerator.js "$repo/examples/conformance/accelerator.yaml" \
-  H1 H2 H3 S1 R1 R2 R3 R4 R5 R6 F1 F2 F3 F4 F5 F6 F7 F8 SC1 SC2 SC3 HL1
+  H1 H2 H3 S1 S2 R1 R2 R3 R4 R5 R6 F1 F2 F3 F4 F5 F6 F7 F8 SC1 SC2 SC3 HL1
 
 step "all checks passed"

@@ -8,6 +8,7 @@ BROKEN names one contract clause to break (the kit must then fail that clause):
   scores-out-of-range scores 150, outside 0..100, with no NormalizeScore (SC1)
   flaky-filter        rejects nodes at random: the same call, another answer (F2)
   status-per-node     groups failures one node per group: a status sent per node (F8)
+  stray-replies       answers every Filter call twice: the second reply answers no call (S2)
 
 Everything else is the real sidecar (plugins/python-energy/sidecar.py) on the Python
 plugin SDK, whose PluginService is patched here.
@@ -46,6 +47,20 @@ async def reached_at_once(self, generation):
     return None
 
 
+def twice(point, method):
+    """A stream handler that sends each reply twice."""
+
+    async def handler(self, request_iterator, context):
+        handle = getattr(self, method)
+        async for req in request_iterator:
+            reply = await handle(req)
+            yield reply
+            yield reply
+
+    handler.__name__ = point
+    return handler
+
+
 def group_per_node(failures):
     return [sdk_service.pb.FailureGroup(status=f.status, indices=[f.index]) for f in failures]
 
@@ -64,6 +79,8 @@ elif BROKEN == "flaky-filter":
     )
 elif BROKEN == "status-per-node":
     sdk_service.group_failures = group_per_node
+elif BROKEN == "stray-replies":
+    service.Filter = twice("Filter", "filter_call")
 else:
     sys.exit(f"broken_sidecar.py: BROKEN={BROKEN!r}: see the docstring for the modes")
 

@@ -151,6 +151,32 @@ pub fn local_server() -> (
     (runtime, listener, addr)
 }
 
+/// The JSON report a `switchyard simulate -o json` run printed. Exit status 4 (pods
+/// left pending after a scheduler or plugin error) is accepted exactly when the
+/// summary counts such pods, and 0 exactly when it counts none; anything else panics
+/// with the output.
+pub fn report_output(out: &Output) -> serde_json::Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "not one JSON document ({e}, {}):\n{stdout}\n{stderr}",
+            out.status
+        )
+    });
+    let errors = v["summary"]["scheduler_errors"].as_u64();
+    match out.status.code() {
+        Some(0) => assert_eq!(errors, Some(0), "exit 0 with pods pending after errors"),
+        Some(4) => assert!(
+            errors.is_some_and(|n| n > 0),
+            "exit 4 without pods pending after errors: {}",
+            v["summary"]
+        ),
+        _ => panic!("command failed ({}):\n{stderr}\n{stdout}", out.status),
+    }
+    v
+}
+
 /// The JSON document a successful command printed, or a panic with its output (the
 /// exit status, stderr and stdout) when it failed or printed something else.
 pub fn json_output(out: &Output) -> serde_json::Value {

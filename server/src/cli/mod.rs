@@ -63,7 +63,10 @@ enum Command {
     /// taint, node affinity, node name, unschedulable, port and resource checks,
     /// recomputed from the input); 1 on bad input (including nodes the input itself
     /// over-commits with pods pinned by spec.nodeName), a failed run or a run that hit
-    /// --timeout (its report is printed first); 3 when the scheduler broke an invariant.
+    /// --timeout (its report is printed first); 3 when the scheduler broke an invariant;
+    /// 4 when pods ended pending after a scheduler or plugin error (a plugin failing
+    /// under failurePolicy Fail, an unreachable sidecar) rather than because they do
+    /// not fit (the summary counts them).
     Simulate(SimulateArgs),
 
     /// Measure what an out-of-process plugin costs: run a scheduler_perf workload

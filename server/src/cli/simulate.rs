@@ -155,5 +155,17 @@ pub fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::from(1));
     }
+    if report.summary.scheduler_errors > 0 {
+        eprintln!(
+            "error: {} pod(s) ended pending after a scheduler or plugin error, not because they do not fit (see the summary)",
+            report.summary.scheduler_errors
+        );
+        return Ok(ExitCode::from(EXIT_PENDING_ON_ERROR));
+    }
     Ok(ExitCode::SUCCESS)
 }
+
+/// The exit status of a run that settled with pods pending after an error (a plugin
+/// failing under `failurePolicy: Fail`, a dead sidecar): a CI pipeline must not
+/// mistake it for a run whose pods simply do not fit.
+pub const EXIT_PENDING_ON_ERROR: u8 = 4;

@@ -22,6 +22,8 @@ pub const CLAUSES: &[Clause] = &[
         fix: "fix HandshakeResponse.plugins", unexercised: "" },
     Clause { id: "S1", title: "Every stream the scheduler opens is served (Replicate, each extension point, FilterBatch when negotiated)",
         fix: "implement every rpc of service Plugin; answer a call to an extension point you do not implement with an ERROR status", unexercised: "" },
+    Clause { id: "S2", title: "Every reply answers a call: the request_id of a call sent on that stream and not answered yet (request_id 0 only for Permit decisions)",
+        fix: "send exactly one reply per request, echoing its request_id; never repeat or invent replies", unexercised: "" },
     Clause { id: "R1", title: "A full snapshot from empty is applied and acknowledged at its generation",
         fix: "apply ReplicateRequest in order and, when `ack` is set, answer ReplicateResponse{applied_generation}", unexercised: "" },
     Clause { id: "R2", title: "A generation gap closes the Replicate stream",

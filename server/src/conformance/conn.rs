@@ -11,6 +11,27 @@ pub(super) trait Reply {
 macro_rules! reply {
     ($($t:ty),*) => {$(impl Reply for $t { fn id(&self) -> u64 { self.request_id } })*};
 }
+
+/// Requests carry the id their reply must echo.
+pub(super) trait Request {
+    fn id(&self) -> u64;
+}
+
+macro_rules! request {
+    ($($t:ty),*) => {$(impl Request for $t { fn id(&self) -> u64 { self.request_id } })*};
+}
+request!(
+    pb::PreEnqueueRequest,
+    pb::QueueSortRequest,
+    pb::PreFilterRequest,
+    pb::FilterRequest,
+    pb::FilterBatchRequest,
+    pb::PostFilterRequest,
+    pb::PreScoreRequest,
+    pb::ScoreRequest,
+    pb::NormalizeScoreRequest,
+    pb::CycleRequest
+);
 reply!(
     pb::StatusResponse,
     pb::QueueSortResponse,
@@ -18,22 +39,50 @@ reply!(
     pb::FilterResponse,
     pb::FilterBatchResponse,
     pb::ScoreResponse,
-    pb::PermitResponse
+    pb::PermitResponse,
+    pb::PostFilterResponse
 );
 
 /// One extension-point stream: requests out, replies (or the stream's end) in, replies
-/// to other requests parked until asked for.
+/// to other requests parked until asked for. Every reply must answer a request sent
+/// on the lane and not answered yet (request_id 0 too, except where `unsolicited`
+/// allows it: Permit decisions); any other is a stray (S2).
 pub(super) struct Lane<Q, R> {
     pub(super) tx: mpsc::UnboundedSender<Q>,
     pub(super) rx: mpsc::UnboundedReceiver<Result<R, String>>,
     pub(super) parked: HashMap<u64, R>,
+    /// Requests sent and not answered yet, by id.
+    pub(super) outstanding: HashSet<u64>,
+    /// Request ids of replies that answered nothing outstanding.
+    pub(super) strays: Vec<u64>,
+    /// Whether request_id 0 is an unsolicited message of the stream (Permit).
+    pub(super) unsolicited: bool,
 }
 
-impl<Q, R: Reply> Lane<Q, R> {
-    pub(super) fn send(&self, q: Q) -> Result<(), String> {
+impl<Q: Request, R: Reply> Lane<Q, R> {
+    pub(super) fn send(&mut self, q: Q) -> Result<(), String> {
+        let id = q.id();
         self.tx
             .send(q)
-            .map_err(|_| "the stream is closed".to_string())
+            .map_err(|_| "the stream is closed".to_string())?;
+        self.outstanding.insert(id);
+        Ok(())
+    }
+
+    /// Notes a reply's arrival: it answers an outstanding request, or it is a stray.
+    fn arrived(&mut self, id: u64) {
+        if !(self.outstanding.remove(&id) || id == 0 && self.unsolicited) {
+            self.strays.push(id);
+        }
+    }
+
+    /// The stray replies so far, reading whatever has arrived and not been read.
+    pub(super) fn strays(&mut self) -> Vec<u64> {
+        while let Ok(Ok(r)) = self.rx.try_recv() {
+            self.arrived(r.id());
+            self.parked.insert(r.id(), r);
+        }
+        self.strays.clone()
     }
 
     pub(super) async fn recv(&mut self, id: u64, timeout: Duration) -> Result<R, String> {
@@ -46,8 +95,11 @@ impl<Q, R: Reply> Lane<Q, R> {
                 Err(_) => return Err(format!("no reply within {timeout:?}")),
                 Ok(None) => return Err("the stream is closed".into()),
                 Ok(Some(Err(why))) => return Err(why),
-                Ok(Some(Ok(r))) if r.id() == id => return Ok(r),
                 Ok(Some(Ok(r))) => {
+                    self.arrived(r.id());
+                    if r.id() == id {
+                        return Ok(r);
+                    }
                     self.parked.insert(r.id(), r);
                 }
             }
@@ -96,6 +148,9 @@ macro_rules! lane {
             tx,
             rx: orx,
             parked: HashMap::new(),
+            outstanding: HashSet::new(),
+            strays: Vec::new(),
+            unsolicited: false,
         }
     }};
 }
@@ -233,7 +288,10 @@ impl Conn {
             normalize: lane!(c, broken, normalize_score),
             reserve: lane!(c, broken, reserve),
             unreserve: lane!(c, broken, unreserve),
-            permit: lane!(c, broken, permit),
+            permit: Lane {
+                unsolicited: true,
+                ..lane!(c, broken, permit)
+            },
             pre_bind: lane!(c, broken, pre_bind),
             _bind: lane!(c, broken, bind),
             post_bind: lane!(c, broken, post_bind),
@@ -358,6 +416,41 @@ impl Conn {
 
     pub(super) fn broken_streams(&self) -> Vec<String> {
         self.broken.lock().map(|b| b.clone()).unwrap_or_default()
+    }
+
+    /// Replies, on any stream, that answered no outstanding call (S2).
+    pub(super) fn stray_replies(&mut self) -> Vec<String> {
+        fn of<Q: Request, R: Reply>(name: &str, l: &mut Lane<Q, R>, out: &mut Vec<String>) {
+            let s = l.strays();
+            if !s.is_empty() {
+                let ids: Vec<String> = s.iter().take(5).map(u64::to_string).collect();
+                out.push(format!(
+                    "{name}: {} replies to no outstanding call (request_id {}{})",
+                    s.len(),
+                    ids.join(", "),
+                    if s.len() > 5 { ", ..." } else { "" }
+                ));
+            }
+        }
+        let mut out = Vec::new();
+        of("PreEnqueue", &mut self.pre_enqueue, &mut out);
+        of("QueueSort", &mut self.queue_sort, &mut out);
+        of("PreFilter", &mut self.pre_filter, &mut out);
+        of("Filter", &mut self.filter, &mut out);
+        if let Some(l) = &mut self.filter_batch {
+            of("FilterBatch", l, &mut out);
+        }
+        of("PreScore", &mut self.pre_score, &mut out);
+        of("Score", &mut self.score, &mut out);
+        of("NormalizeScore", &mut self.normalize, &mut out);
+        of("Reserve", &mut self.reserve, &mut out);
+        of("Unreserve", &mut self.unreserve, &mut out);
+        of("Permit", &mut self.permit, &mut out);
+        of("PreBind", &mut self.pre_bind, &mut out);
+        of("PostBind", &mut self.post_bind, &mut out);
+        of("PostFilter", &mut self._post_filter, &mut out);
+        of("Bind", &mut self._bind, &mut out);
+        out
     }
 }
 

@@ -73,6 +73,10 @@ pub struct Summary {
     pub attempts: u64,
     pub pods_per_second: f64,
     pub attempt_latency_ms: Latency,
+    /// Pods left pending because their last attempt failed with an error (a plugin
+    /// that failed under `failurePolicy: Fail`, an unreachable sidecar), not because
+    /// they do not fit: PodScheduled=False with reason `SchedulerError`.
+    pub scheduler_errors: usize,
     /// Pods for a schedulerName no profile serves: left alone.
     pub ignored: usize,
     /// Pods whose outcome was decided with a remote plugin's call skipped under
@@ -229,6 +233,7 @@ pub fn build(
         .collect();
     let mut pods = Vec::with_capacity(records.len());
     let (mut bound, mut unschedulable, mut ignored) = (0usize, 0usize, 0usize);
+    let mut scheduler_errors = 0usize;
     for r in &records {
         let p = &r.pod;
         let ours = profiles.contains(&&*p.spec.scheduler_name);
@@ -239,6 +244,9 @@ pub fn build(
             None
         } else {
             unschedulable += 1;
+            if r.condition.as_ref().map(|c| c.reason) == Some("SchedulerError") {
+                scheduler_errors += 1;
+            }
             Some(
                 r.condition
                     .as_ref()
@@ -353,6 +361,7 @@ pub fn build(
             p50: round3(sched.stats.latency_percentile_ms(50.0)),
             p99: round3(sched.stats.latency_percentile_ms(99.0)),
         },
+        scheduler_errors,
         ignored,
         skipped_plugin_pods: pods.iter().filter(|p| p.skipped_plugins.is_some()).count(),
         nodes: nodes.len(),
@@ -535,6 +544,13 @@ impl Report {
             "         {} attempts in {:.3}s: {:.0} pods/s; attempt latency p50 {:.3} ms, p99 {:.3} ms; peak memory {:.0} MiB",
             m.attempts, m.seconds, m.pods_per_second, m.attempt_latency_ms.p50, m.attempt_latency_ms.p99, m.peak_rss_mib
         );
+        if m.scheduler_errors > 0 {
+            let _ = writeln!(
+                s,
+                "         {} of the unschedulable pods ended pending after an error (a failing plugin or an unreachable sidecar), not because they do not fit",
+                m.scheduler_errors
+            );
+        }
         if m.skipped_plugin_pods > 0 {
             let _ = writeln!(
                 s,

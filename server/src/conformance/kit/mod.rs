@@ -70,6 +70,11 @@ impl Kit {
         let broken = a.broken_streams();
         self.checks
             .check("S1", broken.is_empty(), || broken.join("; "));
+        // Every call above was answered or given up on; a moment for extra replies.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let strays = a.stray_replies();
+        self.checks
+            .check("S2", strays.is_empty(), || strays.join("; "));
         drop(a);
         // Connection B: the original fixture again: answers as on connection 1 (R6).
         if let Some(mut b) = self.reconnect().await {

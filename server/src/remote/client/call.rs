@@ -10,6 +10,9 @@ use super::*;
 pub(super) enum Waiter {
     Sync(Arc<SyncSlot>),
     Async(tokio::sync::oneshot::Sender<Result<Reply, CallError>>),
+    /// A reply that is owed but read by no one: a PreScore sent ahead of its Score,
+    /// whose outcome the sidecar's Score reads. Its arrival is not a stray.
+    Unread,
 }
 
 pub(super) struct SyncSlot {
@@ -33,6 +36,7 @@ impl Waiter {
             Waiter::Async(tx) => {
                 let _ = tx.send(r);
             }
+            Waiter::Unread => {}
         }
     }
 }
@@ -81,11 +85,12 @@ impl Pending {
     }
 }
 
-/// A call given up on (a lookahead not used): its reply, if it comes, is dropped.
+/// A call given up on (a lookahead not used): its reply is still owed, and dropped
+/// on arrival without counting as a stray.
 impl Drop for Pending {
     fn drop(&mut self) {
         if !self.slot.done.load(Ordering::Acquire) {
-            self.inner.pending_remove(self.id);
+            self.inner.give_up(self.id);
         }
     }
 }

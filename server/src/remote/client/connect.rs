@@ -30,6 +30,10 @@ pub(super) fn connection_thread(inner: Arc<Inner>) {
     rt.block_on(async {
         let mut backoff = Duration::from_millis(50);
         let mut stop = inner.stop.subscribe();
+        // The first failed attempt of an outage is logged at WARN, the rest at DEBUG
+        // (the reconnect is logged when it comes).
+        let mut failed_attempts = 0u64;
+        let mut epoch_seen = inner.epoch.load(Ordering::Relaxed);
         while !*stop.borrow() {
             let started = Instant::now();
             let e = connect_once(&inner).await;
@@ -42,7 +46,18 @@ pub(super) fn connection_thread(inner: Arc<Inner>) {
             if *stop.borrow() {
                 break;
             }
-            tracing::warn!(endpoint = %inner.config.endpoint, error = %e, "sidecar unavailable; reconnecting");
+            let epoch = inner.epoch.load(Ordering::Relaxed);
+            if epoch != epoch_seen {
+                // It had connected since the last failure: a new outage.
+                epoch_seen = epoch;
+                failed_attempts = 0;
+            }
+            failed_attempts += 1;
+            if failed_attempts == 1 {
+                tracing::warn!(endpoint = %inner.config.endpoint, error = %e, "sidecar unavailable; reconnecting (further attempts are logged at debug level)");
+            } else {
+                tracing::debug!(endpoint = %inner.config.endpoint, error = %e, attempt = failed_attempts, "sidecar still unavailable");
+            }
             if started.elapsed() > Duration::from_secs(10) {
                 backoff = Duration::from_millis(50);
             }
@@ -393,7 +408,17 @@ pub(super) fn publish(
         *h = Some(hs);
     }
     inner.handshake_cv.notify_all();
-    tracing::info!(endpoint = %inner.config.endpoint, epoch, "sidecar connected");
+    match inner.failures.recovered() {
+        Some(n) if n > 0 => tracing::warn!(
+            endpoint = %inner.config.endpoint,
+            epoch,
+            "sidecar connected again ({n} more calls had failed since the last report)"
+        ),
+        Some(_) => {
+            tracing::warn!(endpoint = %inner.config.endpoint, epoch, "sidecar connected again")
+        }
+        None => tracing::info!(endpoint = %inner.config.endpoint, epoch, "sidecar connected"),
+    }
     if let Some(services) = inner.handle.get().and_then(|h| h.services()) {
         // Requeueing calls plugins (PreEnqueue, QueueSort keys), some of them on this
         // very sidecar: never on this thread, which must stay free to read the replies.

@@ -9,6 +9,7 @@
 
 mod call;
 mod connect;
+pub mod faillog;
 mod wire;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -31,7 +32,7 @@ use call::{SyncSlot, Waiter};
 pub(crate) use connect::channel;
 use connect::{connection_thread, serves};
 pub use wire::{Outbound, Reply, Streams, STRAY_REPLY_ALLOWANCE, UNRESPONSIVE_AFTER};
-use wire::{Wire, YIELD_US};
+use wire::{Wire, UNREAD_IN_FLIGHT, YIELD_US};
 
 /// A `FilterBatch` message being assembled (see [`Endpoint::begin_batch`]).
 struct BatchBuilder {
@@ -59,6 +60,10 @@ pub(crate) struct Inner {
     handshake: Mutex<Option<pb::HandshakeResponse>>,
     handshake_cv: Condvar,
     pending: Mutex<FxHashMap<u64, Waiter>>,
+    /// The failed calls' log: first failure and change of cause, then counts.
+    failures: faillog::FailureLog,
+    /// `Waiter::Unread` entries in `pending`, at most [`UNREAD_IN_FLIGHT`].
+    unread: std::sync::atomic::AtomicUsize,
     next_id: AtomicU64,
     epoch: AtomicU64,
     pub replicator: Mutex<Replicator>,
@@ -160,12 +165,33 @@ impl Inner {
         self.pending.lock().ok()?.remove(&id)
     }
 
+    /// Nobody waits for call `id` any more, but its reply is owed: it is expected
+    /// (`Waiter::Unread`) while fewer than [`UNREAD_IN_FLIGHT`] are, so that it is not
+    /// a stray when it comes.
+    fn give_up(&self, id: u64) {
+        let Ok(mut p) = self.pending.lock() else {
+            return;
+        };
+        let Some(w) = p.get_mut(&id) else {
+            return;
+        };
+        if self.unread.fetch_add(1, Ordering::Relaxed) < UNREAD_IN_FLIGHT {
+            *w = Waiter::Unread;
+        } else {
+            self.unread.fetch_sub(1, Ordering::Relaxed);
+            p.remove(&id);
+        }
+    }
+
     fn fail_all(&self, why: &str) {
         let drained: Vec<Waiter> = match self.pending.lock() {
             Ok(mut p) => p.drain().map(|(_, w)| w).collect(),
             Err(_) => Vec::new(),
         };
         for w in drained {
+            if let Waiter::Unread = w {
+                self.unread.fetch_sub(1, Ordering::Relaxed);
+            }
             w.complete(Err(CallError::Unavailable(why.to_string())));
         }
     }
@@ -173,6 +199,10 @@ impl Inner {
     /// Completes call `id`; false when no call waits for it.
     fn dispatch(&self, id: u64, r: Reply) -> bool {
         match self.pending_remove(id) {
+            Some(Waiter::Unread) => {
+                self.unread.fetch_sub(1, Ordering::Relaxed);
+                true
+            }
             Some(w) => {
                 if let Waiter::Sync(s) = &w {
                     // A moving average over about the last 8 replies, as they arrive
@@ -236,6 +266,8 @@ impl Endpoint {
             handshake: Mutex::new(None),
             handshake_cv: Condvar::new(),
             pending: Mutex::new(FxHashMap::default()),
+            unread: Default::default(),
+            failures: Default::default(),
             next_id: AtomicU64::new(1),
             epoch: AtomicU64::new(0),
             replicator: Mutex::new(Replicator::default()),
@@ -487,6 +519,31 @@ impl Endpoint {
         })
     }
 
+    /// Sends a request whose reply no one reads (a PreScore pipelined ahead of the
+    /// Score that reads its outcome inside the sidecar), expecting the reply so that
+    /// it is not counted as a stray. Past [`UNREAD_IN_FLIGHT`] owed replies (a sidecar
+    /// that does not answer them) the request goes out unexpected. False when the
+    /// stream is closed.
+    pub fn send_unread(&self, streams: &Streams, id: u64, m: Outbound) -> bool {
+        let expect = self.inner.unread.fetch_add(1, Ordering::Relaxed) < UNREAD_IN_FLIGHT;
+        if expect {
+            if let Ok(mut p) = self.inner.pending.lock() {
+                p.insert(id, Waiter::Unread);
+            }
+        } else {
+            self.inner.unread.fetch_sub(1, Ordering::Relaxed);
+        }
+        if streams.send(m) {
+            return true;
+        }
+        if expect {
+            if let Some(Waiter::Unread) = self.inner.pending_remove(id) {
+                self.inner.unread.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        false
+    }
+
     /// Sends and waits (synchronous callers: the scheduling thread).
     pub fn call(&self, build: impl FnOnce(u64) -> Outbound) -> Result<Reply, CallError> {
         let streams = self.streams()?;
@@ -528,9 +585,28 @@ impl Endpoint {
         &self.inner.stats
     }
 
-    /// Counts a failed call, keeping its message for the report.
-    pub fn count_error(&self, message: &str) {
+    /// Counts a failed call, keeping its message for the report, and logs it as
+    /// [`faillog::FailureLog`] decides: the first of its `kind` at WARN with
+    /// `message`, the repeats summed up.
+    pub fn count_error(&self, kind: &'static str, message: &str) {
         self.inner.stats.errors.fetch_add(1, Ordering::Relaxed);
         self.inner.stats.set_last_error(message);
+        let endpoint = &self.inner.config.endpoint;
+        let policy = self.inner.config.failure_policy;
+        match self.inner.failures.failure(kind, Instant::now()) {
+            faillog::Line::First => tracing::warn!(
+                endpoint = %endpoint,
+                kind,
+                policy = ?policy,
+                "sidecar call failed: {message} (further {kind} failures are counted, and summed up every {:?})",
+                faillog::SUMMARY_EVERY
+            ),
+            faillog::Line::Repeats(n) => tracing::warn!(
+                endpoint = %endpoint,
+                kind,
+                "{n} more calls failed ({kind}); last: {message}"
+            ),
+            faillog::Line::None => {}
+        }
     }
 }

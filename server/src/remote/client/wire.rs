@@ -100,6 +100,10 @@ pub(super) const HOLD: Duration = Duration::from_millis(20);
 /// sidecar is flooding, and the connection is dropped.
 pub const STRAY_REPLY_ALLOWANCE: u64 = 1024;
 
+/// Replies owed to requests no one reads ([`Endpoint::send_unread`]) that are
+/// expected at most; past that a sidecar is not answering them.
+pub(super) const UNREAD_IN_FLIGHT: usize = 4096;
+
 /// Unsolicited Permit decisions waiting for their pod to park, at most; more are
 /// stray replies.
 pub(super) const DECISIONS_IN_FLIGHT: usize = 1024;

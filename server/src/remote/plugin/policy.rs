@@ -32,8 +32,7 @@ impl Meta {
             self.name,
             self.ep.config().endpoint
         ));
-        self.ep.count_error(&s.message());
-        tracing::warn!(status = %s, policy = ?self.policy(), "sidecar call failed");
+        self.ep.count_error(e.kind(), &s.message());
         s
     }
 

@@ -334,16 +334,18 @@ impl BatchScore for RemotePlugin {
             let ids: Vec<u32> = nodes.iter().map(|n| n.id).collect();
             let (span, traceparent) = self.call_trace(state, "Score", nodes.len());
             if with_pre_score {
-                // Its reply is read by the sidecar's Score, which waits for it.
+                // Its outcome is read by the sidecar's Score, which waits for it; its
+                // reply is owed, and dropped on arrival.
                 let id = self.ep().next_request_id();
-                let sent = streams.send(Outbound::PreScore(pb::PreScoreRequest {
+                let pre_score = Outbound::PreScore(pb::PreScoreRequest {
                     request_id: id,
                     plugin: self.meta.name.to_string(),
                     cycle,
                     generation: g,
                     nodes: ids.clone(),
                     traceparent: traceparent.clone(),
-                }));
+                });
+                let sent = self.ep().send_unread(&streams, id, pre_score);
                 if !sent {
                     return Err(self.meta.call_failed(
                         "send",
