@@ -140,6 +140,7 @@ type service struct {
 	pb.UnimplementedPluginServer
 
 	plugins []*registered
+	indexes []Index // every plugin's, declared in each session's replica
 	byName  map[string]int
 	opts    Options
 	handle  *Handle
@@ -153,7 +154,7 @@ type service struct {
 }
 
 func newService(plugins []Plugin, opts Options) *service {
-	svc := &service{byName: map[string]int{}, opts: opts, sessions: map[uint64]*session{}}
+	svc := &service{byName: map[string]int{}, opts: opts, sessions: map[uint64]*session{}, indexes: pluginIndexes(plugins)}
 	for i, p := range plugins {
 		svc.plugins = append(svc.plugins, register(p))
 		svc.byName[p.Name()] = i
@@ -291,7 +292,7 @@ type session struct {
 func (svc *service) newSession() *session {
 	return &session{
 		svc:     svc,
-		replica: NewSnapshot(),
+		replica: NewSnapshot().WithIndexes(svc.indexes...),
 		genCh:   make(chan struct{}),
 		cycles:  map[uint64]*cycleEntry{},
 		waiting: map[string]*waitingPod{},

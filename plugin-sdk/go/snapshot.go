@@ -87,6 +87,7 @@ type Snapshot struct {
 	byName  map[string]uint32
 	pods    map[string]podEntry
 	pending map[string]*Pod // CycleStart pods not yet placed
+	indexes indexes         // the plugins' declared indexes (index.go)
 }
 
 // NewSnapshot returns an empty replica.
@@ -203,12 +204,15 @@ func (s *Snapshot) apply(generation uint64, d *pb.SnapshotDelta) error {
 		s.byName = map[string]uint32{}
 		s.pods = map[string]podEntry{}
 		s.pending = map[string]*Pod{}
+		s.indexes.clear()
 	}
 	// Removals first: a node deleted and re-created arrives with a new id.
 	for _, id := range d.GetRemoveNodes() {
 		if ni := s.removeNode(id); ni != nil {
 			delete(s.byName, ni.Name())
+			s.indexes.node(ni.Node, false)
 			for _, p := range ni.Pods {
+				s.indexes.pod(p, id, false)
 				if e, ok := s.pods[p.GetUid()]; ok {
 					e.onNode = false
 					s.pods[p.GetUid()] = e
@@ -233,8 +237,11 @@ func (s *Snapshot) apply(generation uint64, d *pb.SnapshotDelta) error {
 			if ni.Name() != n.GetName() {
 				delete(s.byName, ni.Name())
 			}
+			s.indexes.node(ni.Node, false)
+			s.indexes.node(n, true)
 			ni.Node = n
 		} else {
+			s.indexes.node(n, true)
 			s.slots[id] = len(s.nodes)
 			s.nodes = append(s.nodes, &NodeInfo{Node: n})
 		}
@@ -278,6 +285,7 @@ func (s *Snapshot) place(p *Pod) {
 		if ni := s.Node(id); ni != nil {
 			ni.Pods = append(ni.Pods, p)
 			e.node, e.onNode = id, true
+			s.indexes.pod(p, id, true)
 		}
 	}
 	s.pods[p.GetUid()] = e
@@ -290,8 +298,8 @@ func (s *Snapshot) removePod(uid string) {
 	}
 	delete(s.pods, uid)
 	if e.onNode {
-		if ni := s.Node(e.node); ni != nil {
-			ni.removePod(uid)
+		if ni := s.Node(e.node); ni != nil && ni.removePod(uid) != nil {
+			s.indexes.pod(e.pod, e.node, false)
 		}
 	}
 }

@@ -1,3 +1,4 @@
+import { type Index, type NodeSets, type PodCounts } from './indexes.js';
 import type { Node, Pod, SnapshotDelta } from './types.js';
 /** CycleStart pods held for PodUpdates: both sides forget them all at this many. */
 export declare const MAX_PENDING_PODS = 1024;
@@ -25,6 +26,19 @@ export declare class ReplicationError extends Error {
 /** The replicated snapshot: nodes by the scheduler's node id, pods by UID. */
 export declare class Snapshot {
     #private;
+    /** Keeps `index` from now on (built at once from what the replica holds); the SDK
+     * declares every plugin's `indexes`. */
+    declareIndex(index: Index): void;
+    /** This replica with `indexes` declared (for plugin unit tests). */
+    withIndexes(indexes: Iterable<Index>): this;
+    /** Placed pods per node by the value of pod label `key`, when a plugin declared
+     * `{kind: 'podsByLabel', key}`. */
+    podsByLabel(key: string): PodCounts | undefined;
+    /** Placed pods per node by namespace, when a plugin declared `{kind: 'podsByNamespace'}`. */
+    podsByNamespace(): PodCounts | undefined;
+    /** Nodes by the value of node label `key`, when a plugin declared
+     * `{kind: 'nodesByLabel', key}`. */
+    nodesByLabel(key: string): NodeSets | undefined;
     /** A replica holding these nodes and pods, as a full snapshot from the scheduler
      * would build it: for plugin unit tests. Nodes without an id (0) are numbered after
      * the largest id given; a pod goes on the node its `nodeName` names. Partial

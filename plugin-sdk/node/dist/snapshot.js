@@ -4,6 +4,7 @@
 // the generation they name.
 Object.defineProperty(exports, "__esModule", { value: true });
 exports.Snapshot = exports.ReplicationError = exports.NodeInfo = exports.MAX_PENDING_PODS = void 0;
+const indexes_js_1 = require("./indexes.js");
 const types_js_1 = require("./types.js");
 /** CycleStart pods held for PodUpdates: both sides forget them all at this many. */
 exports.MAX_PENDING_PODS = 1024;
@@ -74,6 +75,40 @@ class Snapshot {
     #pods = new Map();
     /** Pods of CycleStart messages not yet placed, for PodUpdates that name them. */
     #pending = new Map();
+    /** The plugins' declared indexes, kept current by every delta. */
+    #indexes = new indexes_js_1.Indexes();
+    /** Keeps `index` from now on (built at once from what the replica holds); the SDK
+     * declares every plugin's `indexes`. */
+    declareIndex(index) {
+        if (!this.#indexes.declare(index))
+            return;
+        this.#indexes.clear();
+        for (const ni of this.#nodes.values()) {
+            this.#indexes.node(ni.node, true);
+            for (const p of ni.pods)
+                this.#indexes.pod(p, ni.node.id, true);
+        }
+    }
+    /** This replica with `indexes` declared (for plugin unit tests). */
+    withIndexes(indexes) {
+        for (const i of indexes)
+            this.declareIndex(i);
+        return this;
+    }
+    /** Placed pods per node by the value of pod label `key`, when a plugin declared
+     * `{kind: 'podsByLabel', key}`. */
+    podsByLabel(key) {
+        return this.#indexes.podsByLabel.get(key);
+    }
+    /** Placed pods per node by namespace, when a plugin declared `{kind: 'podsByNamespace'}`. */
+    podsByNamespace() {
+        return this.#indexes.podsByNamespace;
+    }
+    /** Nodes by the value of node label `key`, when a plugin declared
+     * `{kind: 'nodesByLabel', key}`. */
+    nodesByLabel(key) {
+        return this.#indexes.nodesByLabel.get(key);
+    }
     /** A replica holding these nodes and pods, as a full snapshot from the scheduler
      * would build it: for plugin unit tests. Nodes without an id (0) are numbered after
      * the largest id given; a pod goes on the node its `nodeName` names. Partial
@@ -177,6 +212,7 @@ class Snapshot {
             this.#byName.clear();
             this.#pods.clear();
             this.#pending.clear();
+            this.#indexes.clear();
         }
         // Removals first: a node deleted and re-created arrives with a new id.
         for (const id of d.removeNodes) {
@@ -185,7 +221,9 @@ class Snapshot {
                 continue;
             this.#setNode(id, undefined);
             this.#byName.delete(ni.node.name);
+            this.#indexes.node(ni.node, false);
             for (const p of ni.pods) {
+                this.#indexes.pod(p, id, false);
                 const e = this.#pods.get(p.uid);
                 if (e)
                     e.node = undefined;
@@ -204,9 +242,12 @@ class Snapshot {
             if (ni !== undefined) {
                 if (ni.node.name !== n.name)
                     this.#byName.delete(ni.node.name);
+                this.#indexes.node(ni.node, false);
+                this.#indexes.node(n, true);
                 ni.node = n;
             }
             else {
+                this.#indexes.node(n, true);
                 this.#setNode(id, new NodeInfo(n));
             }
         }
@@ -236,8 +277,10 @@ class Snapshot {
         this.#removePod(p.uid);
         const id = this.#byName.get(p.nodeName);
         const ni = id === undefined ? undefined : this.node(id);
-        if (ni !== undefined)
+        if (ni !== undefined) {
             ni.pods.push(p);
+            this.#indexes.pod(p, id, true);
+        }
         this.#pods.set(p.uid, { pod: p, node: ni === undefined ? undefined : id });
     }
     #removePod(uid) {
@@ -245,8 +288,9 @@ class Snapshot {
         if (e === undefined)
             return;
         this.#pods.delete(uid);
-        if (e.node !== undefined)
-            this.node(e.node)?.removePod(uid);
+        if (e.node !== undefined && this.node(e.node)?.removePod(uid) !== undefined) {
+            this.#indexes.pod(e.pod, e.node, false);
+        }
     }
 }
 exports.Snapshot = Snapshot;

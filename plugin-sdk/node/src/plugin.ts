@@ -2,6 +2,7 @@
 // methods of the extension points it implements. The SDK declares exactly those
 // points at handshake. Every method may return its value or a Promise of it.
 
+import type { Index } from './indexes.js';
 import type { NodeInfo, Snapshot } from './snapshot.js';
 import { CallError, describe } from './status.js';
 import type { ClusterEvent, Pod, Status } from './types.js';
@@ -118,6 +119,11 @@ export interface Plugin<S = any> {
    * (the default): `normalizeScore` if the plugin has one, else none. Needs
    * `score`. */
   readonly scoreNormalization?: ScoreNormalizationName;
+  /** Indexes of the replica the plugin reads (`{kind: 'podsByLabel', key}`,
+   * `{kind: 'podsByNamespace'}`, `{kind: 'nodesByLabel', key}`): the SDK keeps them
+   * current as deltas arrive, so a cluster-wide count is a look-up
+   * (`cycle.snapshot.podsByLabel(key)`) instead of a scan of every pod. */
+  readonly indexes?: readonly Index[];
 
   /** Gates a pod before it enters the active queue: anything but Success holds it
    * back (UNSCHEDULABLE_AND_UNRESOLVABLE: it waits in the unschedulable pool). */

@@ -2,6 +2,7 @@
 // stream (a port of plugin-sdk/rust/src/snapshot.rs). Calls are evaluated against it at
 // the generation they name.
 
+import { Indexes, type Index, type NodeSets, type PodCounts } from './indexes.js';
 import type { Node, Pod, SnapshotDelta } from './types.js';
 import { emptyPod, makeNode } from './types.js';
 
@@ -78,6 +79,38 @@ export class Snapshot {
   #pods = new Map<string, PodEntry>();
   /** Pods of CycleStart messages not yet placed, for PodUpdates that name them. */
   #pending = new Map<string, Pod>();
+  /** The plugins' declared indexes, kept current by every delta. */
+  readonly #indexes = new Indexes();
+
+  /** Keeps `index` from now on (built at once from what the replica holds); the SDK
+   * declares every plugin's `indexes`. */
+  declareIndex(index: Index): void {
+    if (!this.#indexes.declare(index)) return;
+    this.#indexes.clear();
+    for (const ni of this.#nodes.values()) {
+      this.#indexes.node(ni.node, true);
+      for (const p of ni.pods) this.#indexes.pod(p, ni.node.id, true);
+    }
+  }
+  /** This replica with `indexes` declared (for plugin unit tests). */
+  withIndexes(indexes: Iterable<Index>): this {
+    for (const i of indexes) this.declareIndex(i);
+    return this;
+  }
+  /** Placed pods per node by the value of pod label `key`, when a plugin declared
+   * `{kind: 'podsByLabel', key}`. */
+  podsByLabel(key: string): PodCounts | undefined {
+    return this.#indexes.podsByLabel.get(key);
+  }
+  /** Placed pods per node by namespace, when a plugin declared `{kind: 'podsByNamespace'}`. */
+  podsByNamespace(): PodCounts | undefined {
+    return this.#indexes.podsByNamespace;
+  }
+  /** Nodes by the value of node label `key`, when a plugin declared
+   * `{kind: 'nodesByLabel', key}`. */
+  nodesByLabel(key: string): NodeSets | undefined {
+    return this.#indexes.nodesByLabel.get(key);
+  }
 
   /** A replica holding these nodes and pods, as a full snapshot from the scheduler
    * would build it: for plugin unit tests. Nodes without an id (0) are numbered after
@@ -174,6 +207,7 @@ export class Snapshot {
       this.#byName.clear();
       this.#pods.clear();
       this.#pending.clear();
+      this.#indexes.clear();
     }
     // Removals first: a node deleted and re-created arrives with a new id.
     for (const id of d.removeNodes) {
@@ -181,7 +215,9 @@ export class Snapshot {
       if (ni === undefined) continue;
       this.#setNode(id, undefined);
       this.#byName.delete(ni.node.name);
+      this.#indexes.node(ni.node, false);
       for (const p of ni.pods) {
+        this.#indexes.pod(p, id, false);
         const e = this.#pods.get(p.uid);
         if (e) e.node = undefined;
       }
@@ -199,8 +235,11 @@ export class Snapshot {
       const ni = this.node(id);
       if (ni !== undefined) {
         if (ni.node.name !== n.name) this.#byName.delete(ni.node.name);
+        this.#indexes.node(ni.node, false);
+        this.#indexes.node(n, true);
         ni.node = n;
       } else {
+        this.#indexes.node(n, true);
         this.#setNode(id, new NodeInfo(n));
       }
     }
@@ -231,7 +270,10 @@ export class Snapshot {
     this.#removePod(p.uid);
     const id = this.#byName.get(p.nodeName);
     const ni = id === undefined ? undefined : this.node(id);
-    if (ni !== undefined) ni.pods.push(p);
+    if (ni !== undefined) {
+      ni.pods.push(p);
+      this.#indexes.pod(p, id!, true);
+    }
     this.#pods.set(p.uid, { pod: p, node: ni === undefined ? undefined : id });
   }
 
@@ -239,6 +281,8 @@ export class Snapshot {
     const e = this.#pods.get(uid);
     if (e === undefined) return;
     this.#pods.delete(uid);
-    if (e.node !== undefined) this.node(e.node)?.removePod(uid);
+    if (e.node !== undefined && this.node(e.node)?.removePod(uid) !== undefined) {
+      this.#indexes.pod(e.pod, e.node, false);
+    }
   }
 }

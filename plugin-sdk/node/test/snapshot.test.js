@@ -107,3 +107,44 @@ test('NodeInfo helpers read own keys only', () => {
   c.pods.push(pod('p', 'a', 1));
   assert.equal(ni.pods.length, 0, 'a clone has its own pod list');
 });
+
+// Every index as sorted lines, to compare a replica moved by deltas with a fresh one.
+function indexContents(s) {
+  const out = [];
+  for (const [name, counts] of [['team', s.podsByLabel('team')], ['ns', s.podsByNamespace()]]) {
+    for (const [v, total] of counts.values()) {
+      const nodes = [...counts.nodes(v)].sort((a, b) => a[0] - b[0]);
+      out.push(`${name} ${v}=${total} ${JSON.stringify(nodes)}`);
+    }
+  }
+  const racks = s.nodesByLabel('rack');
+  for (const [v, nodes] of racks.values()) out.push(`rack ${v} ${JSON.stringify([...nodes].sort())} of ${racks.count()}`);
+  return out.sort();
+}
+
+test('indexes follow deltas as a fresh build would', () => {
+  const indexes = [{ kind: 'podsByLabel', key: 'team' }, { kind: 'podsByNamespace' }, { kind: 'nodesByLabel', key: 'rack' }];
+  const teamed = (uid, nodeName, team, namespace) => makePod({ uid, name: uid, nodeName, labels: { team }, namespace });
+  const s = new Snapshot().withIndexes(indexes);
+  s.apply(1, delta({
+    full: true,
+    upsertNodes: [node(1, 'a', { rack: 'r1' }), node(2, 'b', { rack: 'r1' }), node(3, 'c')],
+    upsertPods: [teamed('p1', 'a', 'red', 'x'), teamed('p2', 'a', 'blue', 'x'), teamed('p3', 'b', 'red', 'y'), pod('p4', 'c', 1)],
+  }));
+  assert.equal(s.podsByLabel('team').onNode('red', 1), 1);
+  assert.equal(s.nodesByLabel('rack').count(), 2);
+  s.apply(2, delta({
+    upsertNodes: [node(2, 'b', { rack: 'r2' }), node(4, 'd', { rack: 'r1' })],
+    upsertPods: [teamed('p1', 'c', 'red', 'x'), teamed('p5', 'd', 'blue', 'y'), teamed('p6', 'nowhere', 'red', 'y')],
+    removePods: ['p2'],
+    removeNodes: [1],
+  }));
+  const fresh = Snapshot.fromObjects(
+    [node(2, 'b', { rack: 'r2' }), node(3, 'c'), node(4, 'd', { rack: 'r1' })],
+    [teamed('p1', 'c', 'red', 'x'), teamed('p3', 'b', 'red', 'y'), pod('p4', 'c', 1), teamed('p5', 'd', 'blue', 'y')],
+  ).withIndexes(indexes);
+  assert.deepEqual(indexContents(s), indexContents(fresh));
+  assert.equal(s.podsByLabel('team').total('red'), 2);
+  assert.equal(s.podsByLabel('other'), undefined);
+  assert.throws(() => s.declareIndex({ kind: 'podsByColour' }), /unknown index/);
+});

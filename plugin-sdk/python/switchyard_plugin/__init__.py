@@ -27,6 +27,7 @@ See `switchyard_plugin.plugin` for every extension point's method.
 """
 
 from ._stubs import health_pb, pb, pb_grpc
+from .index import Index, NodeSets, PodCounts
 from .plugin import ClusterEvent, Cycle, PermitHandle, Plugin, PreFilterResult
 from .serve import CAPABILITIES_ENV, AddressError, ServerTls, UsageError, main, parse_listen_address, probe, serve
 from .service import CAPABILITIES, PROTOCOL_VERSION, PluginService
@@ -43,12 +44,15 @@ __all__ = [
     "Code",
     "Cycle",
     "CycleState",
+    "Index",
     "NodeInfo",
+    "NodeSets",
     "PROTOCOL_VERSION",
     "PermitHandle",
     "Plugin",
     "PluginError",
     "PluginService",
+    "PodCounts",
     "PreFilterResult",
     "ReplicationError",
     "ServerTls",

@@ -45,6 +45,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence
 
 if TYPE_CHECKING:
+    from .index import Index
     from .snapshot import Snapshot
 
 from .status import Status
@@ -88,6 +89,10 @@ class Plugin:
             default): no reuse. A wrong list gives wrong placements, as a wrong
             node_local does; the SDK refuses one without node_local, or with a
             name it does not know.
+        indexes: indexes of the replica the plugin reads (`Index.pods_by_label(key)`,
+            `Index.PODS_BY_NAMESPACE`, `Index.nodes_by_label(key)`): the SDK keeps
+            them current as deltas arrive, so a cluster-wide count is a look-up
+            (`cycle.snapshot.pods_by_label(key)`) instead of a scan of every pod.
         score_normalization: None or "custom" (the default: the plugin's own
             normalize_score, or none), "default" or "default_reverse": upstream's
             DefaultNormalizeScore(100, reverse), which the SDK then applies itself
@@ -100,6 +105,7 @@ class Plugin:
     node_local: bool = False
     signature: Sequence[str] = ()
     score_normalization: Optional[str] = None
+    indexes: Sequence["Index"] = ()
 
 
 class Cycle:

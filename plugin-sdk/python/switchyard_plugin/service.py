@@ -88,7 +88,7 @@ class PluginService(pb_grpc.PluginServicer):
         self.max_batch_nodes = max_batch_nodes
         self.generation_wait = generation_wait
         self.capabilities = bool(capabilities)
-        self.replica = Snapshot()
+        self.replica = Snapshot().with_indexes(i for p in plugins for i in getattr(p, "indexes", ()))
         # Generation of the last Replicate message applied (any kind).
         self.applied = 0
         self._applied_changed: Optional[asyncio.Event] = None

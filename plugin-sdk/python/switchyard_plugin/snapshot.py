@@ -8,6 +8,7 @@ import json
 from typing import Any, Dict, Iterator, Optional, Tuple
 
 from ._stubs import pb
+from .index import Index, Indexes, NodeSets, PodCounts
 
 
 def quote(s: str) -> str:
@@ -69,6 +70,42 @@ class Snapshot:
         # CycleStart pods not yet placed, for PodUpdates naming them (the scheduler's
         # rule: forget them all once MAX_PENDING_PODS are kept and another arrives).
         self._pending: Dict[str, Any] = {}
+        # The plugins' declared indexes, kept current by every delta.
+        self._indexes = Indexes()
+
+    # -------------------------------------------------------- indexes
+
+    def declare_index(self, index: Index) -> None:
+        """Keeps `index` from now on (built at once from what the replica holds); the
+        SDK declares every plugin's `indexes`."""
+        if not self._indexes.declare(index):
+            return
+        self._indexes.clear()
+        for ni in self._nodes.values():
+            self._indexes.node(ni.node, True)
+            for p in ni.pods:
+                self._indexes.pod(p, ni.node.id, True)
+
+    def with_indexes(self, indexes) -> "Snapshot":
+        """This replica with `indexes` declared (for plugin unit tests)."""
+        for i in indexes:
+            self.declare_index(i)
+        return self
+
+    def pods_by_label(self, key: str) -> Optional[PodCounts]:
+        """Placed pods per node by the value of pod label `key`, when a plugin declared
+        Index.pods_by_label(key)."""
+        return self._indexes.pods_by_label.get(key)
+
+    def pods_by_namespace(self) -> Optional[PodCounts]:
+        """Placed pods per node by namespace, when a plugin declared
+        Index.PODS_BY_NAMESPACE."""
+        return self._indexes.pods_by_namespace
+
+    def nodes_by_label(self, key: str) -> Optional[NodeSets]:
+        """Nodes by the value of node label `key`, when a plugin declared
+        Index.nodes_by_label(key)."""
+        return self._indexes.nodes_by_label.get(key)
 
     # -------------------------------------------------------- reading
 
@@ -106,12 +143,15 @@ class Snapshot:
             self._by_name.clear()
             self._pods.clear()
             self._pending.clear()
+            self._indexes.clear()
         # Removals first: a node deleted and re-created arrives with a new id.
         for node_id in d.remove_nodes:
             ni = self._nodes.pop(node_id, None)
             if ni is not None:
                 self._by_name.pop(ni.node.name, None)
+                self._indexes.node(ni.node, False)
                 for p in ni.pods:
+                    self._indexes.pod(p, node_id, False)
                     if p.uid in self._pods:
                         self._pods[p.uid] = (self._pods[p.uid][0], None)
         for uid in d.remove_pods:
@@ -125,8 +165,11 @@ class Snapshot:
             if ni is not None:
                 if ni.node.name != n.name:
                     self._by_name.pop(ni.node.name, None)
+                self._indexes.node(ni.node, False)
+                self._indexes.node(n, True)
                 ni.node = n
             else:
+                self._indexes.node(n, True)
                 self._nodes[n.id] = NodeInfo(n)
         for p in d.upsert_pods:
             self._pending.pop(p.uid, None)
@@ -154,14 +197,15 @@ class Snapshot:
         ni = self._nodes.get(node_id) if node_id is not None else None
         if ni is not None:
             ni.pods.append(p)
+            self._indexes.pod(p, node_id, True)
         self._pods[p.uid] = (p, node_id)
 
     def _remove_pod(self, uid: str) -> None:
         e = self._pods.pop(uid, None)
         if e is not None and e[1] is not None:
             ni = self._nodes.get(e[1])
-            if ni is not None:
-                ni.remove_pod(uid)
+            if ni is not None and ni.remove_pod(uid) is not None:
+                self._indexes.pod(e[0], e[1], False)
 
 
 def placed(pod, node_name: str):

@@ -10,7 +10,7 @@ import os
 import unittest
 from unittest import mock
 
-from switchyard_plugin import Code, CycleState, PluginService, ReplicationError, Snapshot, Status, pb
+from switchyard_plugin import Code, CycleState, Index, PluginService, ReplicationError, Snapshot, Status, pb
 from switchyard_plugin.service import normalize_scores
 from switchyard_plugin.status import as_status
 
@@ -63,6 +63,65 @@ class SnapshotTest(unittest.TestCase):
             s.apply(2, delta(upsert_nodes=[node(2, "a")]))
         with self.assertRaises(ReplicationError):
             s.apply(2, delta(update_pods=[pb.PodUpdate(uid="ghost", node_name="a")]))
+
+
+def index_contents(s):
+    """Every index as sorted lists, to compare a replica moved by deltas with a fresh one."""
+    out = []
+    for name, counts in (("team", s.pods_by_label("team")), ("ns", s.pods_by_namespace())):
+        for v, total in counts.values():
+            out.append(f"{name} {v}={total} {sorted(counts.nodes(v))}")
+    racks = s.nodes_by_label("rack")
+    for v, nodes in racks.values():
+        out.append(f"rack {v} {sorted(nodes)} of {racks.count()}")
+    return sorted(out)
+
+
+class IndexTest(unittest.TestCase):
+    INDEXES = (Index.pods_by_label("team"), Index.PODS_BY_NAMESPACE, Index.nodes_by_label("rack"))
+
+    def test_indexes_follow_deltas_as_a_fresh_build_would(self):
+        def teamed(uid, node_name, team, ns):
+            p = pod(uid, node_name, team=team)
+            p.namespace = ns
+            return p
+
+        s = Snapshot().with_indexes(self.INDEXES)
+        s.apply(1, delta(True, upsert_nodes=[node(1, "a", rack="r1"), node(2, "b", rack="r1"), node(3, "c")],
+                         upsert_pods=[teamed("p1", "a", "red", "x"), teamed("p2", "a", "blue", "x"),
+                                      teamed("p3", "b", "red", "y"), pod("p4", "c")]))
+        self.assertEqual(s.pods_by_label("team").on_node("red", 1), 1)
+        self.assertEqual(s.nodes_by_label("rack").count(), 2)
+        s.apply(2, delta(upsert_nodes=[node(2, "b", rack="r2"), node(4, "d", rack="r1")],
+                         upsert_pods=[teamed("p1", "c", "red", "x"), teamed("p5", "d", "blue", "y"),
+                                      teamed("p6", "nowhere", "red", "y")],
+                         remove_pods=["p2"], remove_nodes=[1]))
+        fresh = Snapshot().with_indexes(self.INDEXES)
+        fresh.apply(1, delta(True, upsert_nodes=[node(2, "b", rack="r2"), node(3, "c"), node(4, "d", rack="r1")],
+                             upsert_pods=[teamed("p1", "c", "red", "x"), teamed("p3", "b", "red", "y"),
+                                          pod("p4", "c"), teamed("p5", "d", "blue", "y")]))
+        self.assertEqual(index_contents(s), index_contents(fresh))
+        self.assertEqual(s.pods_by_label("team").total("red"), 2)
+        self.assertIsNone(s.pods_by_label("other"))
+
+    def test_declared_late_is_built_from_the_replica_and_unknown_kinds_refused(self):
+        s = Snapshot()
+        s.apply(1, delta(True, upsert_nodes=[node(1, "a")], upsert_pods=[pod("p", "a", team="red")]))
+        s.declare_index(Index.pods_by_label("team"))
+        self.assertEqual(list(s.pods_by_label("team").nodes("red")), [(1, 1)])
+        with self.assertRaises(ValueError):
+            s.declare_index(Index("pods_by_colour"))
+
+    def test_the_service_declares_the_plugins_indexes(self):
+        class Counting:
+            name = "Counting"
+            indexes = (Index.pods_by_label("team"),)
+
+            def filter(self, cycle, state, node):
+                return None
+
+        svc = PluginService([Counting()])
+        self.assertIsNotNone(svc.replica.pods_by_label("team"))
 
 
 class StateTest(unittest.TestCase):

@@ -40,6 +40,7 @@
 
 mod cli;
 mod health;
+mod index;
 mod plugin;
 mod serve;
 mod service;
@@ -50,6 +51,7 @@ pub mod telemetry;
 mod waiting;
 
 pub use cli::{resolve_listen, run, run_with, SidecarArgs};
+pub use index::{Index, NodeSets, PodCounts};
 pub use plugin::*;
 pub use serve::{
     parse_listen_address, probe, serve, serve_until_signal, serve_until_signal_with,

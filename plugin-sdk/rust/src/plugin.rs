@@ -36,6 +36,13 @@ pub trait Plugin: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// Indexes of the replica this plugin reads (pods by label or namespace per
+    /// node, nodes by label): the SDK keeps them current as deltas arrive, so a
+    /// cluster-wide count is a look-up in the cycle, not a scan of every pod.
+    fn indexes(&self) -> Vec<crate::Index> {
+        Vec::new()
+    }
+
     /// Declare `true` when Filter, PreScore, Score and NormalizeScore depend only on
     /// the pod and the nodes they are asked about (each node and its pods), never on
     /// other nodes, and the plugin has no PreFilter. The scheduler can then send the

@@ -8,6 +8,7 @@ use rustc_hash::FxHashMap;
 use switchyard_proto::v1 as pb;
 use switchyard_proto::MAX_PENDING_PODS;
 
+use crate::index::{Index, Indexes, NodeSets, PodCounts};
 use crate::{Node, Pod};
 
 /// A node with the pods placed on it (bound or assumed by the scheduler).
@@ -54,6 +55,8 @@ pub struct Snapshot {
     pods: HashMap<String, (Arc<Pod>, Option<u32>)>,
     /// Pods of CycleStart messages not yet placed, for `PodUpdate`s that name them.
     pending: HashMap<String, Arc<Pod>>,
+    /// The plugins' declared indexes, kept current by every delta.
+    indexes: Indexes,
 }
 
 /// Node id → position in `Snapshot::nodes`. The scheduler numbers nodes densely
@@ -142,6 +145,47 @@ impl Snapshot {
         Ok(s)
     }
 
+    /// Keeps `index` from now on (built at once from what the replica holds); the
+    /// SDK declares every plugin's [`Plugin::indexes`](crate::Plugin::indexes).
+    pub fn declare_index(&mut self, index: &Index) {
+        if !self.indexes.declare(index) {
+            return;
+        }
+        self.indexes.clear();
+        for ni in &self.nodes {
+            self.indexes.node(&ni.node, true);
+            for p in &ni.pods {
+                self.indexes.pod(p, ni.node.id, true);
+            }
+        }
+    }
+
+    /// This replica with `indexes` declared (for plugin unit tests).
+    pub fn with_indexes(mut self, indexes: impl IntoIterator<Item = Index>) -> Snapshot {
+        for i in indexes {
+            self.declare_index(&i);
+        }
+        self
+    }
+
+    /// Placed pods per node by the value of pod label `key`, when a plugin declared
+    /// [`Index::PodsByLabel`] for it.
+    pub fn pods_by_label(&self, key: &str) -> Option<&PodCounts> {
+        self.indexes.pods_by_label(key)
+    }
+
+    /// Placed pods per node by namespace, when a plugin declared
+    /// [`Index::PodsByNamespace`].
+    pub fn pods_by_namespace(&self) -> Option<&PodCounts> {
+        self.indexes.pods_by_namespace()
+    }
+
+    /// Nodes by the value of node label `key`, when a plugin declared
+    /// [`Index::NodesByLabel`] for it.
+    pub fn nodes_by_label(&self, key: &str) -> Option<&NodeSets> {
+        self.indexes.nodes_by_label(key)
+    }
+
     /// Generation of the last snapshot change applied.
     pub fn generation(&self) -> u64 {
         self.generation
@@ -198,12 +242,15 @@ impl Snapshot {
             self.by_name.clear();
             self.pods.clear();
             self.pending.clear();
+            self.indexes.clear();
         }
         // Removals first: a node deleted and re-created arrives with a new id.
         for id in d.remove_nodes {
             if let Some(ni) = self.remove_node(id) {
                 self.by_name.remove(&ni.node.name);
+                self.indexes.node(&ni.node, false);
                 for p in &ni.pods {
+                    self.indexes.pod(p, id, false);
                     if let Some(e) = self.pods.get_mut(&p.uid) {
                         e.1 = None;
                     }
@@ -230,9 +277,12 @@ impl Snapshot {
                     if ni.node.name != n.name {
                         self.by_name.remove(&ni.node.name);
                     }
+                    self.indexes.node(&ni.node, false);
+                    self.indexes.node(&n, true);
                     ni.node = n;
                 }
                 None => {
+                    self.indexes.node(&n, true);
                     self.slots.insert(id, self.nodes.len() as u32);
                     self.nodes.push(NodeInfo {
                         node: n,
@@ -274,16 +324,23 @@ impl Snapshot {
         self.remove_pod(&p.uid);
         let pod = Arc::new(p);
         let node = self.by_name.get(&pod.node_name).copied();
-        if let Some(ni) = node.and_then(|id| self.node_mut(id)) {
-            ni.pods.push(pod.clone());
-        }
+        let node = match node.and_then(|id| self.node_mut(id)) {
+            Some(ni) => {
+                ni.pods.push(pod.clone());
+                let id = ni.node.id;
+                self.indexes.pod(&pod, id, true);
+                Some(id)
+            }
+            None => None,
+        };
         self.pods.insert(pod.uid.clone(), (pod, node));
     }
 
     fn remove_pod(&mut self, uid: &str) {
-        if let Some((_, Some(id))) = self.pods.remove(uid) {
+        if let Some((pod, Some(id))) = self.pods.remove(uid) {
             if let Some(ni) = self.node_mut(id) {
                 ni.remove_pod(uid);
+                self.indexes.pod(&pod, id, false);
             }
         }
     }
@@ -308,6 +365,96 @@ mod tests {
             requests: [("cpu".to_string(), cpu)].into(),
             ..Default::default()
         }
+    }
+
+    /// Every index, as sorted lists, to compare a replica moved by deltas with one
+    /// built from scratch.
+    fn index_contents(s: &Snapshot) -> Vec<String> {
+        let mut out = Vec::new();
+        let pods = |name: &str, c: &PodCounts, out: &mut Vec<String>| {
+            for (v, total) in c.values() {
+                let mut nodes: Vec<_> = c.nodes(v).collect();
+                nodes.sort();
+                out.push(format!("{name} {v}={total} {nodes:?}"));
+            }
+        };
+        pods("team", s.pods_by_label("team").unwrap(), &mut out);
+        pods("ns", s.pods_by_namespace().unwrap(), &mut out);
+        let racks = s.nodes_by_label("rack").unwrap();
+        for (v, nodes) in racks.values() {
+            let mut nodes = nodes.to_vec();
+            nodes.sort();
+            out.push(format!("rack {v} {nodes:?} of {}", racks.count()));
+        }
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn indexes_follow_deltas_as_a_fresh_build_would() {
+        let indexes = [
+            Index::PodsByLabel("team".into()),
+            Index::PodsByNamespace,
+            Index::NodesByLabel("rack".into()),
+        ];
+        let racked = |id, name: &str, rack: &str| pb::Node {
+            labels: [("rack".to_string(), rack.to_string())].into(),
+            ..node(id, name)
+        };
+        let teamed = |uid: &str, node: &str, team: &str, ns: &str| pb::Pod {
+            labels: [("team".to_string(), team.to_string())].into(),
+            namespace: ns.into(),
+            ..pod(uid, node, 1)
+        };
+        let mut s = Snapshot::default().with_indexes(indexes.clone());
+        s.apply(
+            1,
+            pb::SnapshotDelta {
+                full: true,
+                upsert_nodes: vec![racked(1, "a", "r1"), racked(2, "b", "r1"), node(3, "c")],
+                upsert_pods: vec![
+                    teamed("p1", "a", "red", "x"),
+                    teamed("p2", "a", "blue", "x"),
+                    teamed("p3", "b", "red", "y"),
+                    pod("p4", "c", 1),
+                ],
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(s.pods_by_label("team").unwrap().on_node("red", 1), 1);
+        assert_eq!(s.nodes_by_label("rack").unwrap().count(), 2);
+        // p1 moves to c, p2 goes, node b is relabelled, node a removed (p3 stays on
+        // b), a new node d arrives and p5 lands on it; p6 names no known node.
+        s.apply(
+            2,
+            pb::SnapshotDelta {
+                upsert_nodes: vec![racked(2, "b", "r2"), racked(4, "d", "r1")],
+                upsert_pods: vec![
+                    teamed("p1", "c", "red", "x"),
+                    teamed("p5", "d", "blue", "y"),
+                    teamed("p6", "nowhere", "red", "y"),
+                ],
+                remove_pods: vec!["p2".into()],
+                remove_nodes: vec![1],
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let fresh = Snapshot::from_objects(
+            [racked(2, "b", "r2"), node(3, "c"), racked(4, "d", "r1")],
+            [
+                teamed("p1", "c", "red", "x"),
+                teamed("p3", "b", "red", "y"),
+                pod("p4", "c", 1),
+                teamed("p5", "d", "blue", "y"),
+            ],
+        )
+        .unwrap()
+        .with_indexes(indexes);
+        assert_eq!(index_contents(&s), index_contents(&fresh));
+        assert_eq!(s.pods_by_label("team").unwrap().total("red"), 2);
+        assert!(s.pods_by_label("other").is_none());
     }
 
     #[test]

@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use switchyard_plugin_sdk::{
-    pb, Cycle, CycleState, FilterPlugin, Node, NodeInfo, Plugin, Pod, PreFilterPlugin,
-    PreFilterResult, Status,
+    pb, Cycle, CycleState, FilterPlugin, Index, Node, NodeInfo, NodeSets, Plugin, Pod, PodCounts,
+    PreFilterPlugin, PreFilterResult, Snapshot, Status,
 };
 
 pub const NAME: &str = "TenantQuota";
@@ -96,6 +96,42 @@ pub fn count_tenant_pods<'a>(
     })
 }
 
+/// [`count_tenant_pods`] from the replica's indexes: the same counts, read from the
+/// nodes holding the tenant's pods instead of every pod of the cluster.
+pub fn count_tenant_pods_indexed(
+    wanted: &str,
+    self_uid: &str,
+    snapshot: &Snapshot,
+    pods: &PodCounts,
+    limits: &NodeSets,
+) -> Option<QuotaState> {
+    if limits.count() == 0 {
+        return None;
+    }
+    // The pod itself never counts, should the replica already place it.
+    let own = snapshot
+        .pod(self_uid)
+        .filter(|p| tenant(p) == Some(wanted))
+        .map(|p| p.node_name.as_str());
+    let mut counts = HashMap::new();
+    for (id, n) in pods.nodes(wanted) {
+        let Some(ni) = snapshot.node(id) else {
+            continue;
+        };
+        if !ni.node.labels.contains_key(LIMIT_LABEL) {
+            continue;
+        }
+        let n = u64::from(n) - u64::from(own == Some(ni.name()));
+        if n > 0 {
+            counts.insert(ni.name().to_string(), n);
+        }
+    }
+    Some(QuotaState {
+        tenant: wanted.to_string(),
+        counts,
+    })
+}
+
 fn missing_state() -> Status {
     Status::error(format!(
         "{NAME}: the PreFilter state of this cycle is missing (PreFilter did not run or skipped the pod)"
@@ -116,6 +152,28 @@ impl TenantQuota {
             return Status::skip().into();
         };
         match count_tenant_pods(tenant, &pod.uid, nodes) {
+            Some(s) => {
+                state.write(s);
+                Status::success().into()
+            }
+            None => Status::skip().into(),
+        }
+    }
+
+    /// PreFilter from the replica's indexes (the SDK keeps them; see
+    /// [`Plugin::indexes`]).
+    pub fn pre_filter_indexed(
+        &self,
+        pod: &Pod,
+        snapshot: &Snapshot,
+        pods: &PodCounts,
+        limits: &NodeSets,
+        state: &mut CycleState,
+    ) -> PreFilterResult {
+        let Some(tenant) = tenant(pod) else {
+            return Status::skip().into();
+        };
+        match count_tenant_pods_indexed(tenant, &pod.uid, snapshot, pods, limits) {
             Some(s) => {
                 state.write(s);
                 Status::success().into()
@@ -170,6 +228,14 @@ impl Plugin for TenantQuota {
             },
         ]
     }
+    /// The tenant's pods per node and the limited nodes, kept by the SDK: PreFilter
+    /// reads the nodes holding the tenant's pods, not every pod of the cluster.
+    fn indexes(&self) -> Vec<Index> {
+        vec![
+            Index::PodsByLabel(TENANT_LABEL.into()),
+            Index::NodesByLabel(LIMIT_LABEL.into()),
+        ]
+    }
     fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
         Some(self)
     }
@@ -180,7 +246,17 @@ impl Plugin for TenantQuota {
 
 impl PreFilterPlugin for TenantQuota {
     fn pre_filter(&self, cycle: &Cycle, state: &mut CycleState) -> PreFilterResult {
-        self.pre_filter_nodes(cycle.pod, cycle.snapshot.nodes(), state)
+        let snap = cycle.snapshot;
+        match (
+            snap.pods_by_label(TENANT_LABEL),
+            snap.nodes_by_label(LIMIT_LABEL),
+        ) {
+            (Some(pods), Some(limits)) => {
+                self.pre_filter_indexed(cycle.pod, snap, pods, limits, state)
+            }
+            // A replica built without the indexes (a test's): count by scanning.
+            _ => self.pre_filter_nodes(cycle.pod, snap.nodes(), state),
+        }
     }
 
     fn has_extensions(&self) -> bool {
@@ -339,6 +415,58 @@ mod tests {
         assert!(TenantQuota
             .filter(&cycle(&p, &snapshot), &state, a)
             .is_success());
+    }
+
+    /// The indexed PreFilter counts exactly what the scan counts, on a replica moved
+    /// by deltas (pods placed, moved, removed, nodes relabelled), the pod itself
+    /// placed or not.
+    #[test]
+    fn indexed_counts_equal_scanned_counts() {
+        let mk_node = |name: &str, limit: Option<&str>| node(name, limit, vec![]).node;
+        let on = |uid: &str, tenant: Option<&str>, node: &str| {
+            let mut p = (*pod(uid, tenant)).clone();
+            p.node_name = node.into();
+            p
+        };
+        let mut pods = Vec::new();
+        for i in 0..60 {
+            let t = ["t", "u", "", "t"][i % 4];
+            let tenant = (i % 7 != 0).then_some(t);
+            pods.push(on(&format!("q{i}"), tenant, &format!("n{}", i % 9)));
+        }
+        pods.push(on("self", Some("t"), "n2"));
+        let nodes: Vec<Node> = (0..9)
+            .map(|i| mk_node(&format!("n{i}"), (i % 3 != 0).then_some("5")))
+            .collect();
+        let snapshot = Snapshot::from_objects(nodes.clone(), pods.clone()).unwrap();
+        let indexed = Snapshot::from_objects(nodes, pods)
+            .unwrap()
+            .with_indexes(TenantQuota.indexes());
+        for (who, tenant) in [("self", "t"), ("other", "t"), ("x", "u"), ("y", "none")] {
+            let scanned = count_tenant_pods(tenant, who, snapshot.nodes());
+            let from_index = count_tenant_pods_indexed(
+                tenant,
+                who,
+                &indexed,
+                indexed.pods_by_label(TENANT_LABEL).unwrap(),
+                indexed.nodes_by_label(LIMIT_LABEL).unwrap(),
+            );
+            assert_eq!(scanned, from_index, "{who} of tenant {tenant}");
+        }
+        // No limited node: both skip.
+        let free = Snapshot::from_objects([mk_node("f", None)], [on("a", Some("t"), "f")])
+            .unwrap()
+            .with_indexes(TenantQuota.indexes());
+        assert_eq!(
+            count_tenant_pods_indexed(
+                "t",
+                "p",
+                &free,
+                free.pods_by_label(TENANT_LABEL).unwrap(),
+                free.nodes_by_label(LIMIT_LABEL).unwrap()
+            ),
+            None
+        );
     }
 
     #[test]

@@ -60,7 +60,7 @@ function malformed(req) {
 /** What the calls share; [`PluginService`](../service.ts) puts one method per call on it. */
 class ServiceState {
     plugins;
-    replica = new snapshot_js_1.Snapshot();
+    replica;
     /** Generation of the last Replicate message applied (any kind). */
     applied = 0;
     cycles = new Map();
@@ -81,6 +81,7 @@ class ServiceState {
     constructor(plugins, options = {}) {
         (0, plugin_js_1.checkPlugins)(plugins);
         this.plugins = plugins;
+        this.replica = new snapshot_js_1.Snapshot().withIndexes(plugins.flatMap((p) => p.indexes ?? []));
         plugins.forEach((p, i) => this.byName.set(p.name, i));
         this.generationWaitMs = options.generationWaitMs ?? 5000;
         this.maxBatchNodes = options.maxBatchNodes ?? 0;

@@ -77,7 +77,7 @@ export function malformed(req: { $malformed?: string }): void {
 /** What the calls share; [`PluginService`](../service.ts) puts one method per call on it. */
 export class ServiceState {
   readonly plugins: readonly Plugin[];
-  readonly replica = new Snapshot();
+  readonly replica: Snapshot;
   /** Generation of the last Replicate message applied (any kind). */
   applied = 0;
   readonly cycles = new Map<number, Entry>();
@@ -99,6 +99,7 @@ export class ServiceState {
   constructor(plugins: readonly Plugin[], options: ServiceOptions = {}) {
     checkPlugins(plugins);
     this.plugins = plugins;
+    this.replica = new Snapshot().withIndexes(plugins.flatMap((p) => p.indexes ?? []));
     plugins.forEach((p, i) => this.byName.set(p.name, i));
     this.generationWaitMs = options.generationWaitMs ?? 5000;
     this.maxBatchNodes = options.maxBatchNodes ?? 0;

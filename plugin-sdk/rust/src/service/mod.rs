@@ -110,11 +110,12 @@ impl PluginService {
             .enumerate()
             .map(|(i, p)| (p.name().to_string(), i))
             .collect();
+        let replica = Snapshot::default().with_indexes(plugins.iter().flat_map(|p| p.indexes()));
         PluginService {
             shared: Arc::new(Shared {
                 plugins,
                 by_name,
-                replica: RwLock::new(Snapshot::default()),
+                replica: RwLock::new(replica),
                 applied: watch::channel(0).0,
                 cycles: Mutex::new(HashMap::new()),
                 waiting: Arc::new(WaitingPods::default()),
