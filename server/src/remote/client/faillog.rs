@@ -69,11 +69,6 @@ impl FailureLog {
         s.since = None;
         Some(std::mem::take(&mut s.repeats))
     }
-
-    /// Whether the endpoint is failing (cheap: for the success path).
-    pub fn is_failing(&self) -> bool {
-        self.state.lock().is_ok_and(|s| s.failing.is_some())
-    }
 }
 
 #[cfg(test)]
@@ -102,9 +97,7 @@ mod tests {
         // Another cause is logged at once.
         assert_eq!(log.failure("timeout", t0 + SUMMARY_EVERY), Line::First);
         assert_eq!(log.failure("timeout", t0 + SUMMARY_EVERY), Line::None);
-        assert!(log.is_failing());
         assert_eq!(log.recovered(), Some(1));
-        assert!(!log.is_failing());
         assert_eq!(log.recovered(), None);
         assert_eq!(log.failure("timeout", t0 + SUMMARY_EVERY * 3), Line::First);
     }

@@ -175,12 +175,21 @@ impl Inner {
         let Some(w) = p.get_mut(&id) else {
             return;
         };
-        if self.unread.fetch_add(1, Ordering::Relaxed) < UNREAD_IN_FLIGHT {
+        if self.reserve_unread() {
             *w = Waiter::Unread;
         } else {
-            self.unread.fetch_sub(1, Ordering::Relaxed);
             p.remove(&id);
         }
+    }
+
+    /// Takes one of the [`UNREAD_IN_FLIGHT`] owed replies that may be expected;
+    /// false when they are all taken.
+    fn reserve_unread(&self) -> bool {
+        if self.unread.fetch_add(1, Ordering::Relaxed) < UNREAD_IN_FLIGHT {
+            return true;
+        }
+        self.unread.fetch_sub(1, Ordering::Relaxed);
+        false
     }
 
     fn fail_all(&self, why: &str) {
@@ -525,13 +534,11 @@ impl Endpoint {
     /// that does not answer them) the request goes out unexpected. False when the
     /// stream is closed.
     pub fn send_unread(&self, streams: &Streams, id: u64, m: Outbound) -> bool {
-        let expect = self.inner.unread.fetch_add(1, Ordering::Relaxed) < UNREAD_IN_FLIGHT;
+        let expect = self.inner.reserve_unread();
         if expect {
             if let Ok(mut p) = self.inner.pending.lock() {
                 p.insert(id, Waiter::Unread);
             }
-        } else {
-            self.inner.unread.fetch_sub(1, Ordering::Relaxed);
         }
         if streams.send(m) {
             return true;
