@@ -1,16 +1,17 @@
 //! `TenantQuota`: at most N pods of one tenant on a node.
 //!
-//! PreFilter counts the incoming pod's tenant on every node that sets a limit and
-//! keeps the counts in the cycle state; AddPod/RemovePod adjust them on the forked
-//! state of a what-if evaluation (nominated pods, preemption dry runs); Filter reads
-//! only the state, never the node's pods, so a dry run that removes or adds pods
-//! changes its answer exactly through AddPod/RemovePod.
+//! PreFilter notes the incoming pod's tenant in the cycle state; Filter reads the
+//! tenant's count on the node from the SDK's index of pods by tenant (kept current by
+//! every delta, so neither point scans the cluster's pods); AddPod/RemovePod set
+//! changed counts on the forked state of a what-if evaluation (nominated pods,
+//! preemption dry runs). Filter never looks at the node's pods, so a dry run that
+//! removes or adds pods changes its answer exactly through AddPod/RemovePod.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use switchyard_plugin_sdk::{
-    pb, Cycle, CycleState, FilterPlugin, Index, Node, NodeInfo, NodeSets, Plugin, Pod, PodCounts,
+    pb, Cycle, CycleState, FilterPlugin, Index, Node, NodeInfo, NodeSets, Plugin, Pod, 
     PreFilterPlugin, PreFilterResult, Snapshot, Status,
 };
 
@@ -50,19 +51,52 @@ pub fn exceeded_message(tenant: &str) -> String {
     format!("node(s) exceeded the pod quota of tenant {tenant}")
 }
 
-/// The PreFilter state: the pod's tenant and how many of its pods each node holds.
-/// Only nodes carrying [`LIMIT_LABEL`] are counted (Filter never looks at the counts
-/// of the others); nodes absent from the map hold none.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// The PreFilter state: the pod's tenant, where its count per node comes from, and
+/// the counts a what-if evaluation (AddPod/RemovePod) changed. PreFilter copies no
+/// count: with the SDK's index a node's count is a look-up at Filter time, so a cycle
+/// costs the same however many nodes hold the tenant's pods.
+#[derive(Clone, Debug, Default)]
 pub struct QuotaState {
     pub tenant: String,
-    /// Pods of `tenant` by node name (the name is what a forked NodeInfo keeps).
-    pub counts: HashMap<String, u64>,
+    base: Base,
+    /// Counts set by AddPod/RemovePod on a forked state, by node name (the name is
+    /// what a forked NodeInfo keeps). Absent nodes count from `base`.
+    changed: HashMap<String, u64>,
+}
+
+/// Where a node's count comes from before any AddPod/RemovePod.
+#[derive(Clone, Debug)]
+enum Base {
+    /// The replica's index of pods by tenant, leaving out the pod being scheduled
+    /// (on `own_node`, should the replica already place it).
+    Indexed { own_node: Option<u32> },
+    /// Counted by scanning the nodes that set a limit (a replica without indexes).
+    Counted(HashMap<String, u64>),
+}
+
+impl Default for Base {
+    fn default() -> Self {
+        Base::Counted(HashMap::new())
+    }
 }
 
 impl QuotaState {
-    pub fn count(&self, node: &str) -> u64 {
-        self.counts.get(node).copied().unwrap_or(0)
+    /// Pods of the tenant on `node` (the pod being scheduled left out), as this
+    /// cycle's evaluation sees them.
+    pub fn count(&self, snapshot: &Snapshot, node: &NodeInfo) -> u64 {
+        if let Some(n) = self.changed.get(node.name()) {
+            return *n;
+        }
+        match &self.base {
+            Base::Counted(counts) => counts.get(node.name()).copied().unwrap_or(0),
+            Base::Indexed { own_node } => {
+                let id = node.node.id;
+                let n = snapshot
+                    .pods_by_label(TENANT_LABEL)
+                    .map_or(0, |p| p.on_node(&self.tenant, id));
+                u64::from(n) - u64::from(n > 0 && *own_node == Some(id))
+            }
+        }
     }
 }
 
@@ -92,43 +126,32 @@ pub fn count_tenant_pods<'a>(
     }
     limited.then(|| QuotaState {
         tenant: wanted.to_string(),
-        counts,
+        base: Base::Counted(counts),
+        changed: HashMap::new(),
     })
 }
 
-/// [`count_tenant_pods`] from the replica's indexes: the same counts, read from the
-/// nodes holding the tenant's pods instead of every pod of the cluster.
+/// [`count_tenant_pods`] from the replica's indexes, in constant time: Filter reads
+/// the counts of the nodes it is asked about from the index.
 pub fn count_tenant_pods_indexed(
     wanted: &str,
     self_uid: &str,
     snapshot: &Snapshot,
-    pods: &PodCounts,
     limits: &NodeSets,
 ) -> Option<QuotaState> {
     if limits.count() == 0 {
         return None;
     }
     // The pod itself never counts, should the replica already place it.
-    let own = snapshot
+    let own_node = snapshot
         .pod(self_uid)
         .filter(|p| tenant(p) == Some(wanted))
-        .map(|p| p.node_name.as_str());
-    let mut counts = HashMap::new();
-    for (id, n) in pods.nodes(wanted) {
-        let Some(ni) = snapshot.node(id) else {
-            continue;
-        };
-        if !ni.node.labels.contains_key(LIMIT_LABEL) {
-            continue;
-        }
-        let n = u64::from(n) - u64::from(own == Some(ni.name()));
-        if n > 0 {
-            counts.insert(ni.name().to_string(), n);
-        }
-    }
+        .and_then(|p| snapshot.node_by_name(&p.node_name))
+        .map(|ni| ni.node.id);
     Some(QuotaState {
         tenant: wanted.to_string(),
-        counts,
+        base: Base::Indexed { own_node },
+        changed: HashMap::new(),
     })
 }
 
@@ -166,14 +189,13 @@ impl TenantQuota {
         &self,
         pod: &Pod,
         snapshot: &Snapshot,
-        pods: &PodCounts,
         limits: &NodeSets,
         state: &mut CycleState,
     ) -> PreFilterResult {
         let Some(tenant) = tenant(pod) else {
             return Status::skip().into();
         };
-        match count_tenant_pods_indexed(tenant, &pod.uid, snapshot, pods, limits) {
+        match count_tenant_pods_indexed(tenant, &pod.uid, snapshot, limits) {
             Some(s) => {
                 state.write(s);
                 Status::success().into()
@@ -189,7 +211,7 @@ impl TenantQuota {
         cycle: &Cycle,
         state: &mut CycleState,
         pod: &Pod,
-        node: &str,
+        node: &NodeInfo,
         add: bool,
     ) -> Status {
         let Some(s) = state.read_mut::<QuotaState>() else {
@@ -199,12 +221,13 @@ impl TenantQuota {
         if pod.uid == cycle.pod.uid || tenant(pod) != Some(s.tenant.as_str()) {
             return Status::success();
         }
-        let c = s.counts.entry(node.to_string()).or_insert(0);
-        *c = if add {
+        let c = s.count(cycle.snapshot, node);
+        let c = if add {
             c.saturating_add(1)
         } else {
             c.saturating_sub(1)
         };
+        s.changed.insert(node.name().to_string(), c);
         Status::success()
     }
 }
@@ -251,9 +274,7 @@ impl PreFilterPlugin for TenantQuota {
             snap.pods_by_label(TENANT_LABEL),
             snap.nodes_by_label(LIMIT_LABEL),
         ) {
-            (Some(pods), Some(limits)) => {
-                self.pre_filter_indexed(cycle.pod, snap, pods, limits, state)
-            }
+            (Some(_), Some(limits)) => self.pre_filter_indexed(cycle.pod, snap, limits, state),
             // A replica built without the indexes (a test's): count by scanning.
             _ => self.pre_filter_nodes(cycle.pod, snap.nodes(), state),
         }
@@ -270,7 +291,7 @@ impl PreFilterPlugin for TenantQuota {
         pod: &Arc<Pod>,
         node: &NodeInfo,
     ) -> Status {
-        self.adjust(cycle, state, pod, node.name(), true)
+        self.adjust(cycle, state, pod, node, true)
     }
 
     fn remove_pod(
@@ -280,12 +301,12 @@ impl PreFilterPlugin for TenantQuota {
         pod: &Arc<Pod>,
         node: &NodeInfo,
     ) -> Status {
-        self.adjust(cycle, state, pod, node.name(), false)
+        self.adjust(cycle, state, pod, node, false)
     }
 }
 
 impl FilterPlugin for TenantQuota {
-    fn filter(&self, _cycle: &Cycle, state: &CycleState, node: &NodeInfo) -> Status {
+    fn filter(&self, cycle: &Cycle, state: &CycleState, node: &NodeInfo) -> Status {
         let Some(s) = state.read::<QuotaState>() else {
             return missing_state();
         };
@@ -294,7 +315,7 @@ impl FilterPlugin for TenantQuota {
             Ok(None) => return Status::success(),
             Err(status) => return status,
         };
-        if s.count(node.name()).saturating_add(1) <= limit {
+        if s.count(cycle.snapshot, node).saturating_add(1) <= limit {
             Status::success()
         } else if limit == 0 {
             // Evicting pods cannot make room on a node that admits none.
@@ -406,12 +427,12 @@ mod tests {
         let r = TenantQuota.pre_filter(&cycle(&p, &snapshot), &mut state);
         assert!(r.status.is_success(), "{:?}", r.status);
         let counts = state.read::<QuotaState>().unwrap();
+        let a = snapshot.node_by_name("a").unwrap();
         assert_eq!(
-            counts.count("a"),
+            counts.count(&snapshot, a),
             1,
             "only tenant t's pods on the limited node"
         );
-        let a = snapshot.node_by_name("a").unwrap();
         assert!(TenantQuota
             .filter(&cycle(&p, &snapshot), &state, a)
             .is_success());
@@ -443,30 +464,65 @@ mod tests {
             .unwrap()
             .with_indexes(TenantQuota.indexes());
         for (who, tenant) in [("self", "t"), ("other", "t"), ("x", "u"), ("y", "none")] {
-            let scanned = count_tenant_pods(tenant, who, snapshot.nodes());
+            let scanned = count_tenant_pods(tenant, who, snapshot.nodes()).unwrap();
             let from_index = count_tenant_pods_indexed(
                 tenant,
                 who,
                 &indexed,
-                indexed.pods_by_label(TENANT_LABEL).unwrap(),
                 indexed.nodes_by_label(LIMIT_LABEL).unwrap(),
-            );
-            assert_eq!(scanned, from_index, "{who} of tenant {tenant}");
+            )
+            .unwrap();
+            for ni in indexed.nodes().filter(|n| n.node.labels.contains_key(LIMIT_LABEL)) {
+                assert_eq!(
+                    scanned.count(&snapshot, ni),
+                    from_index.count(&indexed, ni),
+                    "{who} of tenant {tenant} on {}",
+                    ni.name()
+                );
+            }
         }
         // No limited node: both skip.
         let free = Snapshot::from_objects([mk_node("f", None)], [on("a", Some("t"), "f")])
             .unwrap()
             .with_indexes(TenantQuota.indexes());
-        assert_eq!(
-            count_tenant_pods_indexed(
-                "t",
-                "p",
-                &free,
-                free.pods_by_label(TENANT_LABEL).unwrap(),
-                free.nodes_by_label(LIMIT_LABEL).unwrap()
-            ),
-            None
-        );
+        assert!(count_tenant_pods_indexed(
+            "t",
+            "p",
+            &free,
+            free.nodes_by_label(LIMIT_LABEL).unwrap()
+        )
+        .is_none());
+        assert!(count_tenant_pods("t", "p", free.nodes()).is_none());
+    }
+
+    /// A dry run on an indexed replica: RemovePod and AddPod move the count Filter
+    /// reads from the index, on the fork only.
+    #[test]
+    fn indexed_state_forks_through_add_and_remove() {
+        let on = |uid: &str, node: &str| {
+            let mut p = (*pod(uid, Some("t"))).clone();
+            p.node_name = node.into();
+            p
+        };
+        let snapshot = Snapshot::from_objects(
+            [node("a", Some("2"), vec![]).node],
+            [on("v1", "a"), on("v2", "a")],
+        )
+        .unwrap()
+        .with_indexes(TenantQuota.indexes());
+        let p = pod("p", Some("t"));
+        let c = cycle(&p, &snapshot);
+        let mut base = CycleState::default();
+        assert!(TenantQuota.pre_filter(&c, &mut base).status.is_success());
+        let a = snapshot.node_by_name("a").unwrap();
+        assert_eq!(TenantQuota.filter(&c, &base, a).code, Code::Unschedulable);
+        let victim = snapshot.pod("v1").unwrap().clone();
+        let mut fork = base.clone();
+        assert!(TenantQuota.remove_pod(&c, &mut fork, &victim, a).is_success());
+        assert!(TenantQuota.filter(&c, &fork, a).is_success());
+        assert_eq!(TenantQuota.filter(&c, &base, a).code, Code::Unschedulable);
+        assert!(TenantQuota.add_pod(&c, &mut fork, &victim, a).is_success());
+        assert_eq!(TenantQuota.filter(&c, &fork, a).code, Code::Unschedulable);
     }
 
     #[test]
@@ -485,7 +541,9 @@ mod tests {
         let (s, state) = pre_filter(&p, &nodes);
         assert!(s.is_success(), "{s:?}");
         // Unlimited nodes are not even counted.
-        assert_eq!(state.read::<QuotaState>().unwrap().count("free"), 0);
+        let empty = Snapshot::default();
+        let counts = state.read::<QuotaState>().unwrap();
+        assert_eq!(counts.count(&empty, &nodes[1]), 0);
         assert!(filter(&p, &state, &nodes[1]).is_success());
         assert!(filter(&p, &state, &nodes[0]).is_success());
     }
@@ -561,7 +619,7 @@ mod tests {
                 .remove_pod(&c, &mut fork, &victim, ni)
                 .is_success());
         }
-        assert_eq!(fork.read::<QuotaState>().unwrap().count("a"), 0);
+        assert_eq!(fork.read::<QuotaState>().unwrap().count(&snapshot, ni), 0);
         // Adding on a node PreFilter found empty starts its count.
         let b = node("b", Some("1"), vec![]);
         assert!(TenantQuota.add_pod(&c, &mut fork, &victim, &b).is_success());
