@@ -60,8 +60,30 @@ pub trait Plugin: Send + Sync + 'static {
     /// without calling; with a standard [`ScorePlugin::score_normalization`] it reuses
     /// scores too. `vec![pb::PodField::None]` for a plugin that reads no field of the pod
     /// (every pod alike). Empty (the default): no reuse. A wrong list gives wrong
-    /// placements; `serve` refuses a list without `node_local`.
+    /// placements; `serve` refuses a list without `node_local` or
+    /// [`signature_node_pods`](Self::signature_node_pods).
     fn signature(&self) -> Vec<pb::PodField> {
+        Vec::new()
+    }
+
+    /// Declare `true`, with a [`signature`](Self::signature), when Filter and Score
+    /// also read the pods on the node they are asked about (never other nodes'), and
+    /// PreFilter, if any, leaves the same state for pods whose signed fields are
+    /// equal: a quota keyed by a pod label whose Filter reads the node's count from
+    /// an [index](Self::indexes). The scheduler then reuses an answer while the
+    /// node's pods and Node object are unchanged and asks only for the nodes of a
+    /// round that changed; `node_local` is not needed.
+    fn signature_node_pods(&self) -> bool {
+        false
+    }
+
+    /// Pod label keys Filter and Score read, signed by value: narrower than
+    /// `pb::PodField::Labels`, which signs every label (workloads often give each pod
+    /// a label of its own). Only with
+    /// [`signature_node_pods`](Self::signature_node_pods) and without `node_local`;
+    /// list `pb::PodField::None` in [`signature`](Self::signature) when no other field
+    /// is read.
+    fn signature_label_keys(&self) -> Vec<String> {
         Vec::new()
     }
 

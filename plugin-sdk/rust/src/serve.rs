@@ -190,10 +190,25 @@ fn check_plugins(plugins: &[Arc<dyn Plugin>]) -> Result<(), Error> {
                 p.name()
             )));
         }
-        if !p.signature().is_empty() && !p.node_local() {
+        if !p.signature().is_empty() && !p.node_local() && !p.signature_node_pods() {
             return Err(Error::Usage(format!(
-                "plugin {:?} declares a signature but not node_local: answers reused \
-                 across pods must depend on the node alone as well",
+                "plugin {:?} declares a signature but neither node_local nor \
+                 signature_node_pods: answers reused across pods must depend on the \
+                 node alone (and, with signature_node_pods, its pods) as well",
+                p.name()
+            )));
+        }
+        if !p.signature_label_keys().is_empty() && (!p.signature_node_pods() || p.node_local()) {
+            return Err(Error::Usage(format!(
+                "plugin {:?} declares signature_label_keys without signature_node_pods, or \
+                 with node_local: declare signature_node_pods and drop node_local",
+                p.name()
+            )));
+        }
+        if p.signature_node_pods() && p.signature().is_empty() {
+            return Err(Error::Usage(format!(
+                "plugin {:?} declares signature_node_pods without a signature: list the \
+                 pod fields its answers read",
                 p.name()
             )));
         }

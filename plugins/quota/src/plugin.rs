@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use switchyard_plugin_sdk::{
-    pb, Cycle, CycleState, FilterPlugin, Index, Node, NodeInfo, NodeSets, Plugin, Pod, 
+    pb, Cycle, CycleState, FilterPlugin, Index, Node, NodeInfo, NodeSets, Plugin, Pod,
     PreFilterPlugin, PreFilterResult, Snapshot, Status,
 };
 
@@ -259,6 +259,19 @@ impl Plugin for TenantQuota {
             Index::NodesByLabel(LIMIT_LABEL.into()),
         ]
     }
+    /// Filter reads the pod's tenant label, the node's limit label and the node's
+    /// pods (the tenant's count); PreFilter notes only the tenant. So an answer holds
+    /// for every pod of the tenant until the node or its pods change, and the
+    /// scheduler asks only for the nodes of a round that did.
+    fn signature(&self) -> Vec<pb::PodField> {
+        vec![pb::PodField::None]
+    }
+    fn signature_node_pods(&self) -> bool {
+        true
+    }
+    fn signature_label_keys(&self) -> Vec<String> {
+        vec![TENANT_LABEL.into()]
+    }
     fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
         Some(self)
     }
@@ -472,7 +485,10 @@ mod tests {
                 indexed.nodes_by_label(LIMIT_LABEL).unwrap(),
             )
             .unwrap();
-            for ni in indexed.nodes().filter(|n| n.node.labels.contains_key(LIMIT_LABEL)) {
+            for ni in indexed
+                .nodes()
+                .filter(|n| n.node.labels.contains_key(LIMIT_LABEL))
+            {
                 assert_eq!(
                     scanned.count(&snapshot, ni),
                     from_index.count(&indexed, ni),
@@ -518,7 +534,9 @@ mod tests {
         assert_eq!(TenantQuota.filter(&c, &base, a).code, Code::Unschedulable);
         let victim = snapshot.pod("v1").unwrap().clone();
         let mut fork = base.clone();
-        assert!(TenantQuota.remove_pod(&c, &mut fork, &victim, a).is_success());
+        assert!(TenantQuota
+            .remove_pod(&c, &mut fork, &victim, a)
+            .is_success());
         assert!(TenantQuota.filter(&c, &fork, a).is_success());
         assert_eq!(TenantQuota.filter(&c, &base, a).code, Code::Unschedulable);
         assert!(TenantQuota.add_pod(&c, &mut fork, &victim, a).is_success());

@@ -42,6 +42,8 @@ pub fn seeds() -> Vec<String> {
             }],
             node_local: true,
             signature: vec![pb::PodField::Tolerations as i32],
+            signature_node_pods: false,
+            signature_label_keys: Vec::new(),
             score_normalization: pb::ScoreNormalization::DefaultReverse as i32,
         }],
         max_batch_nodes: 512,

@@ -21,11 +21,20 @@ use crate::model::{Node, Pod};
 /// the queue keep their answers; more kinds than that start over.
 const MAX_SIGNATURES: usize = 4;
 
-/// The pod's signature over `fields` (as sidecars see the pod, `pb::Pod`; maps in
-/// key order): equal signatures mean the plugin cannot tell the pods apart.
-pub fn signature(pod: &Pod, fields: &[pb::PodField]) -> Vec<u8> {
+/// The pod's signature over `fields` and the values of the label keys `label_keys`
+/// (as sidecars see the pod, `pb::Pod`; maps in key order): equal signatures mean
+/// the plugin cannot tell the pods apart.
+pub fn signature(pod: &Pod, fields: &[pb::PodField], label_keys: &[String]) -> Vec<u8> {
     use pb::PodField as F;
     let mut out = Vec::new();
+    for k in label_keys {
+        put_str(&mut out, k);
+        match pod.spec.labels.get(k.as_str()) {
+            Some(v) => put_str(&mut out, v),
+            // Absent differs from empty.
+            None => put(&mut out, u64::MAX),
+        }
+    }
     // `NONE` alone: every pod is alike, and the pod need not be converted.
     if fields.iter().all(|f| *f == F::None) {
         for f in fields {
@@ -97,10 +106,19 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(s.as_bytes());
 }
 
+/// A node as an answer was given for it: its id, its Node object and its generation
+/// (which also moves when its pods change).
+pub type NodeKey = (u32, Arc<Node>, u64);
+
+/// Filter failures by index in a round.
+pub type Failures = Vec<(usize, Status)>;
+
 /// One node's answer for one signature.
 struct Answer {
     /// The Node object it was given for (held, so its address is never reused).
     node: Arc<Node>,
+    /// The node's generation then: checked for plugins whose answers read its pods.
+    generation: u64,
     /// `None`: the node passed Filter.
     failure: Option<Status>,
     /// The raw (un-normalised) score, once one was given.
@@ -120,16 +138,23 @@ pub struct Declared {
     pub filter: bool,
     /// The pod fields the plugin signs.
     pub fields: Arc<[pb::PodField]>,
+    /// The pod label keys it signs by value (sorted).
+    pub label_keys: Arc<[String]>,
     /// Scores may be reused and normalised here (a standard normalisation).
     pub scores: bool,
     pub normalization: i32,
     /// The plugin has a NormalizeScore (standard or not).
     pub normalize: bool,
+    /// The answers read the pods on the node too (`signature_node_pods`): one holds
+    /// only while the node's generation is unchanged, not just its Node object.
+    pub node_pods: bool,
 }
 
 impl Declared {
     pub fn of(info: Option<&pb::PluginInfo>, enabled: bool) -> Declared {
-        let Some(i) = info.filter(|i| enabled && !i.signature.is_empty() && i.node_local) else {
+        let Some(i) = info.filter(|i| {
+            enabled && !i.signature.is_empty() && (i.node_local || i.signature_node_pods)
+        }) else {
             return Declared::default();
         };
         // A field this scheduler does not know could tell pods apart: no reuse.
@@ -146,16 +171,25 @@ impl Declared {
         };
         fields.sort_unstable();
         fields.dedup();
+        // Label keys without node pods: not a declaration this scheduler trusts.
+        if !i.signature_label_keys.is_empty() && (!i.signature_node_pods || i.node_local) {
+            return Declared::default();
+        }
+        let mut label_keys = i.signature_label_keys.clone();
+        label_keys.sort_unstable();
+        label_keys.dedup();
         let standard = i.score_normalization != pb::ScoreNormalization::Custom as i32
             && pb::ScoreNormalization::try_from(i.score_normalization).is_ok();
         Declared {
             filter: true,
             fields: fields.into(),
+            label_keys: label_keys.into(),
             // Without a NormalizeScore raw scores are final; with a custom one only
             // the sidecar can normalise.
             scores: !i.normalize_score || standard,
             normalization: i.score_normalization,
             normalize: i.normalize_score,
+            node_pods: i.signature_node_pods,
         }
     }
 
@@ -214,10 +248,10 @@ impl AlikeAnswers {
         &mut self.signed[0]
     }
 
-    fn answer<'a>(s: &'a Signed, ni: &NodeInfo) -> Option<&'a Answer> {
+    fn answer<'a>(&self, s: &'a Signed, ni: &NodeInfo) -> Option<&'a Answer> {
         let a = s.answers.get(ni.id as usize)?.as_ref()?;
-        ni.node_arc()
-            .is_some_and(|n| Arc::ptr_eq(n, &a.node))
+        (ni.node_arc().is_some_and(|n| Arc::ptr_eq(n, &a.node))
+            && (!self.declared.node_pods || a.generation == ni.generation))
             .then_some(a)
     }
 
@@ -229,11 +263,38 @@ impl AlikeAnswers {
         let s = self.find(signature)?;
         let mut out = Vec::new();
         for (i, ni) in nodes.iter().enumerate() {
-            if let Some(f) = &Self::answer(s, ni)?.failure {
+            if let Some(f) = &self.answer(s, ni)?.failure {
                 out.push((i, f.clone()));
             }
         }
         Some(out)
+    }
+
+    /// For a round some of whose nodes have answers: the failures among those (by
+    /// index in `nodes`) and the indices of the nodes without one, which must be
+    /// asked. None when no node has an answer.
+    pub fn filter_partly(
+        &self,
+        signature: &[u8],
+        nodes: &[&NodeInfo],
+    ) -> Option<(Failures, Vec<usize>)> {
+        if !self.declared.filter {
+            return None;
+        }
+        let s = self.find(signature)?;
+        let mut failures = Vec::new();
+        let mut ask = Vec::new();
+        for (i, ni) in nodes.iter().enumerate() {
+            match self.answer(s, ni) {
+                Some(a) => {
+                    if let Some(f) = &a.failure {
+                        failures.push((i, f.clone()));
+                    }
+                }
+                None => ask.push(i),
+            }
+        }
+        (ask.len() < nodes.len()).then_some((failures, ask))
     }
 
     /// Whether every node has an answer (a lookahead need not be sent).
@@ -241,7 +302,7 @@ impl AlikeAnswers {
         self.declared.filter
             && self
                 .find(signature)
-                .is_some_and(|s| nodes.iter().all(|ni| Self::answer(s, ni).is_some()))
+                .is_some_and(|s| nodes.iter().all(|ni| self.answer(s, ni).is_some()))
     }
 
     /// Raw scores for `nodes` if every one has one.
@@ -252,7 +313,7 @@ impl AlikeAnswers {
         let s = self.find(signature)?;
         nodes
             .iter()
-            .map(|ni| Self::answer(s, ni).and_then(|a| a.raw_score))
+            .map(|ni| self.answer(s, ni).and_then(|a| a.raw_score))
             .collect()
     }
 
@@ -262,15 +323,16 @@ impl AlikeAnswers {
         &mut self,
         epoch: u64,
         signature: &[u8],
-        nodes: &[(u32, Arc<Node>)],
+        nodes: &[NodeKey],
         failures: &[(usize, Status)],
     ) {
         if Some(epoch) != self.epoch || !self.declared.filter {
             return;
         }
+        let node_pods = self.declared.node_pods;
         let s = self.entry(signature);
         let mut failed = failures.iter().peekable();
-        for (i, (id, node)) in nodes.iter().enumerate() {
+        for (i, (id, node, generation)) in nodes.iter().enumerate() {
             let failure = match failed.peek() {
                 Some((j, f)) if *j == i => {
                     failed.next();
@@ -281,10 +343,13 @@ impl AlikeAnswers {
             let slot = slot(&mut s.answers, *id);
             let raw_score = slot
                 .as_ref()
-                .filter(|a| Arc::ptr_eq(&a.node, node))
+                .filter(|a| {
+                    Arc::ptr_eq(&a.node, node) && (!node_pods || a.generation == *generation)
+                })
                 .and_then(|a| a.raw_score);
             *slot = Some(Answer {
                 node: node.clone(),
+                generation: *generation,
                 failure,
                 raw_score,
             });
@@ -297,16 +362,19 @@ impl AlikeAnswers {
         &mut self,
         epoch: u64,
         signature: &[u8],
-        nodes: impl Iterator<Item = &'a (u32, Arc<Node>)>,
+        nodes: impl Iterator<Item = &'a NodeKey>,
         raw: &[i64],
     ) {
         if Some(epoch) != self.epoch || !self.declared.scores {
             return;
         }
+        let node_pods = self.declared.node_pods;
         let s = self.entry(signature);
-        for ((id, node), &v) in nodes.zip(raw) {
+        for ((id, node, generation), &v) in nodes.zip(raw) {
             if let Some(Some(a)) = s.answers.get_mut(*id as usize) {
-                if Arc::ptr_eq(&a.node, node) && a.failure.is_none() {
+                let same =
+                    Arc::ptr_eq(&a.node, node) && (!node_pods || a.generation == *generation);
+                if same && a.failure.is_none() {
                     a.raw_score = Some(v);
                 }
             }
@@ -346,27 +414,33 @@ mod tests {
             .build();
         let c = pod("c").label("app", "x").toleration(tol("ssd")).build();
         let t = [F::Tolerations];
-        assert_eq!(signature(&a, &t), signature(&b, &t));
-        assert_ne!(signature(&a, &t), signature(&c, &t));
+        assert_eq!(signature(&a, &t, &[]), signature(&b, &t, &[]));
+        assert_ne!(signature(&a, &t, &[]), signature(&c, &t, &[]));
         let all = [F::Labels, F::Tolerations];
-        assert_ne!(signature(&a, &all), signature(&b, &all));
+        assert_ne!(signature(&a, &all, &[]), signature(&b, &all, &[]));
         let d = pod("d").label("app", "x").toleration(tol("gpu")).build();
-        assert_eq!(signature(&a, &all), signature(&d, &all));
+        assert_eq!(signature(&a, &all, &[]), signature(&d, &all, &[]));
         let e = pod("e")
             .label("app", "x")
             .toleration(tol("gpu"))
             .cpu(100)
             .build();
-        assert_ne!(signature(&a, &[F::Requests]), signature(&e, &[F::Requests]));
-        assert_eq!(signature(&a, &all), signature(&e, &all));
+        assert_ne!(
+            signature(&a, &[F::Requests], &[]),
+            signature(&e, &[F::Requests], &[])
+        );
+        assert_eq!(signature(&a, &all, &[]), signature(&e, &all, &[]));
         // NONE: a plugin that reads no field of the pod sees every pod alike, and
         // with other fields it adds nothing to them.
         for x in [&b, &c, &d, &e] {
-            assert_eq!(signature(&a, &[F::None]), signature(x, &[F::None]));
+            assert_eq!(
+                signature(&a, &[F::None], &[]),
+                signature(x, &[F::None], &[])
+            );
         }
         assert_ne!(
-            signature(&a, &[F::None, F::Tolerations]),
-            signature(&c, &[F::None, F::Tolerations])
+            signature(&a, &[F::None, F::Tolerations], &[]),
+            signature(&c, &[F::None, F::Tolerations], &[])
         );
         let info = pb::PluginInfo {
             node_local: true,
@@ -388,6 +462,8 @@ mod tests {
             scores: true,
             normalization: pb::ScoreNormalization::DefaultReverse as i32,
             normalize: true,
+            node_pods: false,
+            label_keys: Arc::new([]),
         });
         let n1 = node("n1").build();
         let n2 = node("n2").build();
@@ -395,16 +471,19 @@ mod tests {
         i1.id = 0;
         let mut i2 = NodeInfo::new(n2.clone());
         i2.id = 1;
-        let sig = signature(&pod("p").build(), &fields);
+        let sig = signature(&pod("p").build(), &fields, &[]);
         assert!(a.filter(&sig, &[&i1, &i2]).is_none(), "nothing kept yet");
         let rejected = Status::unresolvable("node(s) had untolerated taint(s)");
         a.keep_filter(
             1,
             &sig,
-            &[(0, n1.clone()), (1, n2.clone())],
+            &[
+                (0, n1.clone(), i1.generation),
+                (1, n2.clone(), i2.generation),
+            ],
             &[(1, rejected)],
         );
-        a.keep_scores(1, &sig, [(0, n1.clone())].iter(), &[3]);
+        a.keep_scores(1, &sig, [(0, n1.clone(), i1.generation)].iter(), &[3]);
         // A pod placed on n1 changes its NodeInfo, not its Node object.
         i1.add_pod(pod("q").node("n1").build());
         let got = a.filter(&sig, &[&i1, &i2]).expect("reused");
@@ -419,18 +498,87 @@ mod tests {
             effect: None,
             toleration_seconds: None,
         };
-        let other = signature(&pod("r").toleration(gpu).build(), &fields);
+        let other = signature(&pod("r").toleration(gpu).build(), &fields, &[]);
         assert!(a.filter(&other, &[&i1]).is_none());
         i1.set_node(node("n1").label("zone", "b").build());
         assert!(a.filter(&sig, &[&i1]).is_none());
         assert!(a.filter(&sig, &[&i2]).is_some());
         a.on_epoch(2, Declared::default);
         assert!(a.filter(&sig, &[&i2]).is_none());
-        a.keep_filter(1, &sig, &[(1, n2.clone())], &[]);
+        a.keep_filter(1, &sig, &[(1, n2.clone(), i2.generation)], &[]);
         assert!(
             a.filter(&sig, &[&i2]).is_none(),
             "a reply from the old connection"
         );
+    }
+
+    /// A plugin whose answers read the pods on the node (`signature_node_pods`, a
+    /// quota): a pod placed on a node voids that node's answer, and a round is then
+    /// answered partly, the changed node asked again.
+    #[test]
+    fn answers_reading_node_pods_hold_while_the_node_generation_does() {
+        use crate::testing::node;
+        let info = pb::PluginInfo {
+            signature: vec![pb::PodField::None as i32],
+            signature_label_keys: vec!["tenant".into()],
+            signature_node_pods: true,
+            extension_points: vec![pb::ExtensionPoint::PreFilter as i32],
+            ..Default::default()
+        };
+        let declared = Declared::of(Some(&info), true);
+        assert!(
+            declared.filter && declared.node_pods,
+            "declared without node_local"
+        );
+        let mut a = AlikeAnswers::default();
+        a.on_epoch(1, || declared.clone());
+        let infos: Vec<NodeInfo> = (0..3)
+            .map(|i| {
+                let mut ni = NodeInfo::new(node(&format!("n{i}")).build());
+                ni.id = i;
+                ni
+            })
+            .collect();
+        let keys: Vec<NodeKey> = infos
+            .iter()
+            .map(|ni| (ni.id, ni.node_arc().unwrap().clone(), ni.generation))
+            .collect();
+        let sign = |p: &Pod| signature(p, &declared.fields, &declared.label_keys);
+        let sig = sign(&pod("p").label("tenant", "t").label("other", "1").build());
+        assert_eq!(
+            sig,
+            sign(&pod("p2").label("tenant", "t").label("other", "2").build()),
+            "only the listed key is signed"
+        );
+        assert_ne!(sig, sign(&pod("p3").label("tenant", "").build()));
+        assert_ne!(
+            sign(&pod("p4").build()),
+            sign(&pod("p3").label("tenant", "").build())
+        );
+        let full = Status::unschedulable("node(s) exceeded the pod quota of tenant t");
+        a.keep_filter(1, &sig, &keys, &[(2, full.clone())]);
+        let round: Vec<&NodeInfo> = infos.iter().collect();
+        assert_eq!(a.filter(&sig, &round), Some(vec![(2, full.clone())]));
+        // A pod lands on n0: its answer no longer holds.
+        let mut n0 = infos[0].clone();
+        n0.add_pod(pod("q").label("tenant", "t").node("n0").build());
+        let round = [&n0, &infos[1], &infos[2]];
+        assert!(a.filter(&sig, &round).is_none());
+        assert!(!a.covers(&sig, &round));
+        let (failures, ask) = a.filter_partly(&sig, &round).expect("partly answered");
+        assert_eq!(failures, vec![(2, full)]);
+        assert_eq!(ask, vec![0]);
+        // Without node_pods (answers read the Node object only) it still holds.
+        let mut b = AlikeAnswers::default();
+        b.on_epoch(1, || Declared {
+            node_pods: false,
+            ..declared.clone()
+        });
+        b.keep_filter(1, &sig, &keys, &[]);
+        assert_eq!(b.filter(&sig, &round), Some(vec![]));
+        // Nothing kept for another signature: nothing to answer partly.
+        let other = sign(&pod("r").label("tenant", "u").build());
+        assert!(a.filter_partly(&other, &round).is_none());
     }
 
     #[test]

@@ -148,6 +148,10 @@ pub struct RemoteReport {
     /// Filter rounds and Score calls answered with answers reused for alike pods
     /// (plugins that declare pod signatures), without a call.
     pub alike_reused: u64,
+    /// Filter rounds answered partly from alike pods' answers, a call asking for the
+    /// round's changed nodes only (plugins whose answers read the node's pods).
+    #[serde(default)]
+    pub alike_partly: u64,
     /// Replies to no outstanding call (late after a timeout, or a flooding sidecar).
     pub stray_replies: u64,
     /// The last call error or connection loss (plugin, extension point, why).
@@ -173,6 +177,7 @@ impl RemoteReport {
             lookahead_hits: s.lookahead_hits.load(Relaxed),
             lookahead_misses: s.lookahead_misses.load(Relaxed),
             alike_reused: s.alike_reused.load(Relaxed),
+            alike_partly: s.alike_partly.load(Relaxed),
             stray_replies: s.stray_replies.load(Relaxed),
             last_error: s.last_error.lock().map(|e| e.clone()).unwrap_or_default(),
         }
@@ -585,7 +590,7 @@ impl Report {
         for r in &self.remote {
             let _ = writeln!(
                 s,
-                "Sidecar {} ({}): {} calls, {} errors, {} reconnects, {} KiB sent, {} KiB received, lookahead {} used / {} dropped, {} answered from alike pods' answers",
+                "Sidecar {} ({}): {} calls, {} errors, {} reconnects, {} KiB sent, {} KiB received, lookahead {} used / {} dropped, {} answered from alike pods' answers ({} partly)",
                 r.endpoint,
                 r.plugins.join(", "),
                 r.calls,
@@ -595,7 +600,8 @@ impl Report {
                 r.bytes_received / 1024,
                 r.lookahead_hits,
                 r.lookahead_misses,
-                r.alike_reused
+                r.alike_reused,
+                r.alike_partly
             );
             if r.stray_replies > 0 {
                 let _ = writeln!(s, "  {} replies to no outstanding call", r.stray_replies);

@@ -30,6 +30,8 @@ impl Shared {
                 events: p.events(),
                 node_local: p.node_local(),
                 signature: p.signature().into_iter().map(|f| f as i32).collect(),
+                signature_node_pods: p.signature_node_pods(),
+                signature_label_keys: p.signature_label_keys(),
                 score_normalization: p
                     .as_score()
                     .map_or(pb::ScoreNormalization::Custom, |s| s.score_normalization())

@@ -109,6 +109,9 @@ pub struct EndpointStats {
     pub lookahead_misses: AtomicU64,
     /// Filter rounds and Score calls answered with answers reused for alike pods.
     pub alike_reused: AtomicU64,
+    /// Filter rounds answered partly so (plugins whose answers read the node's pods):
+    /// a call asked for the changed nodes only.
+    pub alike_partly: AtomicU64,
     /// Replies to no outstanding call (late, unknown id, or flooding).
     pub stray_replies: AtomicU64,
     /// The last call error or connection loss, as reported.

@@ -93,13 +93,7 @@ impl RemotePlugin {
         // What-if items are never kept: their answers are not the node's own.
         let fill = alike
             .filter(|_| deltas.is_empty())
-            .and_then(|(epoch, sig)| {
-                Fill::new(
-                    epoch,
-                    sig,
-                    nodes.iter().map(|n| (n.id, n.node_arc().cloned())),
-                )
-            });
+            .and_then(|(epoch, sig)| Fill::new(epoch, sig, nodes.iter().copied()));
         let raw_scores = fill.is_some() && score_first > 0 && {
             let d = self.declared();
             d.scores && d.normalize
@@ -141,6 +135,7 @@ impl RemotePlugin {
             ignored: Some(state.ignored.clone()),
             reused: None,
             fill,
+            partial: None,
         })
     }
 }
@@ -168,6 +163,15 @@ pub(super) struct RemoteFilterCall {
     pub(super) reused: Option<Vec<(usize, Status)>>,
     /// Keep the reply for alike pods.
     pub(super) fill: Option<Fill>,
+    /// The call asks for part of the round, the rest answered from alike pods.
+    pub(super) partial: Option<Partial>,
+}
+
+/// A round answered partly from alike pods' answers: the call asks for the nodes at
+/// `at` (indices in the round, ascending); `reused` are the other nodes' failures.
+pub(super) struct Partial {
+    pub(super) at: Vec<usize>,
+    pub(super) reused: Vec<(usize, Status)>,
 }
 
 impl RemoteFilterCall {
@@ -229,6 +233,12 @@ impl RemoteFilterCall {
         }
         if let Some((cycle, ids, first)) = self.ahead.take() {
             self.keep_ahead(cycle, ids, first, &out, r.score);
+        }
+        if let Some(p) = self.partial.take() {
+            let mut all = p.reused;
+            all.extend(out.into_iter().map(|(i, s)| (p.at[i], s)));
+            all.sort_by_key(|(i, _)| *i);
+            return Ok(all);
         }
         Ok(out)
     }
@@ -446,6 +456,7 @@ impl BatchFilter for RemotePlugin {
                     ignored: None,
                     reused: Some(failures),
                     fill: None,
+                    partial: None,
                 }));
             }
         }
@@ -461,10 +472,34 @@ impl BatchFilter for RemotePlugin {
                 ignored: None,
                 reused: None,
                 fill: None,
+                partial: None,
             })
         };
         if absent {
             return Ok(passes());
+        }
+        // Some nodes answered for alike pods: ask for the others only. Not with a
+        // score-ahead, which covers the whole round.
+        let partly = alike
+            .as_ref()
+            .filter(|_| !self.implements(pb::ExtensionPoint::Score))
+            .and_then(|(_, sig)| self.meta.alike.lock().ok()?.filter_partly(sig, nodes));
+        if let Some((reused, at)) = partly {
+            let ask: Vec<&NodeInfo> = at.iter().map(|&i| nodes[i]).collect();
+            let call = self.start_filter_call(state, &ask, None, from_snapshot, false, alike);
+            let stats = &self.ep().inner.stats;
+            stats.alike_partly.fetch_add(1, Ordering::Relaxed);
+            return match call {
+                Ok(mut c) => {
+                    c.partial = Some(Partial { at, reused });
+                    Ok(Box::new(c))
+                }
+                Err(s) if self.meta.policy() == FailurePolicy::Ignore => {
+                    self.meta.ignored(&state.ignored, "Filter", &s);
+                    Ok(passes())
+                }
+                Err(s) => Err(s),
+            };
         }
         match self.start_filter_call(state, nodes, ahead, from_snapshot, false, alike) {
             Ok(c) => Ok(Box::new(c)),

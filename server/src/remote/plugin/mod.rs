@@ -21,7 +21,7 @@ use std::time::Duration;
 use smallvec::SmallVec;
 use switchyard_proto::v1 as pb;
 
-use super::alike::{self, AlikeAnswers, Declared};
+use super::alike::{self, AlikeAnswers, Declared, NodeKey};
 use super::client::{BatchReply, Outbound, Pending, Reply, Streams};
 use super::error::{CallError, RemoteError};
 use super::replicate::Replicator;
@@ -31,7 +31,7 @@ use crate::framework::cycle_state::IgnoredCalls;
 use crate::framework::events::ClusterEventWithHint;
 use crate::framework::interface::*;
 use crate::framework::{Code, CycleState, NodeInfo, Status};
-use crate::model::{Node, Pod, PodSpec};
+use crate::model::{Pod, PodSpec};
 use filter::RemoteFilterCall;
 pub use hooks::EndpointHooks;
 use hooks::{LookaheadCall, LookaheadCalls, RemoteCycle, RemoteCycles};

@@ -34,7 +34,7 @@ impl RemotePlugin {
 pub(super) fn keep_raw_scores<'a>(
     meta: &Meta,
     fill: &Fill,
-    scored: impl Iterator<Item = &'a (u32, Arc<Node>)>,
+    scored: impl Iterator<Item = &'a NodeKey>,
     scores: &mut [i64],
     normalized: bool,
 ) -> bool {
@@ -324,13 +324,9 @@ impl BatchScore for RemotePlugin {
                     }
                 }
             }
-            let fill = alike.filter(|_| declared.scores).and_then(|(epoch, sig)| {
-                Fill::new(
-                    epoch,
-                    sig,
-                    nodes.iter().map(|n| (n.id, n.node_arc().cloned())),
-                )
-            });
+            let fill = alike
+                .filter(|_| declared.scores)
+                .and_then(|(epoch, sig)| Fill::new(epoch, sig, nodes.iter().map(|n| &**n)));
             let ids: Vec<u32> = nodes.iter().map(|n| n.id).collect();
             let (span, traceparent) = self.call_trace(state, "Score", nodes.len());
             if with_pre_score {

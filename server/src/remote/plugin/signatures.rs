@@ -17,21 +17,21 @@ pub(super) struct SignedPod {
 pub(super) const SIGNATURES_KEPT: usize = 8;
 
 /// What a reply that may be reused for alike pods needs to be kept: the connection,
-/// the pod's signature, and the batch's nodes (id and object) in order.
+/// the pod's signature, and the batch's nodes (id, object, generation) in order.
 pub(super) struct Fill {
     pub(super) epoch: u64,
     pub(super) signature: Arc<[u8]>,
-    pub(super) nodes: Vec<(u32, Arc<Node>)>,
+    pub(super) nodes: Vec<NodeKey>,
 }
 
 impl Fill {
-    pub(super) fn new(
+    pub(super) fn new<'a>(
         epoch: u64,
         signature: Arc<[u8]>,
-        nodes: impl Iterator<Item = (u32, Option<Arc<Node>>)>,
+        nodes: impl Iterator<Item = &'a NodeInfo>,
     ) -> Option<Fill> {
         let nodes = nodes
-            .map(|(id, n)| n.map(|n| (id, n)))
+            .map(|n| n.node_arc().map(|a| (n.id, a.clone(), n.generation)))
             .collect::<Option<Vec<_>>>()?;
         Some(Fill {
             epoch,
@@ -58,7 +58,7 @@ impl RemotePlugin {
             if !a.declared.filter {
                 return None;
             }
-            a.declared.fields.clone()
+            (a.declared.fields.clone(), a.declared.label_keys.clone())
         };
         let mut memo = self.meta.signatures.lock().ok()?;
         if let Some(m) = memo.iter().rev().find(|m| {
@@ -69,7 +69,7 @@ impl RemotePlugin {
         }) {
             return Some((epoch, m.signature.clone()));
         }
-        let signature: Arc<[u8]> = alike::signature(pod, &fields).into();
+        let signature: Arc<[u8]> = alike::signature(pod, &fields.0, &fields.1).into();
         if memo.len() == SIGNATURES_KEPT {
             memo.remove(0);
         }

@@ -1,0 +1,108 @@
+//! Alike pods for a plugin whose answers read the node's pods (`signature_node_pods`):
+//! the TenantQuota sidecar signs its tenant label, so a Filter answer holds for every
+//! pod of the tenant until the node's pods change, and a round asks only for the
+//! nodes that did. Checked end to end against the real `switchyard-quota` sidecar on
+//! a cluster where the quota rejects (nodes that take one or two pods per tenant fill
+//! up, two tenants interleave): every placement is the one the same sidecar gives
+//! when no answer is reused.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use switchyard::plugins::in_tree_registry;
+use switchyard::simulate::{self, SimulateOptions};
+
+fn run(reuse: bool) -> simulate::Report {
+    let sidecar =
+        switchyard_e2e::start_sidecar("switchyard-quota", &format!("quota-reuse-{reuse}"), &[]);
+    let mut config = switchyard::config::SchedulerConfig::default_config();
+    let mut ep = switchyard::remote::EndpointConfig::new(0, &sidecar.endpoint).expect("endpoint");
+    ep.plugins = vec!["TenantQuota".into()];
+    ep.auto_enable = true;
+    ep.reuse_alike_pods = reuse;
+    ep.timeout = Duration::from_secs(5);
+    config.remote_plugins.push(ep);
+    let opts = SimulateOptions {
+        workload: Some(switchyard_e2e::workspace_root().join("tests/fixtures/quota/workload.yaml")),
+        workload_name: Some("Quota/600Nodes".into()),
+        scheduler_config: Some(config),
+        seed: 11,
+        timeout: Duration::from_secs(120),
+        ..SimulateOptions::default()
+    };
+    let r = simulate::run(&opts, &in_tree_registry()).expect("simulate");
+    drop(sidecar);
+    r
+}
+
+fn placements(r: &simulate::Report) -> BTreeMap<String, Option<String>> {
+    r.pods
+        .iter()
+        .map(|p| (format!("{}/{}", p.namespace, p.name), p.node.clone()))
+        .collect()
+}
+
+#[test]
+fn quota_answers_reused_for_the_tenants_pods_change_no_placement() {
+    let asked = run(false);
+    let reused = run(true);
+    for r in [&asked, &reused] {
+        assert!(r.invariants.ok, "{:?}", r.invariants);
+        assert_eq!(r.summary.bound, 1600, "{:?}", r.summary);
+        let [ep] = &r.remote[..] else {
+            panic!("one sidecar: {:?}", r.remote);
+        };
+        assert_eq!(ep.errors, 0, "{ep:?}");
+        assert_eq!(ep.stray_replies, 0, "{ep:?}");
+    }
+    let (a, b) = (&asked.remote[0], &reused.remote[0]);
+    assert_eq!(a.alike_reused + a.alike_partly, 0, "{a:?}");
+    // After the first pods of each tenant, rounds ask for the nodes whose pods
+    // changed only (or for none).
+    assert!(
+        b.alike_reused + b.alike_partly >= 1000,
+        "reused {} whole rounds and {} partly ({b:?})",
+        b.alike_reused,
+        b.alike_partly
+    );
+    assert!(
+        b.bytes_sent * 2 < a.bytes_sent,
+        "{} bytes sent with reuse, {} without",
+        b.bytes_sent,
+        a.bytes_sent
+    );
+    let (x, y) = (placements(&asked), placements(&reused));
+    let differ: Vec<_> = x
+        .iter()
+        .filter(|(k, v)| y.get(*k) != Some(v))
+        .take(5)
+        .collect();
+    assert!(differ.is_empty(), "placements differ, e.g. {differ:?}");
+    assert_eq!(x.len(), y.len());
+    // Limited nodes hold at most their limit of each tenant, and the quota did
+    // reject: the nodes taking one pod per tenant are full.
+    let mut per: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    for (pod, node) in &x {
+        let (Some(node), Some(tenant)) = (node, pod.split('/').nth(1)) else {
+            continue;
+        };
+        let tenant = tenant.split('-').next().unwrap_or_default();
+        *per.entry((node.as_str(), tenant)).or_default() += 1;
+    }
+    for ((node, tenant), n) in &per {
+        let limit = match node.split('-').next() {
+            Some("limit1") => 1,
+            Some("limit2") => 2,
+            _ => continue,
+        };
+        assert!(
+            *tenant == "untenanted" || *n <= limit,
+            "{n} pods of {tenant} on {node}"
+        );
+    }
+    let one_full = per
+        .iter()
+        .filter(|((node, tenant), _)| node.starts_with("limit1-") && *tenant == "acme")
+        .count();
+    assert_eq!(one_full, 200, "every node taking one acme pod holds one");
+}
