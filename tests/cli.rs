@@ -226,6 +226,26 @@ fn bad_config_is_rejected_at_start_up() {
         "{err}"
     );
     assert!(err.contains("NoSuchPlugin"), "{err}");
+    // Said once, with where a sidecar's plugins come from.
+    assert_eq!(err.matches("does not exist").count(), 1, "{err}");
+    assert!(err.contains("no sidecar was reached"), "{err}");
+    assert!(
+        err.contains("remotePlugins") && err.contains("--sidecar CMD"),
+        "{err}"
+    );
+    // With a sidecar reached, the error names it and what it serves.
+    let quota = binary("switchyard-quota").display().to_string();
+    let out = switchyard(&[
+        "simulate",
+        "--config",
+        f.to_str().unwrap(),
+        "--sidecar",
+        &quota,
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("sidecars reached: unix://"), "{err}");
+    assert!(err.contains("serves TenantQuota"), "{err}");
 }
 
 #[test]

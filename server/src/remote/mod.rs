@@ -77,6 +77,8 @@ pub fn register(
             }
         };
         let hooks = Arc::new(plugin::EndpointHooks::new(ep.clone()));
+        let names: Vec<&str> = infos.iter().map(|(n, _)| n.as_str()).collect();
+        registry.add_source(format!("{} serves {}", cfg.endpoint, names.join(", ")));
         for (name, info) in infos {
             if registry.contains(&name) {
                 return Err(SetupError::AlreadyRegistered {

@@ -129,13 +129,14 @@ impl InFlight {
 /// Errors building a scheduler from configuration.
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
-    #[error("{file}: profiles[{index}] ({name}): {source}")]
+    /// The profile's error is part of this message, not a separate source, so a
+    /// printed error chain says it once.
+    #[error("{file}: profiles[{index}] ({name}): {error}")]
     Profile {
         file: String,
         index: usize,
         name: String,
-        #[source]
-        source: crate::framework::ProfileError,
+        error: crate::framework::ProfileError,
     },
     #[error("cannot start the scheduling thread pool: {0}")]
     Pool(String),
@@ -160,12 +161,12 @@ impl Scheduler {
                 volumes.clone(),
             ));
             handles.push(handle.clone());
-            let fw = Framework::new(p, registry, handle.clone()).map_err(|source| {
+            let fw = Framework::new(p, registry, handle.clone()).map_err(|error| {
                 BuildError::Profile {
                     file: config.source.clone(),
                     index: i,
                     name: p.scheduler_name.clone(),
-                    source,
+                    error,
                 }
             })?;
             profiles.insert(Arc::from(p.scheduler_name.as_str()), Arc::new(fw));

@@ -13,8 +13,13 @@ type Instances = HashMap<String, Arc<dyn Plugin>>;
 /// Why a profile could not be built, worded as upstream `NewFramework` words it.
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
-    #[error("plugin {name:?} does not exist; known plugins: {known}")]
-    UnknownPlugin { name: String, known: String },
+    #[error("plugin {name:?} does not exist; known plugins: {known}; {sidecars}. A plugin a sidecar serves is known once the sidecar is reached: add its endpoint to remotePlugins in the configuration, or pass --plugin-endpoint ENDPOINT or --sidecar CMD to simulate")]
+    UnknownPlugin {
+        name: String,
+        known: String,
+        /// The sidecars reached and their plugins, or that none was.
+        sidecars: String,
+    },
     #[error("initializing plugin {name:?}: {source}")]
     Init {
         name: String,
@@ -162,6 +167,10 @@ fn instantiate_plugins(
             .ok_or_else(|| ProfileError::UnknownPlugin {
                 name: name.to_string(),
                 known: registry.names().collect::<Vec<_>>().join(", "),
+                sidecars: match registry.sources() {
+                    [] => "no sidecar was reached".into(),
+                    s => format!("sidecars reached: {}", s.join("; ")),
+                },
             })?;
         let args = profile.plugin_args.get(name);
         let p = factory(args, handle).map_err(|source| ProfileError::Init {

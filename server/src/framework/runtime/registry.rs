@@ -101,9 +101,22 @@ pub type PluginFactory = Arc<
 #[derive(Clone, Default)]
 pub struct Registry {
     factories: BTreeMap<String, PluginFactory>,
+    /// Where plugins beyond the built-in ones came from (the sidecars reached, with
+    /// the plugins each serves), for the error naming a plugin nobody serves.
+    sources: Vec<String>,
 }
 
 impl Registry {
+    /// Notes where some of the registered plugins come from (e.g. a sidecar's
+    /// endpoint and its plugins).
+    pub fn add_source(&mut self, source: String) {
+        self.sources.push(source);
+    }
+
+    pub fn sources(&self) -> &[String] {
+        &self.sources
+    }
+
     pub fn register(&mut self, name: &str, factory: PluginFactory) {
         self.factories.insert(name.to_string(), factory);
     }
