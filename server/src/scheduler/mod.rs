@@ -136,7 +136,7 @@ pub enum BuildError {
         file: String,
         index: usize,
         name: String,
-        error: crate::framework::ProfileError,
+        error: Box<crate::framework::ProfileError>,
     },
     #[error("cannot start the scheduling thread pool: {0}")]
     Pool(String),
@@ -166,7 +166,7 @@ impl Scheduler {
                     file: config.source.clone(),
                     index: i,
                     name: p.scheduler_name.clone(),
-                    error,
+                    error: Box::new(error),
                 }
             })?;
             profiles.insert(Arc::from(p.scheduler_name.as_str()), Arc::new(fw));

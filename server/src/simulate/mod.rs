@@ -212,20 +212,20 @@ pub fn run(opts: &SimulateOptions, registry: &Registry) -> Result<Report, Simula
         .checked_add(opts.timeout)
         .unwrap_or(started + Duration::from_secs(31_536_000));
     let result = (|| -> Result<(), SimulateError> {
-        wait_settled(&sched, &cluster, opts.timeout, stuck, &mut progress)?;
+        wait_settled(&sched, &cluster, opts.timeout, &stuck, &mut progress)?;
         if let Some(w) = &workload {
             run_ops(
                 w,
                 &cluster,
                 &sched,
                 opts,
-                stuck,
+                stuck.clone(),
                 run_deadline,
                 &mut progress,
                 &mut measuring,
             )?;
         }
-        wait_settled(&sched, &cluster, opts.timeout, stuck, &mut progress)
+        wait_settled(&sched, &cluster, opts.timeout, &stuck, &mut progress)
     })();
     let elapsed = started.elapsed();
     progress.finish();

@@ -41,7 +41,7 @@ pub(super) fn run_ops(
 }
 
 /// What every op of a run shares: when to call it settled, and when to give up.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub(super) struct OpsContext {
     pub(super) stuck: StuckRule,
     pub(super) deadline: Instant,
@@ -147,14 +147,14 @@ pub(super) fn run_ops_inner(
                     cluster.create_pod(p).map_err(|e| op_err(e.to_string()))?;
                 }
                 if !*skip_wait {
-                    wait_settled(sched, cluster, opts.timeout, ctx.stuck, progress)?;
+                    wait_settled(sched, cluster, opts.timeout, &ctx.stuck, progress)?;
                 }
                 if *collect_metrics {
                     let bound = bound_since(cluster, since, std::slice::from_ref(namespace));
                     measured.record(mark, bound);
                 }
             }
-            Op::Barrier => wait_settled(sched, cluster, opts.timeout, ctx.stuck, progress)?,
+            Op::Barrier => wait_settled(sched, cluster, opts.timeout, &ctx.stuck, progress)?,
             Op::Sleep(d) => {
                 // A sleep never outlasts the run's --timeout.
                 let left = ctx.deadline.saturating_duration_since(Instant::now());
@@ -203,7 +203,7 @@ pub(super) fn run_ops_inner(
                 window = Some((measured.mark(), cluster.next_order(), namespaces));
             }
             Op::StopCollectingMetrics => {
-                wait_settled(sched, cluster, opts.timeout, ctx.stuck, progress)?;
+                wait_settled(sched, cluster, opts.timeout, &ctx.stuck, progress)?;
                 if let Some((mark, since, namespaces)) = window.take() {
                     let pods = bound_since(cluster, since, namespaces);
                     measured.record(mark, pods);

@@ -2,30 +2,39 @@
 //! unschedulable with nothing left that could requeue it), with a progress line.
 
 use super::*;
+use std::sync::Mutex;
 
 /// How a simulation decides that pods retrying after errors cannot make progress.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct StuckRule {
     /// Consecutive errors every erroring pod must have had.
     pub errors: u32,
     /// How long nothing else may have happened meanwhile.
     pub quiet: Duration,
+    /// Since when only erroring pods are left, and the bound count then. Kept across
+    /// a workload's ops: pods a later op creates that fail as the earlier ones did
+    /// (a sidecar still down) settle once they have their errors, without waiting
+    /// out the quiet period again.
+    since: Arc<Mutex<Option<(Instant, u64)>>>,
 }
 
 impl StuckRule {
     /// In process an error repeats as long as the cluster does not change (no nodes, a
     /// plugin that fails on this pod): two in a row settle it. A sidecar may come back,
-    /// so with sidecars it takes three errors each and 5 s without any other progress.
+    /// so with sidecars it takes three errors each and 5 s without any other progress
+    /// (counted from when only erroring pods were left).
     pub fn for_run(with_sidecars: bool) -> Self {
         if with_sidecars {
             StuckRule {
                 errors: 3,
                 quiet: Duration::from_secs(5),
+                since: Arc::default(),
             }
         } else {
             StuckRule {
                 errors: 2,
                 quiet: Duration::ZERO,
+                since: Arc::default(),
             }
         }
     }
@@ -39,7 +48,7 @@ pub(super) fn wait_settled(
     sched: &Arc<Scheduler>,
     cluster: &EmbeddedCluster,
     timeout: Duration,
-    stuck: StuckRule,
+    stuck: &StuckRule,
     progress: &mut Progress,
 ) -> Result<(), SimulateError> {
     let now = Instant::now();
@@ -47,7 +56,12 @@ pub(super) fn wait_settled(
         .checked_add(timeout)
         .unwrap_or(now + Duration::from_secs(31_536_000));
     let mut idle_since: Option<Instant> = None;
-    let mut stuck_since: Option<(Instant, u64)> = None;
+    let mut stuck_since = stuck.since.lock().map(|g| *g).unwrap_or(None);
+    let keep = |since: Option<(Instant, u64)>| {
+        if let Ok(mut g) = stuck.since.lock() {
+            *g = since;
+        }
+    };
     loop {
         let terminating = cluster.advance();
         let p = sched.queue.pending();
@@ -59,6 +73,7 @@ pub(super) fn wait_settled(
             match idle_since {
                 Some(t) if t.elapsed() >= Duration::from_millis(3) => {
                     if terminating == 0 {
+                        keep(None);
                         return Ok(());
                     }
                     cluster.finish_next_termination();
@@ -71,19 +86,16 @@ pub(super) fn wait_settled(
             idle_since = None;
         }
         let bound = sched.stats.bound.load(std::sync::atomic::Ordering::Relaxed);
-        let only_errors_left = quiet
-            && terminating == 0
-            && p.backoff == p.errored
-            && p.errored > 0
-            && p.min_consecutive_errors >= stuck.errors;
+        let only_errors_left = quiet && terminating == 0 && p.backoff == p.errored && p.errored > 0;
         if only_errors_left {
             match stuck_since {
                 Some((t, b)) if b == bound => {
-                    if t.elapsed() >= stuck.quiet {
+                    if p.min_consecutive_errors >= stuck.errors && t.elapsed() >= stuck.quiet {
                         tracing::info!(
                             pods = p.errored,
                             "settled: every pod left fails with an error at each attempt"
                         );
+                        keep(stuck_since);
                         return Ok(());
                     }
                 }
