@@ -4,7 +4,9 @@
 //! nodes that did. Checked end to end against the real `switchyard-quota` sidecar on
 //! a cluster where the quota rejects (nodes that take one or two pods per tenant fill
 //! up, two tenants interleave): every placement is the one the same sidecar gives
-//! when no answer is reused.
+//! when no answer is reused. The pod's first Filter round goes out right behind its
+//! PreFilter (`filter-after-pre-filter`), one round trip for both, and changes no
+//! placement either: a sidecar without the capability places every pod alike.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -12,9 +14,17 @@ use std::time::Duration;
 use switchyard::plugins::in_tree_registry;
 use switchyard::simulate::{self, SimulateOptions};
 
-fn run(reuse: bool) -> simulate::Report {
-    let sidecar =
-        switchyard_e2e::start_sidecar("switchyard-quota", &format!("quota-reuse-{reuse}"), &[]);
+fn run(reuse: bool, capabilities: bool) -> simulate::Report {
+    let env: &[(&str, &str)] = if capabilities {
+        &[]
+    } else {
+        &[("SWITCHYARD_PLUGIN_CAPABILITIES", "off")]
+    };
+    let sidecar = switchyard_e2e::start_sidecar(
+        "switchyard-quota",
+        &format!("quota-reuse-{reuse}-{capabilities}"),
+        env,
+    );
     let mut config = switchyard::config::SchedulerConfig::default_config();
     let mut ep = switchyard::remote::EndpointConfig::new(0, &sidecar.endpoint).expect("endpoint");
     ep.plugins = vec!["TenantQuota".into()];
@@ -44,9 +54,10 @@ fn placements(r: &simulate::Report) -> BTreeMap<String, Option<String>> {
 
 #[test]
 fn quota_answers_reused_for_the_tenants_pods_change_no_placement() {
-    let asked = run(false);
-    let reused = run(true);
-    for r in [&asked, &reused] {
+    let asked = run(false, true);
+    let reused = run(true, true);
+    let plain = run(true, false);
+    for r in [&asked, &reused, &plain] {
         assert!(r.invariants.ok, "{:?}", r.invariants);
         assert_eq!(r.summary.bound, 1600, "{:?}", r.summary);
         let [ep] = &r.remote[..] else {
@@ -55,8 +66,13 @@ fn quota_answers_reused_for_the_tenants_pods_change_no_placement() {
         assert_eq!(ep.errors, 0, "{ep:?}");
         assert_eq!(ep.stray_replies, 0, "{ep:?}");
     }
-    let (a, b) = (&asked.remote[0], &reused.remote[0]);
+    let (a, b, c) = (&asked.remote[0], &reused.remote[0], &plain.remote[0]);
     assert_eq!(a.alike_reused + a.alike_partly, 0, "{a:?}");
+    // Most first rounds went out behind their PreFilter, and were used; none
+    // without the capability.
+    assert!(a.filter_behind_pre_filter >= 1000, "{a:?}");
+    assert!(b.filter_behind_pre_filter >= 500, "{b:?}");
+    assert_eq!(c.filter_behind_pre_filter, 0, "{c:?}");
     // After the first pods of each tenant, rounds ask for the nodes whose pods
     // changed only (or for none).
     assert!(
@@ -71,14 +87,17 @@ fn quota_answers_reused_for_the_tenants_pods_change_no_placement() {
         b.bytes_sent,
         a.bytes_sent
     );
-    let (x, y) = (placements(&asked), placements(&reused));
-    let differ: Vec<_> = x
-        .iter()
-        .filter(|(k, v)| y.get(*k) != Some(v))
-        .take(5)
-        .collect();
-    assert!(differ.is_empty(), "placements differ, e.g. {differ:?}");
-    assert_eq!(x.len(), y.len());
+    let x = placements(&asked);
+    for other in [&reused, &plain] {
+        let y = placements(other);
+        let differ: Vec<_> = x
+            .iter()
+            .filter(|(k, v)| y.get(*k) != Some(v))
+            .take(5)
+            .collect();
+        assert!(differ.is_empty(), "placements differ, e.g. {differ:?}");
+        assert_eq!(x.len(), y.len());
+    }
     // Limited nodes hold at most their limit of each tenant, and the quota did
     // reject: the nodes taking one pod per tenant are full.
     let mut per: BTreeMap<(&str, &str), usize> = BTreeMap::new();

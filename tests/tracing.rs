@@ -103,10 +103,27 @@ fn attempt_spans_reach_into_the_sidecar() {
         .into_iter()
         .find(|s| s.name == "Filter")
         .expect("a Filter extension-point span under the attempt");
-    let remote = children(filter)
+    // The remote Filter call is under the Filter span, or, sent right behind the
+    // plugin's PreFilter (filter-after-pre-filter), under the PreFilter's.
+    let pre_filter = children(first)
         .into_iter()
+        .find(|s| s.name == "PreFilter")
+        .expect("a PreFilter extension-point span under the attempt");
+    let under = |p: &Span| -> Vec<&Span> {
+        let mut out = children(p);
+        let mut i = 0;
+        while i < out.len() {
+            let more = children(out[i]);
+            out.extend(more);
+            i += 1;
+        }
+        out
+    };
+    let remote = under(filter)
+        .into_iter()
+        .chain(under(pre_filter))
         .find(|s| s.name == "Filter TenantQuota (remote)")
-        .expect("the remote Filter call under the Filter span");
+        .expect("the remote Filter call under the Filter or PreFilter span");
     assert!(remote
         .attr("endpoint")
         .is_some_and(|e| e.starts_with("unix://")));

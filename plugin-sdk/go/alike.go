@@ -130,9 +130,18 @@ func checkAlike(r *registered) error {
 		return fmt.Errorf("plugin %q: its Signature lists PodFieldNone with other fields %v: "+
 			"PodFieldNone alone means Filter and Score read no field of the pod", r.name, r.signature)
 	}
-	if len(r.signature) > 0 && !r.nodeLocal {
+	if len(r.signature) > 0 && !r.nodeLocal && !r.nodePods {
 		return fmt.Errorf("plugin %q declares a Signature but not NodeLocal: answers reused across pods must "+
-			"depend on the node alone as well (return true from NodeLocal if they do, else drop the Signature)", r.name)
+			"depend on the node alone (or, with SignatureNodePods, on the node and its pods) as well "+
+			"(return true from NodeLocal if they do, else drop the Signature)", r.name)
+	}
+	if r.nodePods && len(r.signature) == 0 {
+		return fmt.Errorf("plugin %q declares SignatureNodePods without a Signature: list the pod fields "+
+			"its answers read ([]PodField{PodFieldNone} with SignatureLabelKeys)", r.name)
+	}
+	if len(r.labelKeys) > 0 && (!r.nodePods || r.nodeLocal) {
+		return fmt.Errorf("plugin %q declares SignatureLabelKeys without SignatureNodePods, or with NodeLocal: "+
+			"return true from SignatureNodePods and false from NodeLocal", r.name)
 	}
 	switch k := r.normalization; {
 	case k == ScoreNormalizationCustom:

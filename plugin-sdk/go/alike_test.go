@@ -124,6 +124,29 @@ func TestHandshakeDeclaresAlikePods(t *testing.T) {
 	}
 }
 
+// nodePods declares alike pods whose answers read the node's pods (a quota).
+type nodePods struct {
+	alike
+	pods bool
+	keys []string
+}
+
+func (n nodePods) SignatureNodePods() bool      { return n.pods }
+func (n nodePods) SignatureLabelKeys() []string { return n.keys }
+
+// A quota-like plugin (not NodeLocal) may sign with SignatureNodePods, and its
+// label keys reach the handshake.
+func TestHandshakeDeclaresSignatureNodePods(t *testing.T) {
+	q := nodePods{alike: alike{name: "Quota", sig: []PodField{PodFieldNone}}, pods: true, keys: []string{"team"}}
+	if err := checkPlugins([]Plugin{q}); err != nil {
+		t.Fatalf("a quota declaring node pods is refused: %v", err)
+	}
+	info := register(q).info()
+	if !info.SignatureNodePods || !reflect.DeepEqual(info.SignatureLabelKeys, []string{"team"}) || info.NodeLocal {
+		t.Fatalf("handshake: %+v", info)
+	}
+}
+
 func TestServeRefusesBadAlikeDeclarations(t *testing.T) {
 	for _, c := range []struct {
 		plugin Plugin
@@ -136,6 +159,9 @@ func TestServeRefusesBadAlikeDeclarations(t *testing.T) {
 		{scoring("BadKind", nil, ScoreNormalization(9)), `"BadKind": unknown ScoreNormalization 9`},
 		{alike{name: "NoScore", local: true, kind: ScoreNormalizationDefault}, `"NoScore" declares ScoreNormalization SCORE_NORMALIZATION_DEFAULT but has no Score`},
 		{ownNorm{scoring("Both", nil, ScoreNormalizationDefaultReverse)}, `"Both" declares ScoreNormalization SCORE_NORMALIZATION_DEFAULT_REVERSE and implements NormalizeScore`},
+		{nodePods{alike: alike{name: "PodsNoSig"}, pods: true}, `"PodsNoSig" declares SignatureNodePods without a Signature`},
+		{nodePods{alike: alike{name: "KeysNoPods", sig: []PodField{PodFieldNone}, local: true}, keys: []string{"team"}}, `"KeysNoPods" declares SignatureLabelKeys without SignatureNodePods`},
+		{nodePods{alike: alike{name: "KeysLocal", sig: []PodField{PodFieldNone}, local: true}, pods: true, keys: []string{"team"}}, `"KeysLocal" declares SignatureLabelKeys without SignatureNodePods, or with NodeLocal`},
 	} {
 		err := checkPlugins([]Plugin{c.plugin})
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -66,6 +66,22 @@ type SignaturePlugin interface {
 	Signature() []PodField
 }
 
+// SignatureNodePodsPlugin widens a SignaturePlugin's promise: Filter and Score also
+// read the pods on the node asked about (never other nodes'), and PreFilter, if any,
+// leaves the same state for pods whose signed fields are equal (a quota keyed by a
+// label: PreFilter notes the tenant, Filter reads the node's count from an index).
+// NodeLocal is then not needed; the scheduler keeps an answer only while the node
+// and its pods are unchanged, and asks a round only for its changed nodes.
+// SignatureLabelKeys signs the values of a few pod label keys instead of every label
+// (PodFieldLabels; workloads often give each pod a label of its own), with
+// []PodField{PodFieldNone} as the Signature when no other field is read; keys need
+// SignatureNodePods true and NodeLocal false.
+type SignatureNodePodsPlugin interface {
+	SignaturePlugin
+	SignatureNodePods() bool
+	SignatureLabelKeys() []string
+}
+
 // ScoreNormalizationPlugin declares that a Score plugin's scores are normalised by
 // one of upstream's standard NormalizeScores (ScoreNormalizationDefault or
 // ScoreNormalizationDefaultReverse, see NormalizeScores). The SDK applies it, and a

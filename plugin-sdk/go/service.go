@@ -30,6 +30,8 @@ type registered struct {
 	events    []*ClusterEvent
 	// Alike pods, as declared (checkAlike vets them at Serve).
 	signature     []PodField
+	nodePods      bool
+	labelKeys     []string
 	normalization ScoreNormalization
 
 	preEnqueue PreEnqueuePlugin
@@ -58,6 +60,10 @@ func register(p Plugin) *registered {
 	}
 	if sp, ok := p.(SignaturePlugin); ok {
 		r.signature = append([]PodField(nil), sp.Signature()...)
+	}
+	if np, ok := p.(SignatureNodePodsPlugin); ok {
+		r.nodePods = np.SignatureNodePods()
+		r.labelKeys = append([]string(nil), np.SignatureLabelKeys()...)
 	}
 	if n, ok := p.(ScoreNormalizationPlugin); ok {
 		r.normalization = n.ScoreNormalization()
@@ -128,6 +134,8 @@ func (r *registered) info() *pb.PluginInfo {
 		Events:              r.events,
 		NodeLocal:           r.nodeLocal,
 		Signature:           r.signature,
+		SignatureNodePods:   r.nodePods,
+		SignatureLabelKeys:  r.labelKeys,
 		ScoreNormalization:  normalization,
 	}
 }

@@ -36,6 +36,10 @@ pub const CAPABILITY_FILTER_BATCH: &str = "filter-batch";
 /// Replicate messages in one gRPC message).
 pub const CAPABILITY_REPLICATE_BATCH: &str = "replicate-batch";
 
+/// Handshake capability: the sidecar honours `FilterRequest.after_pre_filter` (a
+/// pod's first Filter round sent right behind its PreFilter, not after its reply).
+pub const CAPABILITY_FILTER_AFTER_PRE_FILTER: &str = "filter-after-pre-filter";
+
 /// The environment variable a sidecar reads its listen address from when it has no
 /// `--listen` flag; the scheduler sets it for sidecars it starts itself.
 pub const LISTEN_ENV: &str = "SWITCHYARD_PLUGIN_LISTEN";

@@ -75,8 +75,21 @@ export interface Plugin<S = any> {
      * on a node whose Node object is unchanged, from an earlier answer without calling;
      * with a standard `scoreNormalization` it reuses scores too. `['none']` for a
      * plugin that reads no field of the pod (every pod alike). Empty or absent (the
-     * default): no reuse. Needs `nodeLocal`. A wrong list gives wrong placements. */
+     * default): no reuse. Needs `nodeLocal` (or `signatureNodePods`). A wrong list
+     * gives wrong placements. */
     readonly signature?: readonly PodFieldName[];
+    /** With a `signature`: filter and score also read the pods on the node asked about
+     * (never other nodes'), and preFilter, if any, leaves the same state for pods whose
+     * signed fields are equal (a quota keyed by a label: preFilter notes the tenant,
+     * filter reads the node's count from an index). `nodeLocal` is then not needed;
+     * the scheduler keeps an answer only while the node and its pods are unchanged,
+     * and asks a round only for its changed nodes. */
+    readonly signatureNodePods?: boolean;
+    /** Pod label keys filter and score read, signed by value: narrower than 'labels',
+     * which signs every label (workloads often give each pod a label of its own). Only
+     * with `signatureNodePods` and without `nodeLocal`; `signature: ['none']` when no
+     * other field is read. */
+    readonly signatureLabelKeys?: readonly string[];
     /** One of upstream's standard NormalizeScores, applied by the SDK (and by a
      * scheduler reusing raw scores for alike pods) instead of `normalizeScore`, which
      * is then never called: 'default' is DefaultNormalizeScore(100, reverse=false),
@@ -145,6 +158,9 @@ export declare const SCORE_NORMALIZATIONS: ReadonlyMap<ScoreNormalizationName, s
 /** A plugin's signature as the wire's enum names; throws on what the scheduler could
  * not use: an unknown name, 'none' with fields, a list without `nodeLocal`. */
 export declare function pluginSignature(p: Plugin): string[];
+/** A plugin's signatureLabelKeys; throws when they are not an array of non-empty
+ * strings, or come without signatureNodePods or with nodeLocal. */
+export declare function pluginSignatureLabelKeys(p: Plugin): string[];
 /** A plugin's declared normalisation by name ('custom' when absent); throws on an
  * unknown one, or a standard one without `score`. */
 export declare function scoreNormalizationOf(p: Plugin): ScoreNormalizationName;

@@ -5,6 +5,7 @@
 Object.defineProperty(exports, "__esModule", { value: true });
 exports.EVENT_ACTIONS = exports.EVENT_RESOURCES = exports.SCORE_NORMALIZATIONS = exports.POD_FIELDS = exports.Cycle = void 0;
 exports.pluginSignature = pluginSignature;
+exports.pluginSignatureLabelKeys = pluginSignatureLabelKeys;
 exports.scoreNormalizationOf = scoreNormalizationOf;
 exports.hasNormalize = hasNormalize;
 exports.normalizeScores = normalizeScores;
@@ -96,11 +97,32 @@ function pluginSignature(p) {
     if (out.includes('POD_FIELD_NONE') && out.length > 1) {
         throw new Error(`plugin ${q}: signature lists 'none' with other fields: 'none' alone means the answers read no field of the pod`);
     }
-    if (out.length > 0 && !p.nodeLocal) {
+    if (out.length > 0 && !p.nodeLocal && !p.signatureNodePods) {
         throw new Error(`plugin ${q} declares a signature but not nodeLocal: answers reused across pods must depend on the node alone ` +
-            'as well (set nodeLocal: true if they do, else drop the signature)');
+            '(or, with signatureNodePods, on the node and its pods) as well (set nodeLocal: true if they do, else drop ' +
+            'the signature)');
+    }
+    if (p.signatureNodePods && out.length === 0) {
+        throw new Error(`plugin ${q} declares signatureNodePods without a signature: list the pod fields its answers read ` +
+            "(['none'] with signatureLabelKeys)");
     }
     return out;
+}
+/** A plugin's signatureLabelKeys; throws when they are not an array of non-empty
+ * strings, or come without signatureNodePods or with nodeLocal. */
+function pluginSignatureLabelKeys(p) {
+    const keys = p.signatureLabelKeys;
+    if (keys === undefined || keys === null)
+        return [];
+    const q = JSON.stringify(p.name);
+    if (!Array.isArray(keys) || !keys.every((k) => typeof k === 'string' && k !== '')) {
+        throw new Error(`plugin ${q}: signatureLabelKeys ${(0, status_js_1.describe)(keys)} is not an array of label keys`);
+    }
+    if (keys.length > 0 && (!p.signatureNodePods || p.nodeLocal)) {
+        throw new Error(`plugin ${q} declares signatureLabelKeys without signatureNodePods, or with nodeLocal: set ` +
+            'signatureNodePods: true and drop nodeLocal');
+    }
+    return [...keys];
 }
 /** A plugin's declared normalisation by name ('custom' when absent); throws on an
  * unknown one, or a standard one without `score`. */
@@ -278,6 +300,7 @@ function checkPlugins(plugins) {
         }
         pluginEvents(p);
         pluginSignature(p);
+        pluginSignatureLabelKeys(p);
         scoreNormalizationOf(p);
     }
 }

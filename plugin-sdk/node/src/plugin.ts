@@ -109,8 +109,21 @@ export interface Plugin<S = any> {
    * on a node whose Node object is unchanged, from an earlier answer without calling;
    * with a standard `scoreNormalization` it reuses scores too. `['none']` for a
    * plugin that reads no field of the pod (every pod alike). Empty or absent (the
-   * default): no reuse. Needs `nodeLocal`. A wrong list gives wrong placements. */
+   * default): no reuse. Needs `nodeLocal` (or `signatureNodePods`). A wrong list
+   * gives wrong placements. */
   readonly signature?: readonly PodFieldName[];
+  /** With a `signature`: filter and score also read the pods on the node asked about
+   * (never other nodes'), and preFilter, if any, leaves the same state for pods whose
+   * signed fields are equal (a quota keyed by a label: preFilter notes the tenant,
+   * filter reads the node's count from an index). `nodeLocal` is then not needed;
+   * the scheduler keeps an answer only while the node and its pods are unchanged,
+   * and asks a round only for its changed nodes. */
+  readonly signatureNodePods?: boolean;
+  /** Pod label keys filter and score read, signed by value: narrower than 'labels',
+   * which signs every label (workloads often give each pod a label of its own). Only
+   * with `signatureNodePods` and without `nodeLocal`; `signature: ['none']` when no
+   * other field is read. */
+  readonly signatureLabelKeys?: readonly string[];
   /** One of upstream's standard NormalizeScores, applied by the SDK (and by a
    * scheduler reusing raw scores for alike pods) instead of `normalizeScore`, which
    * is then never called: 'default' is DefaultNormalizeScore(100, reverse=false),
@@ -230,13 +243,38 @@ export function pluginSignature(p: Plugin): string[] {
       `plugin ${q}: signature lists 'none' with other fields: 'none' alone means the answers read no field of the pod`,
     );
   }
-  if (out.length > 0 && !p.nodeLocal) {
+  if (out.length > 0 && !p.nodeLocal && !p.signatureNodePods) {
     throw new Error(
       `plugin ${q} declares a signature but not nodeLocal: answers reused across pods must depend on the node alone ` +
-        'as well (set nodeLocal: true if they do, else drop the signature)',
+        '(or, with signatureNodePods, on the node and its pods) as well (set nodeLocal: true if they do, else drop ' +
+        'the signature)',
+    );
+  }
+  if (p.signatureNodePods && out.length === 0) {
+    throw new Error(
+      `plugin ${q} declares signatureNodePods without a signature: list the pod fields its answers read ` +
+        "(['none'] with signatureLabelKeys)",
     );
   }
   return out;
+}
+
+/** A plugin's signatureLabelKeys; throws when they are not an array of non-empty
+ * strings, or come without signatureNodePods or with nodeLocal. */
+export function pluginSignatureLabelKeys(p: Plugin): string[] {
+  const keys: unknown = p.signatureLabelKeys;
+  if (keys === undefined || keys === null) return [];
+  const q = JSON.stringify(p.name);
+  if (!Array.isArray(keys) || !keys.every((k) => typeof k === 'string' && k !== '')) {
+    throw new Error(`plugin ${q}: signatureLabelKeys ${describe(keys)} is not an array of label keys`);
+  }
+  if (keys.length > 0 && (!p.signatureNodePods || p.nodeLocal)) {
+    throw new Error(
+      `plugin ${q} declares signatureLabelKeys without signatureNodePods, or with nodeLocal: set ` +
+        'signatureNodePods: true and drop nodeLocal',
+    );
+  }
+  return [...keys];
 }
 
 /** A plugin's declared normalisation by name ('custom' when absent); throws on an
@@ -413,6 +451,7 @@ export function checkPlugins(plugins: readonly Plugin[]): void {
     }
     pluginEvents(p);
     pluginSignature(p);
+    pluginSignatureLabelKeys(p);
     scoreNormalizationOf(p);
   }
 }

@@ -71,6 +71,25 @@ test('declarations the scheduler could not use are refused at start, naming plug
   new PluginService([counter({ nodeLocal: false, signature: [] }), { name: 'F', filter: () => undefined, scoreNormalization: 'custom' }], { logger: quiet });
 });
 
+test('signatureNodePods: a quota signs its tenant label without nodeLocal; misuse is refused', () => {
+  const quota = (extra) => ({
+    name: 'Quota',
+    signature: ['none'],
+    signatureNodePods: true,
+    signatureLabelKeys: ['team'],
+    preFilter: () => undefined,
+    filter: () => undefined,
+    ...extra,
+  });
+  const [q] = new PluginService([quota({})], { logger: quiet }).handshake({ protocolVersions: ['v1'] }).plugins;
+  assert.deepEqual([q.signature, q.signatureNodePods, q.signatureLabelKeys, q.nodeLocal], [['POD_FIELD_NONE'], true, ['team'], false]);
+  const refused = (plugin, re) => assert.throws(() => new PluginService([plugin], { logger: quiet }), re);
+  refused(quota({ signature: [] }), /plugin "Quota" declares signatureNodePods without a signature/);
+  refused(quota({ signatureNodePods: false }), /declares a signature but not nodeLocal/);
+  refused(quota({ signatureLabelKeys: 'team' }), /signatureLabelKeys "team" is not an array of label keys/);
+  refused(quota({ signatureLabelKeys: ['team'], signatureNodePods: false, nodeLocal: true, preFilter: undefined }), /signatureLabelKeys without signatureNodePods, or with nodeLocal/);
+});
+
 test('standard normalisations are upstream DefaultNormalizeScore(100, reverse)', () => {
   const norm = (kind, scores) => {
     const s = scores.slice();

@@ -87,8 +87,20 @@ class Plugin:
             node_selector, owner_references, volume_claims; ("none",) when the
             plugin reads no field of the pod (every pod alike). Empty (the
             default): no reuse. A wrong list gives wrong placements, as a wrong
-            node_local does; the SDK refuses one without node_local, or with a
-            name it does not know.
+            node_local does; the SDK refuses one without node_local (or
+            signature_node_pods), or with a name it does not know.
+        signature_node_pods: True, with a signature, when filter and score also
+            read the pods on the node they are asked about (never other nodes'),
+            and pre_filter, if any, leaves the same state for pods whose signed
+            fields are equal (a quota keyed by a label: pre_filter notes the
+            tenant, filter reads the node's count from an index). node_local is
+            then not needed; the scheduler keeps an answer only while the node and
+            its pods are unchanged, and asks a round only for its changed nodes.
+        signature_label_keys: pod label keys filter and score read, signed by
+            value: narrower than "labels", which signs every label (workloads
+            often give each pod a label of its own). Only with signature_node_pods
+            and without node_local; signature ("none",) when no other field is
+            read.
         indexes: indexes of the replica the plugin reads (`Index.pods_by_label(key)`,
             `Index.PODS_BY_NAMESPACE`, `Index.nodes_by_label(key)`): the SDK keeps
             them current as deltas arrive, so a cluster-wide count is a look-up
@@ -104,6 +116,8 @@ class Plugin:
     events: Sequence[ClusterEvent] = ()
     node_local: bool = False
     signature: Sequence[str] = ()
+    signature_node_pods: bool = False
+    signature_label_keys: Sequence[str] = ()
     score_normalization: Optional[str] = None
     indexes: Sequence["Index"] = ()
 

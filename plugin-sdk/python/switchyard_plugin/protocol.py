@@ -92,12 +92,40 @@ def _signature(plugin: Any, name: str) -> List[int]:
                 "no field of the pod)"
             )
         fields.append(v)
-    if fields and not node_local(plugin):
+    node_pods = signature_node_pods(plugin)
+    if fields and not node_local(plugin) and not node_pods:
         raise ValueError(
             f"plugin {quote(name)} declares a signature but not node_local: answers reused across "
-            "pods must depend on the node alone as well; set node_local = True or drop the signature"
+            "pods must depend on the node alone (or, with signature_node_pods = True, on the node "
+            "and its pods) as well; set node_local = True or drop the signature"
+        )
+    if node_pods and not fields:
+        raise ValueError(
+            f"plugin {quote(name)} declares signature_node_pods without a signature: list the pod "
+            'fields its answers read (("none",) with signature_label_keys)'
         )
     return fields
+
+
+def signature_node_pods(plugin: Any) -> bool:
+    return bool(getattr(plugin, "signature_node_pods", False))
+
+
+def _signature_label_keys(plugin: Any, name: str) -> List[str]:
+    """The plugin's `signature_label_keys`; a ValueError naming the plugin when they
+    are not a list of strings, or come without signature_node_pods or with node_local."""
+    keys = getattr(plugin, "signature_label_keys", ()) or ()
+    if isinstance(keys, (str, bytes)) or not all(isinstance(k, str) and k for k in keys):
+        raise ValueError(
+            f"plugin {quote(name)} declares signature_label_keys = {keys!r}: list label keys, "
+            f"e.g. signature_label_keys = ({keys!r},)"
+        )
+    if keys and (not signature_node_pods(plugin) or node_local(plugin)):
+        raise ValueError(
+            f"plugin {quote(name)} declares signature_label_keys without signature_node_pods, or "
+            "with node_local: set signature_node_pods = True and drop node_local"
+        )
+    return list(keys)
 
 
 def _score_normalization(plugin: Any, name: str) -> int:

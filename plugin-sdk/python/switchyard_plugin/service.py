@@ -34,6 +34,8 @@ from .protocol import (  # noqa: F401  (re-exported: this module's names before 
     POD_FIELDS,
     SCORE_NORMALIZATIONS,
     _signature,
+    _signature_label_keys,
+    signature_node_pods,
     _score_normalization,
     MAX_NODE_SCORE,
     normalize_scores,
@@ -84,6 +86,7 @@ class PluginService(pb_grpc.PluginServicer):
         self.plugins = {p.name: p for p in plugins}
         # Read and checked once: what the handshake declares is what the calls apply.
         self.signatures = {p.name: _signature(p, p.name) for p in plugins}
+        self.label_keys = {p.name: _signature_label_keys(p, p.name) for p in plugins}
         self.normalizations = {p.name: _score_normalization(p, p.name) for p in plugins}
         self.max_batch_nodes = max_batch_nodes
         self.generation_wait = generation_wait
@@ -208,6 +211,8 @@ class PluginService(pb_grpc.PluginServicer):
                 node_local=node_local(p),
                 events=_events(p),
                 signature=self.signatures[p.name],
+                signature_node_pods=signature_node_pods(p),
+                signature_label_keys=self.label_keys[p.name],
                 score_normalization=self.normalizations[p.name],
             )
             for p in self.plugins.values()

@@ -363,6 +363,32 @@ class ServiceTest(unittest.TestCase):
         PluginService([plugin(node_local=False, signature=None)])
         PluginService([plugin(signature=["volume_claims", "owner_references"], normalization="custom", normalize=True)])
 
+    def test_signatures_reading_node_pods(self):
+        """signature_node_pods allows a signature without node_local (a quota), and
+        signature_label_keys signs one label; both reach the handshake."""
+
+        def quota(**attrs):
+            p = type("Q", (), {"name": "Q", "signature": ("none",), "signature_node_pods": True})()
+            p.pre_filter = lambda cycle, state: None
+            p.filter = lambda cycle, state, ni: None
+            for k, v in attrs.items():
+                setattr(p, k, v)
+            return p
+
+        svc = PluginService([quota(signature_label_keys=("team",))])
+        info = run(svc.Handshake(pb.HandshakeRequest(protocol_versions=["v1"]), None)).plugins[0]
+        self.assertTrue(info.signature_node_pods)
+        self.assertEqual(list(info.signature_label_keys), ["team"])
+        self.assertEqual(list(info.signature), [pb.POD_FIELD_NONE])
+        for attrs, why in (
+            ({"signature_label_keys": "team"}, "list label keys"),
+            ({"signature_label_keys": ("team",), "signature_node_pods": False}, "but not node_local"),
+            ({"signature": ()}, "signature_node_pods without a signature"),
+        ):
+            with self.assertRaises(ValueError) as e:
+                PluginService([quota(**attrs)])
+            self.assertIn(why, str(e.exception))
+
 
 class NormalizeScoresTest(unittest.TestCase):
     """Upstream's DefaultNormalizeScore(100, reverse), as switchyard_proto computes it."""

@@ -137,7 +137,8 @@ pub struct ServeOptions {
     pub max_batch_nodes: u32,
     /// Offer the protocol's optional capabilities when the scheduler does
     /// (`filter-batch`: several pods' Filter calls per message for node-local
-    /// plugins; `replicate-batch`: several Replicate messages per message). On by
+    /// plugins; `replicate-batch`: several Replicate messages per message;
+    /// `filter-after-pre-filter`: a Filter sent behind its PreFilter). On by
     /// default; false serves as a sidecar built before them would (the scheduler
     /// then calls it one pod at a time). The command line's
     /// `--no-optional-capabilities` turns it off ([`SidecarArgs`](crate::SidecarArgs)),

@@ -39,8 +39,9 @@ Serves the Switchyard plugin Coscheduling (gang scheduling) over gRPC until SIGT
   --probe                        check the running sidecar (gRPC health) and exit 0
                                  if it is serving, 1 if not (an exec probe)
   --no-optional-capabilities     offer none of the protocol's optional capabilities
-                                 (filter-batch, replicate-batch): serve as a sidecar
-                                 built before them would
+                                 (filter-batch, replicate-batch,
+                                 filter-after-pre-filter): serve as a sidecar built
+                                 before them would
   --pod-groups PATH              a file or directory of YAML/JSON manifests; the
                                  scheduling.x-k8s.io/v1alpha1 PodGroups in it are read,
                                  other documents skipped (repeatable)

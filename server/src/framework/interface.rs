@@ -331,6 +331,20 @@ pub struct ScoreAhead {
     pub pre_score: bool,
 }
 
+/// The first Filter round an attempt evaluates when no PreFilter narrows the nodes
+/// and none has a nominated pod: `len` nodes of the snapshot's list from `start`
+/// (wrapping), asking `score_first` scores ahead. Written in the cycle state during
+/// PreFilter, so a remote plugin can send that round right behind its PreFilter;
+/// the answer is used only if the round the attempt evaluates is exactly this one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FirstRound {
+    pub start: usize,
+    pub len: usize,
+    pub score_first: usize,
+    /// The score-ahead the plugin whose PreFilter runs now would be asked for.
+    pub ahead: Option<ScoreAhead>,
+}
+
 /// Where the nodes of a batched Filter come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NodeSource {

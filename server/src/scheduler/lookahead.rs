@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::cycle::{next_cycle_id, Lookahead, LoopState};
-use super::schedule_pod::{filter_round, num_feasible_nodes_to_find};
+use super::schedule_pod::filter_round;
 use super::Scheduler;
 use crate::framework::NodeInfo;
 use crate::model::Pod;
@@ -47,14 +47,7 @@ impl Scheduler {
         if !fw.has_batch_filters() {
             return;
         }
-        let percentage = fw
-            .percentage_of_nodes_to_score()
-            .unwrap_or(self.percentage_of_nodes_to_score);
-        let to_find = if fw.has_score_plugins() {
-            num_feasible_nodes_to_find(percentage, n)
-        } else {
-            1
-        };
+        let to_find = self.feasible_nodes_to_find(fw, n);
         // The first round of `find_nodes_that_pass_filters` for each.
         let round = filter_round(to_find, n);
         let step = processed.max(1);

@@ -11,7 +11,7 @@ use super::observer::extension_point_metric;
 use super::Scheduler;
 use crate::framework::diagnosis::Diagnosis;
 use crate::framework::runtime::{filter_map_adaptive, Parallelism, PARALLEL_THRESHOLD};
-use crate::framework::{Code, CycleState, Framework, NodeInfo, Status};
+use crate::framework::{Code, CycleState, FirstRound, Framework, NodeInfo, Status};
 use crate::model::Pod;
 use crate::queue::NominatedPods;
 
@@ -90,7 +90,14 @@ impl Scheduler {
         let mut diag = Diagnosis::default();
         let pre_filter = state.trace.extension_point("PreFilter").entered();
         let t = Instant::now();
+        let first = self.first_round(st, fw, pod, nominated);
+        if let Some(fr) = first {
+            state.write(fr);
+        }
         let (pre_res, s, plugins_with_nodes) = fw.run_pre_filter_plugins(state, pod, &st.snapshot);
+        if first.is_some() {
+            state.delete::<FirstRound>();
+        }
         extension_point_metric("PreFilter", s.code(), fw, t);
         drop(pre_filter);
         diag.unschedulable_plugins = plugins_with_nodes.iter().cloned().collect();
@@ -181,6 +188,47 @@ impl Scheduler {
             }
             Err(s) => Err(ScheduleError::Error(s)),
         }
+    }
+
+    /// How many feasible nodes an attempt of profile `fw` looks for among `n` (the
+    /// Filter phase's `numFeasibleNodesToFind`; 1 when nothing scores).
+    pub(super) fn feasible_nodes_to_find(&self, fw: &Framework, n: usize) -> usize {
+        let percentage = fw
+            .percentage_of_nodes_to_score()
+            .unwrap_or(self.percentage_of_nodes_to_score);
+        if fw.has_score_plugins() {
+            num_feasible_nodes_to_find(percentage, n)
+        } else {
+            1
+        }
+    }
+
+    /// The first Filter round this attempt will evaluate if no PreFilter narrows the
+    /// nodes (see [`FirstRound`]), for remote plugins to send right behind their
+    /// PreFilter. None when the attempt will not evaluate one in a batch: no remote
+    /// Filter plugin, a nominated node tried first, nominated pods about.
+    fn first_round(
+        &self,
+        st: &LoopState,
+        fw: &Framework,
+        pod: &Pod,
+        nominated: &NominatedPods,
+    ) -> Option<FirstRound> {
+        let n = st.snapshot.num_nodes();
+        if n == 0
+            || !fw.has_batch_filters()
+            || pod.nominated_node_name.is_some()
+            || !nominated.is_empty()
+        {
+            return None;
+        }
+        let to_find = self.feasible_nodes_to_find(fw, n);
+        Some(FirstRound {
+            start: st.next_start_node_index % n,
+            len: filter_round(to_find, n),
+            score_first: if to_find > 1 { to_find } else { 0 },
+            ahead: None,
+        })
     }
 
     /// PreScore, Score, and a uniformly random pick among the best (upstream

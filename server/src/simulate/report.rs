@@ -152,6 +152,10 @@ pub struct RemoteReport {
     /// round's changed nodes only (plugins whose answers read the node's pods).
     #[serde(default)]
     pub alike_partly: u64,
+    /// First Filter rounds sent right behind their PreFilter (one round trip for
+    /// both) and used.
+    #[serde(default)]
+    pub filter_behind_pre_filter: u64,
     /// Replies to no outstanding call (late after a timeout, or a flooding sidecar).
     pub stray_replies: u64,
     /// The last call error or connection loss (plugin, extension point, why).
@@ -178,6 +182,7 @@ impl RemoteReport {
             lookahead_misses: s.lookahead_misses.load(Relaxed),
             alike_reused: s.alike_reused.load(Relaxed),
             alike_partly: s.alike_partly.load(Relaxed),
+            filter_behind_pre_filter: s.filter_behind_pre_filter.load(Relaxed),
             stray_replies: s.stray_replies.load(Relaxed),
             last_error: s.last_error.lock().map(|e| e.clone()).unwrap_or_default(),
         }
@@ -590,7 +595,7 @@ impl Report {
         for r in &self.remote {
             let _ = writeln!(
                 s,
-                "Sidecar {} ({}): {} calls, {} errors, {} reconnects, {} KiB sent, {} KiB received, lookahead {} used / {} dropped, {} answered from alike pods' answers ({} partly)",
+                "Sidecar {} ({}): {} calls, {} errors, {} reconnects, {} KiB sent, {} KiB received, lookahead {} used / {} dropped, {} answered from alike pods' answers ({} partly), {} Filter rounds sent behind their PreFilter",
                 r.endpoint,
                 r.plugins.join(", "),
                 r.calls,
@@ -601,7 +606,8 @@ impl Report {
                 r.lookahead_hits,
                 r.lookahead_misses,
                 r.alike_reused,
-                r.alike_partly
+                r.alike_partly,
+                r.filter_behind_pre_filter
             );
             if r.stray_replies > 0 {
                 let _ = writeln!(s, "  {} replies to no outstanding call", r.stray_replies);

@@ -33,6 +33,8 @@ function handshake(st, req) {
             events: (0, plugin_js_1.pluginEvents)(p),
             nodeLocal: !!p.nodeLocal,
             signature: (0, plugin_js_1.pluginSignature)(p),
+            signatureNodePods: !!p.signatureNodePods,
+            signatureLabelKeys: (0, plugin_js_1.pluginSignatureLabelKeys)(p),
             scoreNormalization: plugin_js_1.SCORE_NORMALIZATIONS.get(typeof p.score === 'function' ? (0, plugin_js_1.scoreNormalizationOf)(p) : 'custom'),
         })),
         maxBatchNodes: st.maxBatchNodes,

@@ -7,6 +7,7 @@ import {
   hasPreFilterExtensions,
   pluginEvents,
   pluginSignature,
+  pluginSignatureLabelKeys,
   SCORE_NORMALIZATIONS,
   scoreNormalizationOf,
 } from '../plugin.js';
@@ -41,6 +42,8 @@ export function handshake(st: ServiceState, req: { protocolVersions?: string[]; 
       events: pluginEvents(p),
       nodeLocal: !!p.nodeLocal,
       signature: pluginSignature(p),
+      signatureNodePods: !!p.signatureNodePods,
+      signatureLabelKeys: pluginSignatureLabelKeys(p),
       scoreNormalization: SCORE_NORMALIZATIONS.get(typeof p.score === 'function' ? scoreNormalizationOf(p) : 'custom'),
     })),
     maxBatchNodes: st.maxBatchNodes,

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::{read, write, Shared};
+use super::{lock, read, write, Shared};
 use crate::pb;
 use crate::status::{Code, Status};
 use crate::waiting::Handle;
@@ -21,13 +21,24 @@ impl Shared {
             let entry = self
                 .cycle(req.cycle, req.generation, plugin.node_local())
                 .await?;
-            let p = plugin.as_pre_filter().ok_or_else(|| {
-                Status::error(format!("plugin {:?} has no PreFilter", req.plugin))
-            })?;
-            let replica = self.replica_at(&entry, plugin.node_local())?;
-            let cycle = entry.view(&replica);
-            let r = p.pre_filter(&cycle, &mut write(&entry.states[idx]));
-            Ok::<_, Status>(r)
+            // A Filter sent right behind this call waits for its outcome.
+            let record = |s: &Status| {
+                lock(&entry.pre_filters).insert(idx, s.clone());
+                entry.pre_filter_done.notify_waiters();
+            };
+            let r = (|| {
+                let p = plugin.as_pre_filter().ok_or_else(|| {
+                    Status::error(format!("plugin {:?} has no PreFilter", req.plugin))
+                })?;
+                let replica = self.replica_at(&entry, plugin.node_local())?;
+                let cycle = entry.view(&replica);
+                Ok::<_, Status>(p.pre_filter(&cycle, &mut write(&entry.states[idx])))
+            })();
+            record(match &r {
+                Ok(res) => &res.status,
+                Err(s) => s,
+            });
+            r
         }
         .await;
         match r {

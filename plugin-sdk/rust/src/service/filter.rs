@@ -9,7 +9,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use super::replica::nodes_by_id;
-use super::{call_span, read, Shared};
+use super::{call_span, read, CycleEntry, Shared};
 use crate::pb;
 use crate::plugin::{Cycle, FilterPlugin, PreFilterPlugin};
 use crate::snapshot::NodeInfo;
@@ -67,6 +67,18 @@ impl Shared {
         }
     }
 
+    /// Waits for this cycle's PreFilter of plugin `idx` (sent just before the Filter).
+    async fn pre_filter_outcome(&self, entry: &CycleEntry, idx: usize) -> Result<Status, Status> {
+        self.outcome(
+            entry,
+            &entry.pre_filters,
+            &entry.pre_filter_done,
+            idx,
+            "Filter named a PreFilter",
+        )
+        .await
+    }
+
     async fn filter_batch(
         &self,
         req: &pb::FilterRequest,
@@ -78,6 +90,15 @@ impl Shared {
         let f = plugin
             .as_filter()
             .ok_or_else(|| Status::error(format!("plugin {:?} has no Filter", req.plugin)))?;
+        if req.after_pre_filter {
+            let s = self.pre_filter_outcome(&entry, idx).await?;
+            if !s.is_success() {
+                return Err(Status::error(format!(
+                    "Filter sent behind a PreFilter that returned {:?}",
+                    s.code
+                )));
+            }
+        }
         let pf = plugin.as_pre_filter().filter(|p| p.has_extensions());
         let replica = self.replica_at(&entry, plugin.node_local())?;
         let state = read(&entry.states[idx]);

@@ -1,7 +1,9 @@
 //! Handshake: the protocol version, the plugins and their extension points, and the
 //! optional capabilities this sidecar serves of those the scheduler offers.
 
-use switchyard_proto::{CAPABILITY_FILTER_BATCH, CAPABILITY_REPLICATE_BATCH};
+use switchyard_proto::{
+    CAPABILITY_FILTER_AFTER_PRE_FILTER, CAPABILITY_FILTER_BATCH, CAPABILITY_REPLICATE_BATCH,
+};
 
 use super::score::has_normalize;
 use super::Shared;
@@ -49,7 +51,9 @@ impl Shared {
                 .into_iter()
                 .filter(|c| {
                     self.capabilities
-                        && (c == CAPABILITY_FILTER_BATCH || c == CAPABILITY_REPLICATE_BATCH)
+                        && (c == CAPABILITY_FILTER_BATCH
+                            || c == CAPABILITY_REPLICATE_BATCH
+                            || c == CAPABILITY_FILTER_AFTER_PRE_FILTER)
                 })
                 .collect(),
         })

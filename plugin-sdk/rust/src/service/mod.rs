@@ -51,6 +51,9 @@ struct CycleEntry {
     /// PreScore outcomes, for Score calls sent right behind their PreScore.
     pre_scores: Mutex<HashMap<usize, Status>>,
     pre_score_done: Notify,
+    /// PreFilter outcomes, for Filter calls sent right behind their PreFilter.
+    pre_filters: Mutex<HashMap<usize, Status>>,
+    pre_filter_done: Notify,
 }
 
 impl CycleEntry {

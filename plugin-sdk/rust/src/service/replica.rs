@@ -174,6 +174,8 @@ impl Shared {
                     states: self.plugins.iter().map(|_| RwLock::default()).collect(),
                     pre_scores: Mutex::new(HashMap::new()),
                     pre_score_done: Notify::new(),
+                    pre_filters: Mutex::new(HashMap::new()),
+                    pre_filter_done: Notify::new(),
                 };
                 lock(&self.cycles).insert(c.cycle, Arc::new(entry));
             }

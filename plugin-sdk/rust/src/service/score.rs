@@ -3,7 +3,11 @@
 //! standalone NormalizeScore, and score-ahead: PreScore, Score and NormalizeScore
 //! over the first passing nodes of a Filter batch, answered with the Filter reply.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+
 use rayon::prelude::*;
+use tokio::sync::Notify;
 
 use super::replica::nodes_by_id;
 use super::{lock, read, write, CycleEntry, Shared};
@@ -149,10 +153,30 @@ impl Shared {
 
     /// Waits for this cycle's PreScore of plugin `idx` (sent just before the Score).
     async fn pre_score_outcome(&self, entry: &CycleEntry, idx: usize) -> Result<Status, Status> {
+        self.outcome(
+            entry,
+            &entry.pre_scores,
+            &entry.pre_score_done,
+            idx,
+            "Score named a PreScore",
+        )
+        .await
+    }
+
+    /// Waits until `outcomes` holds plugin `idx`'s (a call sent right behind the one
+    /// that records it), bounded by the generation wait; `what` names the pair.
+    pub(super) async fn outcome(
+        &self,
+        entry: &CycleEntry,
+        outcomes: &Mutex<HashMap<usize, Status>>,
+        done: &Notify,
+        idx: usize,
+        what: &str,
+    ) -> Result<Status, Status> {
         let wait = async {
             loop {
-                let notified = entry.pre_score_done.notified();
-                if let Some(s) = lock(&entry.pre_scores).get(&idx) {
+                let notified = done.notified();
+                if let Some(s) = lock(outcomes).get(&idx) {
                     return s.clone();
                 }
                 notified.await;
@@ -162,7 +186,7 @@ impl Shared {
             .await
             .map_err(|_| {
                 Status::error(format!(
-                    "Score named a PreScore of cycle {} that did not arrive within {:?}",
+                    "{what} of cycle {} that did not arrive within {:?}",
                     entry.id, self.generation_wait
                 ))
             })

@@ -80,7 +80,7 @@ impl Framework {
     }
 
     /// The score-ahead request for batch filter `i` (see [`ScoreAhead`]).
-    fn ahead_for(&self, i: usize, score_first: usize) -> Option<ScoreAhead> {
+    pub(super) fn ahead_for(&self, i: usize, score_first: usize) -> Option<ScoreAhead> {
         match self.filter_scores_ahead[i] {
             Some(pre_score) if score_first > 0 => Some(ScoreAhead {
                 first: score_first,

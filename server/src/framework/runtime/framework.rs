@@ -64,6 +64,12 @@ impl Framework {
             let Some(p) = e.plugin.as_pre_filter() else {
                 continue;
             };
+            if let Some(mut fr) = state.read::<FirstRound>().copied() {
+                fr.ahead = self.pre_filter_to_filter[i]
+                    .filter(|fi| self.batch_filters.contains(*fi))
+                    .and_then(|fi| self.ahead_for(fi, fr.score_first));
+                state.write(fr);
+            }
             let span = state.trace.plugin("PreFilter", &e.name);
             let t = state.record_plugin_metrics.then(Instant::now);
             let (r, s) = span.in_scope(|| p.pre_filter(state, pod, snapshot));

@@ -197,6 +197,7 @@ pub(super) async fn handshake(
             capabilities: vec![
                 switchyard_proto::CAPABILITY_FILTER_BATCH.to_string(),
                 switchyard_proto::CAPABILITY_REPLICATE_BATCH.to_string(),
+                switchyard_proto::CAPABILITY_FILTER_AFTER_PRE_FILTER.to_string(),
             ],
         }),
     )

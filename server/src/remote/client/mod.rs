@@ -112,6 +112,8 @@ pub struct EndpointStats {
     /// Filter rounds answered partly so (plugins whose answers read the node's pods):
     /// a call asked for the changed nodes only.
     pub alike_partly: AtomicU64,
+    /// First Filter rounds sent right behind their PreFilter and used.
+    pub filter_behind_pre_filter: AtomicU64,
     /// Replies to no outstanding call (late, unknown id, or flooding).
     pub stray_replies: AtomicU64,
     /// The last call error or connection loss, as reported.
@@ -357,6 +359,14 @@ impl Endpoint {
     }
 
     /// Whether the sidecar serves `FilterBatch` (negotiated at handshake).
+    /// Whether the sidecar takes a Filter sent right behind its cycle's PreFilter.
+    pub fn filters_after_pre_filter(&self) -> bool {
+        self.inner.handshake.lock().is_ok_and(|h| {
+            h.as_ref()
+                .is_some_and(|h| serves(h, switchyard_proto::CAPABILITY_FILTER_AFTER_PRE_FILTER))
+        })
+    }
+
     pub fn batches_pods(&self) -> bool {
         self.inner.handshake.lock().is_ok_and(|h| {
             h.as_ref()

@@ -47,7 +47,7 @@ impl RemotePlugin {
     /// `from_snapshot`: the nodes are the attempt's snapshot's own, not what-if copies;
     /// while the sidecar holds that snapshot none of them needs a delta, and checking
     /// each (a cache miss per node) is skipped.
-    /// `batched`: the call may join the `FilterBatch` message being collected.
+    /// `send`: how the call goes out (see [`SendAs`]).
     /// `alike`: the reply is kept for alike pods (see [`Self::alike`]).
     pub(super) fn start_filter_call(
         &self,
@@ -55,7 +55,7 @@ impl RemotePlugin {
         nodes: &[&NodeInfo],
         ahead: Option<ScoreAhead>,
         from_snapshot: bool,
-        batched: bool,
+        send: SendAs,
         alike: Option<(u64, Arc<[u8]>)>,
     ) -> Result<RemoteFilterCall, Status> {
         let (cycle, g, streams) = self.cycle(state)?;
@@ -110,12 +110,13 @@ impl RemotePlugin {
             pre_score,
             group_failures: true,
             raw_scores,
+            after_pre_filter: send == SendAs::BehindPreFilter,
             traceparent,
         };
         let id = req.request_id;
-        let joined = match batched {
-            true => self.ep().add_to_batch(streams.epoch, req),
-            false => Err(req),
+        let joined = match send {
+            SendAs::Batched => self.ep().add_to_batch(streams.epoch, req),
+            SendAs::Alone | SendAs::BehindPreFilter => Err(req),
         };
         let source = match joined {
             Ok((batch, i)) => FilterSource::Batch(batch, i, id),
@@ -138,6 +139,18 @@ impl RemotePlugin {
             partial: None,
         })
     }
+}
+
+/// How a Filter call goes out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum SendAs {
+    /// In the `FilterBatch` message being collected (lookahead), if there is one.
+    Batched,
+    /// Its own message.
+    Alone,
+    /// Its own message, right behind the cycle's PreFilter, whose outcome the
+    /// sidecar waits for (`FilterRequest.after_pre_filter`).
+    BehindPreFilter,
 }
 
 /// Where a Filter call's reply comes from.
@@ -317,7 +330,7 @@ impl FilterPlugin for RemotePlugin {
             return Status::success();
         }
         let r = self
-            .start_filter_call(state, &[node], None, false, false, None)
+            .start_filter_call(state, &[node], None, false, SendAs::Alone, None)
             .and_then(|mut c| c.result());
         match self.policy(Some(state), "Filter", r, Vec::new) {
             Ok(v) => v
@@ -344,35 +357,121 @@ impl RemotePlugin {
         ahead: Option<ScoreAhead>,
     ) -> Option<RemoteFilterCall> {
         let calls = state.read::<LookaheadCalls>()?;
-        let la = {
+        let epoch = self.cycle(state).ok().map(|(_, _, streams)| streams.epoch);
+        let same = |la: &LookaheadCall| {
+            let sent = match &la.call.pending {
+                Some(FilterSource::Batch(b, ..)) => b.sent(),
+                _ => true,
+            };
+            sent && epoch == Some(la.epoch)
+                && la.ahead == ahead
+                && la.nodes.len() == nodes.len()
+                && la
+                    .nodes
+                    .iter()
+                    .zip(nodes)
+                    .all(|(&(id, g), n)| id == n.id && g == n.generation)
+        };
+        let (la, used) = {
             let mut v = calls.0.lock().ok()?;
             let i = v.iter().position(|c| c.plugin == self.meta.name)?;
-            v.swap_remove(i)
+            let used = same(&v[i]);
+            // A round sent behind the PreFilter may be asked for by a later Filter
+            // call of the attempt (after the nodes an alike pod answered): it waits
+            // for that one, and is dropped with the attempt if none asks for it.
+            if !used && v[i].behind_pre_filter {
+                return None;
+            }
+            (v.swap_remove(i), used)
         };
-        let epoch = self.cycle(state).ok().map(|(_, _, streams)| streams.epoch);
-        let sent = match &la.call.pending {
-            Some(FilterSource::Batch(b, ..)) => b.sent(),
-            _ => true,
-        };
-        let same = sent
-            && epoch == Some(la.epoch)
-            && la.ahead == ahead
-            && la.nodes.len() == nodes.len()
-            && la
-                .nodes
-                .iter()
-                .zip(nodes)
-                .all(|(&(id, g), n)| id == n.id && g == n.generation);
         let stats = &self.ep().inner.stats;
-        self.ep().lookahead_outcome(same);
-        if same {
-            stats.lookahead_hits.fetch_add(1, Ordering::Relaxed);
-            let mut call = la.call;
-            call.ignored = Some(state.ignored.clone());
-            Some(call)
+        if la.behind_pre_filter {
+            stats
+                .filter_behind_pre_filter
+                .fetch_add(1, Ordering::Relaxed);
         } else {
-            stats.lookahead_misses.fetch_add(1, Ordering::Relaxed);
-            None
+            self.ep().lookahead_outcome(used);
+            if used {
+                stats.lookahead_hits.fetch_add(1, Ordering::Relaxed);
+            } else {
+                stats.lookahead_misses.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        if !used {
+            return None;
+        }
+        let mut call = la.call;
+        call.ignored = Some(state.ignored.clone());
+        Some(call)
+    }
+
+    /// Sends the attempt's first Filter round (the [`FirstRound`] the scheduler
+    /// expects it to evaluate, less the nodes answered for alike pods) right behind
+    /// this plugin's PreFilter, so both cost one round trip; the sidecar evaluates it
+    /// after the PreFilter (`after_pre_filter`). Used only if the attempt's round is
+    /// exactly that one ([`Self::take_lookahead`]); dropped, its reply owed, if not.
+    pub(super) fn filter_behind_pre_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        snapshot: &Snapshot,
+    ) {
+        let Some(fr) = state.read::<FirstRound>().copied() else {
+            return;
+        };
+        if self.absent(pb::ExtensionPoint::Filter) || !self.ep().filters_after_pre_filter() {
+            return;
+        }
+        let infos = snapshot.node_infos();
+        let n = infos.len();
+        if n == 0 {
+            return;
+        }
+        let round: Vec<&NodeInfo> = (0..fr.len.min(n))
+            .map(|i| &*infos[(fr.start + i) % n])
+            .collect();
+        let alike = self.alike(state, pod);
+        // What `start_filter` will ask for: the nodes without an answer for alike
+        // pods, or the whole round.
+        let (ask, ahead) = match &alike {
+            Some((_, sig)) => {
+                let Ok(a) = self.meta.alike.lock() else {
+                    return;
+                };
+                if a.filter(sig, &round).is_some() {
+                    return;
+                }
+                match a
+                    .filter_partly(sig, &round)
+                    .filter(|_| !self.implements(pb::ExtensionPoint::Score))
+                {
+                    Some((_, at)) => (at.iter().map(|&i| round[i]).collect(), None),
+                    None => (round, fr.ahead),
+                }
+            }
+            None => (round, fr.ahead),
+        };
+        let Ok(call) =
+            self.start_filter_call(state, &ask, ahead, true, SendAs::BehindPreFilter, alike)
+        else {
+            return;
+        };
+        let Some(RemoteCycle { epoch, .. }) = RemoteCycles::of(state, self.ep().config().index)
+        else {
+            return;
+        };
+        let la = LookaheadCall {
+            plugin: self.meta.name.clone(),
+            epoch,
+            nodes: ask.iter().map(|n| (n.id, n.generation)).collect(),
+            ahead,
+            call,
+            behind_pre_filter: true,
+        };
+        let calls = state.read::<LookaheadCalls>().cloned().unwrap_or_default();
+        let kept = calls.0.lock().map(|mut v| v.push(la)).is_ok();
+        if kept {
+            state.write(calls);
         }
     }
 }
@@ -395,7 +494,8 @@ impl BatchFilter for RemotePlugin {
                 return true;
             }
         }
-        let Ok(call) = self.start_filter_call(state, nodes, ahead, true, true, alike) else {
+        let Ok(call) = self.start_filter_call(state, nodes, ahead, true, SendAs::Batched, alike)
+        else {
             return false;
         };
         // The call went out on the cycle's connection (start_filter_call checked it).
@@ -409,6 +509,7 @@ impl BatchFilter for RemotePlugin {
             nodes: nodes.iter().map(|n| (n.id, n.generation)).collect(),
             ahead,
             call,
+            behind_pre_filter: false,
         };
         let calls = state.read::<LookaheadCalls>().cloned().unwrap_or_default();
         let kept = calls.0.lock().map(|mut v| v.push(la)).is_ok();
@@ -486,7 +587,12 @@ impl BatchFilter for RemotePlugin {
             .and_then(|(_, sig)| self.meta.alike.lock().ok()?.filter_partly(sig, nodes));
         if let Some((reused, at)) = partly {
             let ask: Vec<&NodeInfo> = at.iter().map(|&i| nodes[i]).collect();
-            let call = self.start_filter_call(state, &ask, None, from_snapshot, false, alike);
+            let call = match self.take_lookahead(state, &ask, None) {
+                Some(c) => Ok(c),
+                None => {
+                    self.start_filter_call(state, &ask, None, from_snapshot, SendAs::Alone, alike)
+                }
+            };
             let stats = &self.ep().inner.stats;
             stats.alike_partly.fetch_add(1, Ordering::Relaxed);
             return match call {
@@ -501,7 +607,7 @@ impl BatchFilter for RemotePlugin {
                 Err(s) => Err(s),
             };
         }
-        match self.start_filter_call(state, nodes, ahead, from_snapshot, false, alike) {
+        match self.start_filter_call(state, nodes, ahead, from_snapshot, SendAs::Alone, alike) {
             Ok(c) => Ok(Box::new(c)),
             Err(s) if self.meta.policy() == FailurePolicy::Ignore => {
                 self.meta.ignored(&state.ignored, "Filter", &s);

@@ -44,6 +44,8 @@ pub(super) struct LookaheadCall {
     pub(super) nodes: Vec<(u32, u64)>,
     pub(super) ahead: Option<ScoreAhead>,
     pub(super) call: RemoteFilterCall,
+    /// Sent in the attempt's own cycle, right behind its PreFilter, not ahead of it.
+    pub(super) behind_pre_filter: bool,
 }
 
 /// The lookahead calls of an attempt (shared by clones of its state: whichever Filter

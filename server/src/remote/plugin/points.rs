@@ -79,8 +79,8 @@ impl PreFilterPlugin for RemotePlugin {
     fn pre_filter(
         &self,
         state: &mut CycleState,
-        _pod: &Pod,
-        _snapshot: &Snapshot,
+        pod: &Pod,
+        snapshot: &Snapshot,
     ) -> (Option<PreFilterResult>, Status) {
         if self.absent(pb::ExtensionPoint::PreFilter) {
             return (None, Status::success());
@@ -97,8 +97,9 @@ impl PreFilterPlugin for RemotePlugin {
                     traceparent,
                 })
             };
-            match self
-                .send(&streams, req)?
+            let pending = self.send(&streams, req)?;
+            self.filter_behind_pre_filter(state, pod, snapshot);
+            match pending
                 .wait()
                 .map_err(|e| self.meta.call_failed("PreFilter", e))?
             {
