@@ -456,23 +456,37 @@ impl RemotePlugin {
         else {
             return;
         };
+        self.keep_sent(state, &ask, ahead, call, true);
+    }
+
+    /// Keeps a Filter call sent before the attempt asks for it (a lookahead, or a
+    /// round behind the PreFilter) in the attempt's state, for
+    /// [`Self::take_lookahead`]; false when it could not be kept.
+    fn keep_sent(
+        &self,
+        state: &mut CycleState,
+        nodes: &[&NodeInfo],
+        ahead: Option<ScoreAhead>,
+        call: RemoteFilterCall,
+        behind_pre_filter: bool,
+    ) -> bool {
+        // The call went out on the cycle's connection (start_filter_call checked it).
         let Some(RemoteCycle { epoch, .. }) = RemoteCycles::of(state, self.ep().config().index)
         else {
-            return;
+            return false;
         };
         let la = LookaheadCall {
             plugin: self.meta.name.clone(),
             epoch,
-            nodes: ask.iter().map(|n| (n.id, n.generation)).collect(),
+            nodes: nodes.iter().map(|n| (n.id, n.generation)).collect(),
             ahead,
             call,
-            behind_pre_filter: true,
+            behind_pre_filter,
         };
         let calls = state.read::<LookaheadCalls>().cloned().unwrap_or_default();
         let kept = calls.0.lock().map(|mut v| v.push(la)).is_ok();
-        if kept {
-            state.write(calls);
-        }
+        state.write(calls);
+        kept
     }
 }
 
@@ -498,23 +512,7 @@ impl BatchFilter for RemotePlugin {
         else {
             return false;
         };
-        // The call went out on the cycle's connection (start_filter_call checked it).
-        let Some(RemoteCycle { epoch, .. }) = RemoteCycles::of(state, self.ep().config().index)
-        else {
-            return false;
-        };
-        let la = LookaheadCall {
-            plugin: self.meta.name.clone(),
-            epoch,
-            nodes: nodes.iter().map(|n| (n.id, n.generation)).collect(),
-            ahead,
-            call,
-            behind_pre_filter: false,
-        };
-        let calls = state.read::<LookaheadCalls>().cloned().unwrap_or_default();
-        let kept = calls.0.lock().map(|mut v| v.push(la)).is_ok();
-        state.write(calls);
-        kept
+        self.keep_sent(state, nodes, ahead, call, false)
     }
 
     fn start_filter(
