@@ -68,6 +68,9 @@ pub struct PendingCounts {
     pub unschedulable: usize,
     pub gated: usize,
     pub in_flight: usize,
+    /// Of `active` and `in_flight`, the pods whose previous attempt ended in an
+    /// error: retries after errors (see `simulate`'s settle rule).
+    pub errored_retrying: usize,
 }
 
 struct InFlightEvent {
@@ -86,6 +89,8 @@ struct Inner {
     unschedulable: FxHashMap<Uid, QueuedPodInfo>,
     /// Popped and not yet done: the event sequence number at pop.
     in_flight: FxHashMap<Uid, u64>,
+    /// Of `in_flight`, the pods whose previous attempt ended in an error.
+    in_flight_errored: rustc_hash::FxHashSet<Uid>,
     in_flight_events: VecDeque<InFlightEvent>,
     next_seq: u64,
     nominator: Nominator,
@@ -153,6 +158,7 @@ impl SchedulingQueue {
                 error_backoff: PodHeap::new(Box::new(backoff_less)),
                 unschedulable: FxHashMap::default(),
                 in_flight: FxHashMap::default(),
+                in_flight_errored: Default::default(),
                 in_flight_events: VecDeque::new(),
                 next_seq: 0,
                 nominator: Nominator::default(),
@@ -290,14 +296,8 @@ impl SchedulingQueue {
             }
             self.flush_backoff_completed_locked(&mut inner);
             let next = inner.active.pop().or_else(|| inner.backoff.pop());
-            if let Some(mut p) = next {
-                p.attempts += 1;
-                let seq = inner.next_seq;
-                inner.in_flight.insert(p.pod.uid.clone(), seq);
-                inner.sched_cycle += 1;
-                p.unschedulable_plugins.clear();
-                p.pending_plugins.clear();
-                return Some(p);
+            if let Some(p) = next {
+                return Some(Self::start_attempt(&mut inner, p));
             }
             let wait = inner
                 .error_backoff
@@ -317,14 +317,22 @@ impl SchedulingQueue {
     pub fn try_pop(&self) -> Option<QueuedPodInfo> {
         let mut inner = self.lock();
         self.flush_backoff_completed_locked(&mut inner);
-        let mut p = inner.active.pop().or_else(|| inner.backoff.pop())?;
+        let p = inner.active.pop().or_else(|| inner.backoff.pop())?;
+        Some(Self::start_attempt(&mut inner, p))
+    }
+
+    /// A popped pod's attempt begins: it is in flight.
+    fn start_attempt(inner: &mut Inner, mut p: QueuedPodInfo) -> QueuedPodInfo {
         p.attempts += 1;
         let seq = inner.next_seq;
         inner.in_flight.insert(p.pod.uid.clone(), seq);
+        if p.consecutive_errors_count > 0 {
+            inner.in_flight_errored.insert(p.pod.uid.clone());
+        }
         inner.sched_cycle += 1;
         p.unschedulable_plugins.clear();
         p.pending_plugins.clear();
-        Some(p)
+        p
     }
 
     /// The pod's attempt is over (success or failure); forget its in-flight events.
@@ -337,6 +345,7 @@ impl SchedulingQueue {
         if inner.in_flight.remove(uid).is_none() {
             return;
         }
+        inner.in_flight_errored.remove(uid);
         match inner.in_flight.values().min().copied() {
             None => inner.in_flight_events.clear(),
             Some(oldest) => {
@@ -523,6 +532,12 @@ impl SchedulingQueue {
             unschedulable: inner.unschedulable.values().filter(|p| !p.gated()).count(),
             gated: inner.unschedulable.values().filter(|p| p.gated()).count(),
             in_flight: inner.in_flight.len(),
+            errored_retrying: inner.in_flight_errored.len()
+                + inner
+                    .active
+                    .iter()
+                    .filter(|p| p.consecutive_errors_count > 0)
+                    .count(),
         }
     }
 

@@ -156,6 +156,9 @@ pub struct RemoteReport {
     /// both) and used.
     #[serde(default)]
     pub filter_behind_pre_filter: u64,
+    /// Calls of a `FilterBatch` message that failed as a whole, asked again alone.
+    #[serde(default)]
+    pub batch_retried_apart: u64,
     /// Replies to no outstanding call (late after a timeout, or a flooding sidecar).
     pub stray_replies: u64,
     /// The last call error or connection loss (plugin, extension point, why).
@@ -183,6 +186,7 @@ impl RemoteReport {
             alike_reused: s.alike_reused.load(Relaxed),
             alike_partly: s.alike_partly.load(Relaxed),
             filter_behind_pre_filter: s.filter_behind_pre_filter.load(Relaxed),
+            batch_retried_apart: s.batch_retried_apart.load(Relaxed),
             stray_replies: s.stray_replies.load(Relaxed),
             last_error: s.last_error.lock().map(|e| e.clone()).unwrap_or_default(),
         }
@@ -611,6 +615,13 @@ impl Report {
             );
             if r.stray_replies > 0 {
                 let _ = writeln!(s, "  {} replies to no outstanding call", r.stray_replies);
+            }
+            if r.batch_retried_apart > 0 {
+                let _ = writeln!(
+                    s,
+                    "  {} calls of failed FilterBatch messages asked again alone",
+                    r.batch_retried_apart
+                );
             }
             if !r.last_error.is_empty() {
                 let _ = writeln!(s, "  last error: {}", r.last_error);

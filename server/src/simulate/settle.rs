@@ -86,7 +86,16 @@ pub(super) fn wait_settled(
             idle_since = None;
         }
         let bound = sched.stats.bound.load(std::sync::atomic::Ordering::Relaxed);
-        let only_errors_left = quiet && terminating == 0 && p.backoff == p.errored && p.errored > 0;
+        // Every pod left backs off after an error or retries after one; counted
+        // also while a retry runs, so that retries that keep the scheduler busy (a
+        // sidecar that never answers some pods, each attempt waiting out the
+        // timeout) do not keep the run from settling.
+        let only_errors_left = sched.event_backlog() == 0
+            && sched.in_flight_ops() == 0
+            && terminating == 0
+            && p.backoff == p.errored
+            && p.active + p.in_flight == p.errored_retrying
+            && p.errored > 0;
         if only_errors_left {
             match stuck_since {
                 Some((t, b)) if b == bound => {

@@ -100,6 +100,8 @@ impl Drop for Pending {
 pub struct BatchReply {
     /// Whether the message went out; a call in a batch that did not is asked again.
     pub(super) sent: AtomicBool,
+    /// How many pods' calls the message carries.
+    pub(super) calls: std::sync::atomic::AtomicUsize,
     pub(super) pending: Mutex<Option<Pending>>,
     /// Each call's reply, taken by it; or why the whole message failed.
     pub(super) replies: Mutex<Option<Result<Vec<Option<pb::FilterResponse>>, CallError>>>,
@@ -108,6 +110,11 @@ pub struct BatchReply {
 impl BatchReply {
     pub fn sent(&self) -> bool {
         self.sent.load(Ordering::Acquire)
+    }
+
+    /// How many pods' calls the message carries.
+    pub fn calls(&self) -> usize {
+        self.calls.load(Ordering::Acquire)
     }
 
     /// The reply to call `i` of the batch (its request id `id`), waiting for the

@@ -34,9 +34,19 @@ pub(super) fn connection_thread(inner: Arc<Inner>) {
         // (the reconnect is logged when it comes).
         let mut failed_attempts = 0u64;
         let mut epoch_seen = inner.epoch.load(Ordering::Relaxed);
+        // Connections lost: the first after a stable spell logged, a flapping
+        // sidecar's repeats counted and summed up.
+        let outages = faillog::FailureLog::default();
+        let mut counted = false;
         while !*stop.borrow() {
-            let started = Instant::now();
+            let up = Instant::now();
             let e = connect_once(&inner).await;
+            let epoch = inner.epoch.load(Ordering::Relaxed);
+            let had_connected = epoch != epoch_seen;
+            if had_connected {
+                // Before callers see no streams: they wait for the reconnect.
+                inner.connection_lost();
+            }
             inner.set_error(e.clone());
             inner.stats.set_last_error(&format!("connection lost: {e}"));
             inner.fail_all(&format!(
@@ -46,20 +56,31 @@ pub(super) fn connection_thread(inner: Arc<Inner>) {
             if *stop.borrow() {
                 break;
             }
-            let epoch = inner.epoch.load(Ordering::Relaxed);
-            if epoch != epoch_seen {
-                // It had connected since the last failure: a new outage.
+            if had_connected {
+                // It had connected since the last failure: a new outage, whose first
+                // reconnect comes soon (as gRPC resets its backoff once connected).
                 epoch_seen = epoch;
                 failed_attempts = 0;
+                backoff = Duration::from_millis(50);
+                if up.elapsed() >= faillog::SUMMARY_EVERY {
+                    outages.recovered();
+                }
+                match outages.failure("connection lost", Instant::now()) {
+                    faillog::Line::Repeats(n) => {
+                        tracing::warn!(endpoint = %inner.config.endpoint, error = %e, "sidecar connection lost {n} more times, reconnected each time (it drops connections it had made); last: {e}");
+                        counted = true;
+                    }
+                    faillog::Line::None => counted = true,
+                    faillog::Line::First => counted = false,
+                }
+                inner.flapping.store(counted, Ordering::Relaxed);
             }
             failed_attempts += 1;
-            if failed_attempts == 1 {
+            // A counted loss is logged only if the reconnect fails too.
+            if failed_attempts == 1 + u64::from(counted) {
                 tracing::warn!(endpoint = %inner.config.endpoint, error = %e, "sidecar unavailable; reconnecting (further attempts are logged at debug level)");
             } else {
                 tracing::debug!(endpoint = %inner.config.endpoint, error = %e, attempt = failed_attempts, "sidecar still unavailable");
-            }
-            if started.elapsed() > Duration::from_secs(10) {
-                backoff = Duration::from_millis(50);
             }
             tokio::select! {
                 _ = tokio::time::sleep(backoff) => {}
@@ -403,22 +424,30 @@ pub(super) fn publish(
     }
     if let Ok(mut c) = inner.conn.lock() {
         c.streams = Some(streams);
+        c.lost_at = None;
     }
+    inner.conn_cv.notify_all();
     let plugins: Vec<String> = hs.plugins.iter().map(|p| p.name.clone()).collect();
     if let Ok(mut h) = inner.handshake.lock() {
         *h = Some(hs);
     }
     inner.handshake_cv.notify_all();
-    match inner.failures.recovered() {
-        Some(n) if n > 0 => tracing::warn!(
-            endpoint = %inner.config.endpoint,
-            epoch,
-            "sidecar connected again ({n} more calls had failed since the last report)"
-        ),
-        Some(_) => {
-            tracing::warn!(endpoint = %inner.config.endpoint, epoch, "sidecar connected again")
+    // A flapping sidecar's reconnects are summed up with its losses, and the calls
+    // failing meanwhile keep being counted, not logged anew after each reconnect.
+    if inner.flapping.swap(false, Ordering::Relaxed) {
+        tracing::debug!(endpoint = %inner.config.endpoint, epoch, "sidecar connected again");
+    } else {
+        match inner.failures.recovered() {
+            Some(n) if n > 0 => tracing::warn!(
+                endpoint = %inner.config.endpoint,
+                epoch,
+                "sidecar connected again ({n} more calls had failed since the last report)"
+            ),
+            Some(_) => {
+                tracing::warn!(endpoint = %inner.config.endpoint, epoch, "sidecar connected again")
+            }
+            None => tracing::info!(endpoint = %inner.config.endpoint, epoch, "sidecar connected"),
         }
-        None => tracing::info!(endpoint = %inner.config.endpoint, epoch, "sidecar connected"),
     }
     if let Some(services) = inner.handle.get().and_then(|h| h.services()) {
         // Requeueing calls plugins (PreEnqueue, QueueSort keys), some of them on this

@@ -52,16 +52,23 @@ struct BatchDepth {
 struct ConnState {
     streams: Option<Streams>,
     last_error: String,
+    /// When an established connection was last lost, until the next one is up.
+    lost_at: Option<Instant>,
 }
 
 pub(crate) struct Inner {
     pub config: EndpointConfig,
     conn: Mutex<ConnState>,
+    /// Notified when a connection is up (see [`Endpoint::streams_or_wait`]).
+    conn_cv: Condvar,
     handshake: Mutex<Option<pb::HandshakeResponse>>,
     handshake_cv: Condvar,
     pending: Mutex<FxHashMap<u64, Waiter>>,
     /// The failed calls' log: first failure and change of cause, then counts.
     failures: faillog::FailureLog,
+    /// The last connection loss was a repeat counted, not logged (a flapping
+    /// sidecar): its reconnect is not logged either.
+    flapping: AtomicBool,
     /// `Waiter::Unread` entries in `pending`, at most [`UNREAD_IN_FLIGHT`].
     unread: std::sync::atomic::AtomicUsize,
     next_id: AtomicU64,
@@ -86,7 +93,15 @@ pub(crate) struct Inner {
     /// and how to end the connection from a caller's thread.
     timeouts_in_a_row: std::sync::atomic::AtomicU32,
     kick: Mutex<Option<mpsc::UnboundedSender<String>>>,
+    /// Pods (by uid hash) whose last Filter call here failed: they are not sent in a
+    /// `FilterBatch` with other pods, so a pod the sidecar chokes on cannot fail the
+    /// pods batched with it attempt after attempt.
+    suspects: Mutex<rustc_hash::FxHashSet<u64>>,
 }
+
+/// The most pods remembered as suspects (see `Inner::suspects`); past it a failing
+/// pod may be batched again, nothing worse.
+const SUSPECTS_MAX: usize = 4096;
 
 /// Counters for one endpoint. Bytes are gRPC message bytes (the protobuf encoding
 /// plus gRPC's 5-byte length prefix), both directions, replication included;
@@ -114,6 +129,8 @@ pub struct EndpointStats {
     pub alike_partly: AtomicU64,
     /// First Filter rounds sent right behind their PreFilter and used.
     pub filter_behind_pre_filter: AtomicU64,
+    /// Calls of a failed `FilterBatch` message asked again alone.
+    pub batch_retried_apart: AtomicU64,
     /// Replies to no outstanding call (late, unknown id, or flooding).
     pub stray_replies: AtomicU64,
     /// The last call error or connection loss, as reported.
@@ -249,6 +266,14 @@ impl Inner {
         })
     }
 
+    /// An established connection ended: attempts starting now wait a moment for the
+    /// next one (see [`Endpoint::streams_or_wait`]).
+    pub(super) fn connection_lost(&self) {
+        if let Ok(mut c) = self.conn.lock() {
+            c.lost_at.get_or_insert_with(Instant::now);
+        }
+    }
+
     fn set_error(&self, e: String) {
         if let Ok(mut c) = self.conn.lock() {
             c.streams = None;
@@ -276,12 +301,15 @@ impl Endpoint {
             conn: Mutex::new(ConnState {
                 streams: None,
                 last_error: "not connected yet".into(),
+                lost_at: None,
             }),
+            conn_cv: Condvar::new(),
             handshake: Mutex::new(None),
             handshake_cv: Condvar::new(),
             pending: Mutex::new(FxHashMap::default()),
             unread: Default::default(),
             failures: Default::default(),
+            flapping: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
             epoch: AtomicU64::new(0),
             replicator: Mutex::new(Replicator::default()),
@@ -297,6 +325,7 @@ impl Endpoint {
             reply_us: AtomicU64::new(0),
             timeouts_in_a_row: Default::default(),
             kick: Mutex::new(None),
+            suspects: Default::default(),
         });
         let i = inner.clone();
         std::thread::Builder::new()
@@ -417,6 +446,7 @@ impl Endpoint {
             calls: Vec::new(),
             reply: Arc::new(BatchReply {
                 sent: AtomicBool::new(false),
+                calls: Default::default(),
                 pending: Mutex::new(None),
                 replies: Mutex::new(None),
             }),
@@ -453,6 +483,7 @@ impl Endpoint {
             return;
         }
         let id = self.next_request_id();
+        b.reply.calls.store(b.calls.len(), Ordering::Release);
         let m = Outbound::FilterBatch(pb::FilterBatchRequest {
             request_id: id,
             calls: b.calls,
@@ -501,6 +532,41 @@ impl Endpoint {
                 self.inner.config.endpoint, c.last_error
             ))
         })
+    }
+
+    /// The open streams; in the moment after a connection was lost, waits for the
+    /// reconnect, until the call timeout after the loss at most (once per outage:
+    /// later attempts of a long outage fail at once). So a sidecar that drops its
+    /// connection (a stream it closed, a reply over the size limit, a flood) and is
+    /// back within a timeout costs the pods scheduled meanwhile nothing.
+    pub fn streams_or_wait(&self) -> Result<Streams, CallError> {
+        let unavailable = |c: &ConnState| {
+            CallError::Unavailable(format!(
+                "sidecar {} is not connected: {}",
+                self.inner.config.endpoint, c.last_error
+            ))
+        };
+        let mut c = self
+            .inner
+            .conn
+            .lock()
+            .map_err(|_| CallError::Unavailable("connection state poisoned".into()))?;
+        loop {
+            if let Some(s) = &c.streams {
+                return Ok(s.clone());
+            }
+            let Some(deadline) = c.lost_at.map(|t| t + self.inner.config.timeout) else {
+                return Err(unavailable(&c));
+            };
+            let now = Instant::now();
+            if now >= deadline || *self.inner.stop.borrow() {
+                return Err(unavailable(&c));
+            }
+            c = match self.inner.conn_cv.wait_timeout(c, deadline - now) {
+                Ok((c, _)) => c,
+                Err(_) => return Err(CallError::Unavailable("connection state poisoned".into())),
+            };
+        }
     }
 
     pub fn next_request_id(&self) -> u64 {
@@ -603,6 +669,25 @@ impl Endpoint {
 
     pub fn stats(&self) -> &EndpointStats {
         &self.inner.stats
+    }
+
+    /// Records whether pod `key`'s Filter call failed on this endpoint (see
+    /// [`Self::is_suspect`]).
+    pub fn note_filter_outcome(&self, key: u64, failed: bool) {
+        let Ok(mut s) = self.inner.suspects.lock() else {
+            return;
+        };
+        if !failed {
+            s.remove(&key);
+        } else if s.len() < SUSPECTS_MAX {
+            s.insert(key);
+        }
+    }
+
+    /// Whether pod `key`'s last Filter call here failed: it is then asked alone,
+    /// never in a `FilterBatch` with other pods' calls.
+    pub fn is_suspect(&self, key: u64) -> bool {
+        self.inner.suspects.lock().is_ok_and(|s| s.contains(&key))
     }
 
     /// Counts a failed call, keeping its message for the report, and logs it as

@@ -114,8 +114,13 @@ impl RemotePlugin {
             traceparent,
         };
         let id = req.request_id;
+        // A batched call is kept to be asked again alone if its message fails.
+        let mut retry = None;
         let joined = match send {
-            SendAs::Batched => self.ep().add_to_batch(streams.epoch, req),
+            SendAs::Batched => {
+                retry = Some(req.clone());
+                self.ep().add_to_batch(streams.epoch, req)
+            }
             SendAs::Alone | SendAs::BehindPreFilter => Err(req),
         };
         let source = match joined {
@@ -137,6 +142,8 @@ impl RemotePlugin {
             reused: None,
             fill,
             partial: None,
+            pod: RemoteCycles::of(state, self.ep().config().index).map(|c| c.pod),
+            retry: retry.map(|r| (r, streams.epoch)),
         })
     }
 }
@@ -178,6 +185,12 @@ pub(super) struct RemoteFilterCall {
     pub(super) fill: Option<Fill>,
     /// The call asks for part of the round, the rest answered from alike pods.
     pub(super) partial: Option<Partial>,
+    /// The pod's uid fingerprint: its outcome decides whether the pod is a suspect
+    /// (see `Endpoint::is_suspect`).
+    pub(super) pod: Option<u64>,
+    /// A call in a `FilterBatch` message: itself, to be asked again alone on the same
+    /// connection (`.1`, its epoch) if the whole message fails.
+    pub(super) retry: Option<(pb::FilterRequest, u64)>,
 }
 
 /// A round answered partly from alike pods' answers: the call asks for the nodes at
@@ -195,17 +208,58 @@ impl RemoteFilterCall {
         let Some(p) = self.pending.take() else {
             return Ok(Vec::new());
         };
-        let r = match p {
-            FilterSource::Call(p) => {
-                match p.wait().map_err(|e| self.meta.call_failed("Filter", e))? {
-                    Reply::Filter(r) => r,
-                    other => return Err(self.meta.unexpected(other)),
-                }
-            }
-            FilterSource::Batch(b, i, id) => b
-                .take(i, id)
-                .map_err(|e| self.meta.call_failed("Filter", e))?,
+        let r = self.reply(p).and_then(|r| self.check(r));
+        if let Some(pod) = self.pod {
+            self.meta.ep.note_filter_outcome(pod, r.is_err());
+        }
+        r
+    }
+
+    /// The call's reply. A call whose `FilterBatch` message failed as a whole (a
+    /// timeout, a reply too large, a malformed one) is asked again alone while the
+    /// connection lasts: one pod the sidecar chokes on fails alone, not the pods
+    /// that shared its message.
+    fn reply(&mut self, p: FilterSource) -> Result<pb::FilterResponse, Status> {
+        let (b, i, id) = match p {
+            FilterSource::Call(p) => return self.wait_call(p),
+            FilterSource::Batch(b, i, id) => (b, i, id),
         };
+        let e = match b.take(i, id) {
+            Ok(r) => return Ok(r),
+            Err(e) => e,
+        };
+        let ep = &self.meta.ep;
+        let again = self
+            .retry
+            .take()
+            .filter(|_| b.calls() > 1)
+            .and_then(|(mut req, epoch)| {
+                let streams = ep.streams().ok().filter(|s| s.epoch == epoch)?;
+                req.request_id = ep.next_request_id();
+                ep.start_call(&streams, req.request_id, Outbound::Filter(req))
+                    .ok()
+            });
+        match again {
+            Some(p) => {
+                ep.inner
+                    .stats
+                    .batch_retried_apart
+                    .fetch_add(1, Ordering::Relaxed);
+                self.wait_call(p)
+            }
+            None => Err(self.meta.call_failed("Filter", e)),
+        }
+    }
+
+    fn wait_call(&self, p: Pending) -> Result<pb::FilterResponse, Status> {
+        match p.wait().map_err(|e| self.meta.call_failed("Filter", e))? {
+            Reply::Filter(r) => Ok(r),
+            other => Err(self.meta.unexpected(other)),
+        }
+    }
+
+    /// Checks a reply and turns it into the round's failures.
+    fn check(&mut self, r: pb::FilterResponse) -> Result<Vec<(usize, Status)>, Status> {
         if let Some(e) = &r.error {
             let s = convert::status_from_pb(Some(e));
             return Err(self.meta.plugin_failed("Filter failed", s.message()));
@@ -556,6 +610,8 @@ impl BatchFilter for RemotePlugin {
                     reused: Some(failures),
                     fill: None,
                     partial: None,
+                    pod: None,
+                    retry: None,
                 }));
             }
         }
@@ -572,6 +628,8 @@ impl BatchFilter for RemotePlugin {
                 reused: None,
                 fill: None,
                 partial: None,
+                pod: None,
+                retry: None,
             })
         };
         if absent {

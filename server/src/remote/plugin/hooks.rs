@@ -3,6 +3,7 @@
 //! holds, one per endpoint; and the Filter calls sent ahead for the queue's next pods.
 
 use super::*;
+use crate::framework::interface::uid_fingerprint;
 
 /// A sidecar cycle this attempt started (or adopted from a lookahead).
 #[derive(Clone, Copy)]
@@ -14,6 +15,8 @@ pub(super) struct RemoteCycle {
     pub(super) epoch: u64,
     /// `Snapshot::update_seq` of the attempt's snapshot, which the sidecar holds.
     pub(super) snapshot: u64,
+    /// The pod's uid fingerprint (see `Endpoint::is_suspect`).
+    pub(super) pod: u64,
 }
 
 /// The sidecar cycles of an attempt, one per endpoint.
@@ -56,17 +59,25 @@ pub(super) struct LookaheadCalls(pub(super) Arc<Mutex<SmallVec<[LookaheadCall; 1
 /// Attempt boundaries for one endpoint: replicate, then start or end the cycle.
 pub struct EndpointHooks {
     ep: Endpoint,
+    /// The attempt running is a suspect's (see `Endpoint::is_suspect`): nothing is
+    /// sent ahead for the next pods meanwhile, so that if the sidecar drops the
+    /// connection over this pod, no other pod's call is lost with it.
+    suspect_running: std::sync::atomic::AtomicBool,
 }
 
 impl EndpointHooks {
     pub fn new(ep: Endpoint) -> Self {
-        EndpointHooks { ep }
+        EndpointHooks {
+            ep,
+            suspect_running: Default::default(),
+        }
     }
 
     /// Records this endpoint's cycle of the attempt: its calls name `generation`.
     pub(super) fn record(
         &self,
         state: &mut CycleState,
+        pod: &Pod,
         generation: u64,
         epoch: u64,
         snapshot: &Snapshot,
@@ -78,6 +89,7 @@ impl EndpointHooks {
                 generation,
                 epoch,
                 snapshot: snapshot.update_seq(),
+                pod: uid_fingerprint(&pod.uid),
             },
         );
     }
@@ -95,8 +107,12 @@ impl CycleHooks for EndpointHooks {
         snapshot: &Snapshot,
         profile: &str,
     ) {
+        self.suspect_running.store(
+            self.ep.is_suspect(uid_fingerprint(&pod.uid)),
+            Ordering::Relaxed,
+        );
         // Without a connection the calls of this attempt fail and the policy decides.
-        let Ok(streams) = self.ep.streams() else {
+        let Ok(streams) = self.ep.streams_or_wait() else {
             return;
         };
         let idx = self.ep.config().index;
@@ -132,7 +148,7 @@ impl CycleHooks for EndpointHooks {
                 g
             }
         };
-        self.record(state, g, streams.epoch, snapshot);
+        self.record(state, pod, g, streams.epoch, snapshot);
     }
 
     fn lookahead_start(
@@ -142,7 +158,12 @@ impl CycleHooks for EndpointHooks {
         snapshot: &Snapshot,
         profile: &str,
     ) -> bool {
-        if !self.ep.all_node_local() {
+        // A pod whose last Filter call here failed is asked alone in its attempt,
+        // not batched with others (blast radius of a sidecar choking on one pod).
+        if !self.ep.all_node_local()
+            || self.suspect_running.load(Ordering::Relaxed)
+            || self.ep.is_suspect(uid_fingerprint(&pod.uid))
+        {
             return false;
         }
         let Ok(streams) = self.ep.streams() else {
@@ -162,7 +183,7 @@ impl CycleHooks for EndpointHooks {
             };
             g
         };
-        self.record(state, g, streams.epoch, snapshot);
+        self.record(state, pod, g, streams.epoch, snapshot);
         true
     }
 
