@@ -63,6 +63,26 @@ go build -o "$work/accelerator" ./examples/accelerator
 go build -o "$work/tenantquota" ./examples/tenantquota
 echo "ok: SDK and examples build; gofmt and go vet clean"
 
+if [ -d /usr/share/gocode/src/google.golang.org/grpc ]; then
+  # The README's offline module-mode recipe: a plugin module outside this tree
+  # (the TenantQuota example as example.com/tenantquota), vendored by
+  # vendor-offline.py, built and vetted in module mode with no proxy. Its binary is
+  # the one the conformance run below checks.
+  step "module mode, offline: vendor-offline.py"
+  mkdir -p "$work/modplugin"
+  cp "$here/examples/tenantquota/main.go" "$work/modplugin/"
+  (
+    cd "$work/modplugin"
+    unset GOPATH
+    export GO111MODULE=on GOPROXY=off GOFLAGS=
+    go mod init example.com/tenantquota >/dev/null 2>&1
+    python3 "$here/vendor-offline.py"
+    go vet ./...
+    go build -o "$work/tenantquota" .
+  )
+  echo "ok: a plugin module builds and vets offline in module mode (vendor/ from the SDK checkout and /usr/share/gocode)"
+fi
+
 step "unit tests"
 go test -v -count=1 ./... | grep -vE "^(=== (RUN|PAUSE|CONT)|    --- PASS)"
 if [ "${SWITCHYARD_GO_RACE:-1}" != 0 ]; then
