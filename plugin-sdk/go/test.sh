@@ -26,6 +26,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 
 bin="${SWITCHYARD_BIN:-$repo/target/debug/switchyard}"
+# The harness tests (examples/tenantquota/main_test.go) convert manifests with it.
+export SWITCHYARD_BIN="$bin"
 module=github.com/switchyard-sched/switchyard/plugin-sdk/go
 work="$(mktemp -d "${TMPDIR:-/tmp}/switchyard-go-sdk.XXXXXX")"
 pids=()

@@ -43,7 +43,8 @@ npx --no-install tsc -p examples/tsconfig.json
 echo "ok"
 
 step "unit tests"
-node --test test/
+# The harness tests convert manifests with the scheduler's binary.
+SWITCHYARD_BIN="$bin" node --test test/
 
 if [[ ! -x "$bin" ]]; then
   echo "$bin not found: build it (cargo build) or set SWITCHYARD_BIN" >&2

@@ -604,7 +604,24 @@ async def check_capabilities(stub, served):
     check(await rep.ended_with() == grpc.StatusCode.FAILED_PRECONDITION, "nested `more` ends the stream")
 
 
+def check_harness():
+    """The SDK's harness on testdata/cluster.yaml (converted by `switchyard snapshot`:
+    SWITCHYARD_BIN, else the workspace's target/debug/switchyard): the plugin's
+    Filter and Score for the pending pod, with no sidecar and no scheduler."""
+    from switchyard_plugin.harness import Harness
+
+    repo = os.path.abspath(os.path.join(HERE, "..", ".."))
+    b = os.environ.get("SWITCHYARD_BIN") or os.path.join(repo, "target", "debug", "switchyard")
+    h = Harness.from_manifests([os.path.join(HERE, "testdata", "cluster.yaml")], bin=b)
+    out = h.run(sidecar.EnergyAware(), "web")
+    check(out.feasible() == ["green", "grey", "unknown"], "harness: the draining node fails Filter", out.feasible())
+    check(out.status("draining").reasons == (DRAIN_REASON,), "harness: the draining reason", out.status("draining"))
+    check(out.scores == [("green", 90), ("grey", 20), ("unknown", 50)], "harness: scores from the label", out.scores)
+    check(out.best() == "green", "harness: the best node", out.best())
+
+
 async def main():
+    check_harness()
     check_addresses()
     check_node_local_without_pre_filter()
     check_signature_needs_node_local()

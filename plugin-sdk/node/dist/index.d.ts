@@ -10,6 +10,7 @@ export { CAPABILITIES_ENV, LISTEN_ENV, NO_OPTIONAL_CAPABILITIES_FLAG, TLS_CERT_E
 export type { Listen, MainOptions, ServeOptions, Sidecar } from './server.js';
 export { PluginService, PROTOCOL_VERSION, CAPABILITY_FILTER_BATCH, CAPABILITY_REPLICATE_BATCH } from './service.js';
 export type { Logger, ServiceOptions } from './service.js';
+export { Harness, HarnessError, Outcome } from './harness.js';
 export { parseTraceparent } from './tracing.js';
 export type { OtelApi } from './tracing.js';
 export { LOADER_OPTIONS, protoDir } from './proto.js';

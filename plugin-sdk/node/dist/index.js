@@ -6,7 +6,7 @@
 // `capabilities: false` option; SWITCHYARD_PLUGIN_CAPABILITIES=off is its fallback).
 // See README.md.
 Object.defineProperty(exports, "__esModule", { value: true });
-exports.protoDir = exports.LOADER_OPTIONS = exports.parseTraceparent = exports.CAPABILITY_REPLICATE_BATCH = exports.CAPABILITY_FILTER_BATCH = exports.PROTOCOL_VERSION = exports.PluginService = exports.serve = exports.resolveListen = exports.probe = exports.parseListen = exports.main = exports.formatListen = exports.TLS_KEY_ENV = exports.TLS_CLIENT_CA_ENV = exports.TLS_CERT_ENV = exports.NO_OPTIONAL_CAPABILITIES_FLAG = exports.LISTEN_ENV = exports.CAPABILITIES_ENV = exports.makePod = exports.makeNode = exports.CallError = exports.Status = exports.PodCounts = exports.NodeSets = exports.MAX_PENDING_PODS = exports.ReplicationError = exports.Snapshot = exports.NodeInfo = exports.normalizeScores = exports.Cycle = void 0;
+exports.protoDir = exports.LOADER_OPTIONS = exports.parseTraceparent = exports.Outcome = exports.HarnessError = exports.Harness = exports.CAPABILITY_REPLICATE_BATCH = exports.CAPABILITY_FILTER_BATCH = exports.PROTOCOL_VERSION = exports.PluginService = exports.serve = exports.resolveListen = exports.probe = exports.parseListen = exports.main = exports.formatListen = exports.TLS_KEY_ENV = exports.TLS_CLIENT_CA_ENV = exports.TLS_CERT_ENV = exports.NO_OPTIONAL_CAPABILITIES_FLAG = exports.LISTEN_ENV = exports.CAPABILITIES_ENV = exports.makePod = exports.makeNode = exports.CallError = exports.Status = exports.PodCounts = exports.NodeSets = exports.MAX_PENDING_PODS = exports.ReplicationError = exports.Snapshot = exports.NodeInfo = exports.normalizeScores = exports.Cycle = void 0;
 var plugin_js_1 = require("./plugin.js");
 Object.defineProperty(exports, "Cycle", { enumerable: true, get: function () { return plugin_js_1.Cycle; } });
 Object.defineProperty(exports, "normalizeScores", { enumerable: true, get: function () { return plugin_js_1.normalizeScores; } });
@@ -42,6 +42,10 @@ Object.defineProperty(exports, "PluginService", { enumerable: true, get: functio
 Object.defineProperty(exports, "PROTOCOL_VERSION", { enumerable: true, get: function () { return service_js_1.PROTOCOL_VERSION; } });
 Object.defineProperty(exports, "CAPABILITY_FILTER_BATCH", { enumerable: true, get: function () { return service_js_1.CAPABILITY_FILTER_BATCH; } });
 Object.defineProperty(exports, "CAPABILITY_REPLICATE_BATCH", { enumerable: true, get: function () { return service_js_1.CAPABILITY_REPLICATE_BATCH; } });
+var harness_js_1 = require("./harness.js");
+Object.defineProperty(exports, "Harness", { enumerable: true, get: function () { return harness_js_1.Harness; } });
+Object.defineProperty(exports, "HarnessError", { enumerable: true, get: function () { return harness_js_1.HarnessError; } });
+Object.defineProperty(exports, "Outcome", { enumerable: true, get: function () { return harness_js_1.Outcome; } });
 var tracing_js_1 = require("./tracing.js");
 Object.defineProperty(exports, "parseTraceparent", { enumerable: true, get: function () { return tracing_js_1.parseTraceparent; } });
 var proto_js_1 = require("./proto.js");

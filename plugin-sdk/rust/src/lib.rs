@@ -39,6 +39,7 @@
 //! sidecar with flags of its own parses them around [`SidecarArgs::accept`].
 
 mod cli;
+pub mod harness;
 mod health;
 mod index;
 mod plugin;

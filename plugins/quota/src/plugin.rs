@@ -543,6 +543,43 @@ mod tests {
         assert_eq!(TenantQuota.filter(&c, &fork, a).code, Code::Unschedulable);
     }
 
+    /// The SDK's harness: the manifests of `testdata/cluster.yaml` converted by the
+    /// scheduler (`switchyard snapshot`), each pending pod run through PreFilter and
+    /// Filter over every node as the sidecar would, with the plugin's indexes.
+    #[test]
+    fn harness_runs_the_quota_as_the_sidecar_does() {
+        use switchyard_plugin_sdk::harness::Harness;
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+        let bin = std::env::var("SWITCHYARD_BIN")
+            .unwrap_or_else(|_| format!("{root}/target/debug/switchyard"));
+        let cluster = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/cluster.yaml");
+        let mut h = Harness::from_manifests_with(&bin, &[cluster])
+            .unwrap_or_else(|e| panic!("{e} (build it: cargo build -p switchyard)"));
+        assert_eq!(
+            h.pending(),
+            ["default/acme-new", "default/globex-new", "default/plain"]
+        );
+
+        let acme = h.run(&TenantQuota, "acme-new").unwrap();
+        assert!(acme.pre_filter.as_ref().unwrap().status.is_success());
+        let full = acme.status("one").unwrap();
+        assert_eq!(full.code, Code::Unschedulable);
+        assert_eq!(full.reasons, [exceeded_message("acme")]);
+        assert_eq!(acme.status("two-b").unwrap().code, Code::Unschedulable);
+        assert_eq!(acme.feasible(), ["two-a", "free"]);
+        assert_eq!(acme.state.read::<QuotaState>().unwrap().tenant, "acme");
+
+        // globex has one pod, on the node that takes one per tenant.
+        let globex = h.run(&TenantQuota, "default/globex-new").unwrap();
+        assert_eq!(globex.feasible(), ["two-a", "two-b", "free"]);
+
+        // No tenant: PreFilter skips, Filter is not run, every node passes.
+        let plain = h.run(&TenantQuota, "plain").unwrap();
+        assert_eq!(plain.pre_filter.as_ref().unwrap().status.code, Code::Skip);
+        assert_eq!(plain.feasible().len(), 4);
+        assert!(h.run(&TenantQuota, "nobody").is_err());
+    }
+
     #[test]
     fn no_limited_node_skips_the_pod() {
         let p = pod("p", Some("t"));

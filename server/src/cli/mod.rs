@@ -8,6 +8,7 @@ mod fuzz;
 mod run;
 mod sidecars;
 mod simulate;
+mod snapshot;
 
 use std::process::ExitCode;
 
@@ -115,6 +116,14 @@ enum Command {
     /// Run it against a sidecar no scheduler is using. Exit status: 0 when no clause
     /// failed, 1 when one did or on bad input.
     Conformance(ConformanceArgs),
+
+    /// Convert cluster manifests into what a sidecar receives, for a plugin's unit
+    /// tests: one Replicate message (binary protobuf) holding a full snapshot of the
+    /// Nodes and placed Pods, then a CycleStart per pending Pod (in `more`). The SDKs'
+    /// test harnesses read it (they run this command for you when given manifests).
+    ///
+    /// Exit status: 0 when written, 1 on bad input.
+    Snapshot(snapshot::SnapshotArgs),
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -194,6 +203,7 @@ pub fn main() -> ExitCode {
         Command::Fuzz(a) => fuzz::fuzz(a),
         Command::Run(a) => run::run(a),
         Command::Conformance(a) => conformance::conformance(a),
+        Command::Snapshot(a) => snapshot::snapshot(a),
     };
     if let Some(g) = trace_guard.as_mut() {
         g.shutdown();

@@ -79,6 +79,39 @@ impl Fixture {
     }
 
     fn from_objects(objects: &[ManifestObject], origin: &str) -> Result<Fixture, FixtureError> {
+        let (nodes, pods) = Self::convert(objects)?;
+        if nodes.len() < 2 || pods.is_empty() {
+            return Err(FixtureError::TooSmall(origin.to_string()));
+        }
+        let (mut placed, mut probes): (Vec<pb::Pod>, Vec<pb::Pod>) =
+            pods.into_iter().partition(|p| !p.node_name.is_empty());
+        if placed.is_empty() && probes.len() > 1 {
+            let mut keep = Vec::new();
+            for (i, mut p) in probes.into_iter().enumerate() {
+                if i % 3 == 2 {
+                    p.node_name = nodes[(i / 3) % nodes.len()].name.clone();
+                    p.phase = "Running".into();
+                    placed.push(p);
+                } else {
+                    keep.push(p);
+                }
+            }
+            probes = keep;
+        }
+        if probes.is_empty() {
+            return Err(FixtureError::TooSmall(origin.to_string()));
+        }
+        probes.truncate(MAX_PROBES);
+        Ok(Fixture {
+            nodes,
+            placed,
+            probes,
+        })
+    }
+
+    /// The Nodes (ids 1, 2, ... in manifest order) and Pods of `objects`, as the
+    /// scheduler converts them for the wire.
+    fn convert(objects: &[ManifestObject]) -> Result<(Vec<pb::Node>, Vec<pb::Pod>), FixtureError> {
         let field = |o: &ManifestObject, e: convert::FieldError| FixtureError::Field {
             origin: o.source.clone(),
             field: e.field,
@@ -111,32 +144,42 @@ impl Fixture {
                 _ => {}
             }
         }
-        if nodes.len() < 2 || pods.is_empty() {
-            return Err(FixtureError::TooSmall(origin.to_string()));
-        }
-        let (mut placed, mut probes): (Vec<pb::Pod>, Vec<pb::Pod>) =
+        Ok((nodes, pods))
+    }
+
+    /// Manifests as a sidecar would receive them, for plugin test harnesses
+    /// (`switchyard snapshot`): one `ReplicateRequest` (generation 1) whose full
+    /// snapshot holds the Nodes and the placed Pods (`spec.nodeName` set), followed
+    /// in `more` by a `CycleStart` per pending Pod (cycles 1, 2, ... in manifest
+    /// order; the profile is its schedulerName).
+    pub fn harness_snapshot(paths: &[PathBuf]) -> Result<pb::ReplicateRequest, FixtureError> {
+        let objects = manifest::load_paths(paths, manifest::DEFAULT_MAX_INPUT_BYTES)?.0;
+        let (nodes, pods) = Self::convert(&objects)?;
+        let (placed, pending): (Vec<pb::Pod>, Vec<pb::Pod>) =
             pods.into_iter().partition(|p| !p.node_name.is_empty());
-        if placed.is_empty() && probes.len() > 1 {
-            let mut keep = Vec::new();
-            for (i, mut p) in probes.into_iter().enumerate() {
-                if i % 3 == 2 {
-                    p.node_name = nodes[(i / 3) % nodes.len()].name.clone();
-                    p.phase = "Running".into();
-                    placed.push(p);
-                } else {
-                    keep.push(p);
-                }
-            }
-            probes = keep;
-        }
-        if probes.is_empty() {
-            return Err(FixtureError::TooSmall(origin.to_string()));
-        }
-        probes.truncate(MAX_PROBES);
-        Ok(Fixture {
-            nodes,
-            placed,
-            probes,
+        let more = pending
+            .into_iter()
+            .enumerate()
+            .map(|(i, pod)| pb::ReplicateRequest {
+                generation: i as u64 + 2,
+                kind: Some(pb::replicate_request::Kind::CycleStart(pb::CycleStart {
+                    cycle: i as u64 + 1,
+                    profile: pod.scheduler_name.clone(),
+                    pod: Some(pod),
+                })),
+                ..Default::default()
+            })
+            .collect();
+        Ok(pb::ReplicateRequest {
+            generation: 1,
+            kind: Some(pb::replicate_request::Kind::Delta(pb::SnapshotDelta {
+                full: true,
+                upsert_nodes: nodes,
+                upsert_pods: placed,
+                ..Default::default()
+            })),
+            ack: false,
+            more,
         })
     }
 

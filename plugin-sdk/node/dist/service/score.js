@@ -3,6 +3,7 @@
 // (its first passing nodes scored in the same exchange).
 Object.defineProperty(exports, "__esModule", { value: true });
 exports.scoreAhead = scoreAhead;
+exports.normalizeWith = normalizeWith;
 exports.score = score;
 exports.preScore = preScore;
 exports.normalizeScore = normalizeScore;

@@ -87,7 +87,7 @@ async function scoreNodes(st: ServiceState,
 }
 
 /** The declared standard normalisation, else the plugin's own normalizeScore. */
-async function normalizeWith(p: Plugin, cycle: Cycle, scores: number[], nodes: NodeInfo[], name: string): Promise<number[]> {
+export async function normalizeWith(p: Plugin, cycle: Cycle, scores: number[], nodes: NodeInfo[], name: string): Promise<number[]> {
   if (normalizeScores(scoreNormalizationOf(p), scores)) return scores;
   let r: unknown = p.normalizeScore!(cycle, scores, nodes);
   if (isThenable(r)) r = await r;

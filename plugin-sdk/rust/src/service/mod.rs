@@ -15,6 +15,8 @@ mod queue;
 mod replica;
 mod score;
 
+pub(crate) use score::has_normalize;
+
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;

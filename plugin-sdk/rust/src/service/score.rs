@@ -275,6 +275,6 @@ impl Shared {
 }
 
 /// Whether the plugin has a NormalizeScore: its own, or a standard one it declared.
-pub(super) fn has_normalize(sp: &dyn ScorePlugin) -> bool {
+pub(crate) fn has_normalize(sp: &dyn ScorePlugin) -> bool {
     sp.has_normalize() || sp.score_normalization() != pb::ScoreNormalization::Custom
 }
