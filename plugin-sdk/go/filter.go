@@ -86,6 +86,14 @@ func (s *session) filterCall(ctx context.Context, req *pb.FilterRequest) ([]*pb.
 	if p.filter == nil {
 		return nil, nil, Errorf("plugin %q has no Filter", req.GetPlugin())
 	}
+	if req.GetAfterPreFilter() {
+		if pf := s.preFilterOutcome(ctx, e, idx); !pf.IsSuccess() {
+			if pf.CodeOf() == Error {
+				return nil, nil, pf
+			}
+			return nil, nil, Errorf("Filter sent behind a PreFilter that returned %v", pf.CodeOf())
+		}
+	}
 	snap, unlock, st := s.replicaAt(e, p.nodeLocal)
 	if st != nil {
 		return nil, nil, st

@@ -40,7 +40,7 @@ func (s *session) queueSort(ctx context.Context, req *pb.QueueSortRequest) *pb.Q
 
 func (s *session) preFilter(ctx context.Context, req *pb.PreFilterRequest) *pb.PreFilterResponse {
 	out := &pb.PreFilterResponse{RequestId: req.GetRequestId(), Generation: req.GetGeneration()}
-	res, st := func() (*PreFilterResult, *Status) {
+	res, st := func() (res *PreFilterResult, st *Status) {
 		idx, p, st := s.plugin(req.GetPlugin())
 		if st != nil {
 			return nil, st
@@ -49,6 +49,16 @@ func (s *session) preFilter(ctx context.Context, req *pb.PreFilterRequest) *pb.P
 		if st != nil {
 			return nil, st
 		}
+		// A Filter sent right behind (after_pre_filter) waits for this outcome.
+		defer func() {
+			if st == nil {
+				st = &Status{Code: Success}
+			}
+			e.recordPreFilter(idx, st)
+			if st.Code == Success {
+				st = nil
+			}
+		}()
 		if p.preFilter == nil {
 			return nil, Errorf("plugin %q has no PreFilter", req.GetPlugin())
 		}
@@ -60,7 +70,6 @@ func (s *session) preFilter(ctx context.Context, req *pb.PreFilterRequest) *pb.P
 		ps := e.states[idx]
 		ps.mu.Lock()
 		defer ps.mu.Unlock()
-		var res *PreFilterResult
 		st = guard("PreFilter", func() *Status {
 			var st *Status
 			res, st = p.preFilter.PreFilter(ctx, e.view(snap), &ps.st)

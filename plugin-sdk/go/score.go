@@ -128,12 +128,23 @@ func (s *session) preScore(ctx context.Context, req *pb.PreScoreRequest) *pb.Sta
 // preScoreOutcome waits (bounded) for this cycle's PreScore of plugin idx, sent
 // just before a Score with after_pre_score.
 func (s *session) preScoreOutcome(ctx context.Context, e *cycleEntry, idx int) *Status {
+	return s.outcome(ctx, e, e.preScores, idx, "Score named a PreScore")
+}
+
+// preFilterOutcome waits (bounded) for this cycle's PreFilter of plugin idx, sent
+// just before a Filter with after_pre_filter.
+func (s *session) preFilterOutcome(ctx context.Context, e *cycleEntry, idx int) *Status {
+	return s.outcome(ctx, e, e.preFilters, idx, "Filter named a PreFilter")
+}
+
+// outcome waits (up to GenerationWait) until outcomes holds plugin idx's.
+func (s *session) outcome(ctx context.Context, e *cycleEntry, outcomes map[int]*Status, idx int, what string) *Status {
 	wait := s.svc.opts.GenerationWait
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
 		e.preMu.Lock()
-		st, done := e.preScores[idx]
+		st, done := outcomes[idx]
 		ch := e.preDone
 		e.preMu.Unlock()
 		if done {
@@ -142,9 +153,9 @@ func (s *session) preScoreOutcome(ctx context.Context, e *cycleEntry, idx int) *
 		select {
 		case <-ch:
 		case <-timer.C:
-			return Errorf("Score named a PreScore of cycle %d that did not arrive within %v", e.id, wait)
+			return Errorf("%s of cycle %d that did not arrive within %v", what, e.id, wait)
 		case <-ctx.Done():
-			return Errorf("the stream closed while Score waited for the PreScore of cycle %d", e.id)
+			return Errorf("the stream closed while waiting: %s of cycle %d", what, e.id)
 		}
 	}
 }

@@ -19,6 +19,10 @@ const ProtocolVersion = "v1"
 const (
 	CapabilityFilterBatch    = "filter-batch"
 	CapabilityReplicateBatch = "replicate-batch"
+	// CapabilityFilterAfterPreFilter: a Filter may come right behind its cycle's
+	// PreFilter (FilterRequest.after_pre_filter); it is evaluated once that
+	// PreFilter's outcome is recorded, and fails unless the PreFilter succeeded.
+	CapabilityFilterAfterPreFilter = "filter-after-pre-filter"
 )
 
 // registered is a plugin with its extension points resolved once, by type
@@ -240,9 +244,10 @@ type cycleEntry struct {
 	snapshotGeneration uint64
 	states             []*pluginState // by plugin index
 
-	preMu     sync.Mutex
-	preScores map[int]*Status // PreScore outcomes, for Score with after_pre_score
-	preDone   chan struct{}   // closed and replaced at every outcome
+	preMu      sync.Mutex
+	preScores  map[int]*Status // PreScore outcomes, for Score with after_pre_score
+	preFilters map[int]*Status // PreFilter outcomes, for Filter with after_pre_filter
+	preDone    chan struct{}   // closed and replaced at every outcome
 }
 
 type pluginState struct {
@@ -254,9 +259,13 @@ func (e *cycleEntry) view(snap *Snapshot) *Cycle {
 	return &Cycle{ID: e.id, Pod: e.pod, Profile: e.profile, Snapshot: snap}
 }
 
-func (e *cycleEntry) recordPreScore(idx int, s *Status) {
+func (e *cycleEntry) recordPreScore(idx int, s *Status) { e.record(e.preScores, idx, s) }
+
+func (e *cycleEntry) recordPreFilter(idx int, s *Status) { e.record(e.preFilters, idx, s) }
+
+func (e *cycleEntry) record(outcomes map[int]*Status, idx int, s *Status) {
 	e.preMu.Lock()
-	e.preScores[idx] = s
+	outcomes[idx] = s
 	close(e.preDone)
 	e.preDone = make(chan struct{})
 	e.preMu.Unlock()
@@ -390,6 +399,7 @@ func (s *session) apply(m *pb.ReplicateRequest, st *replState) error {
 			generation:         g,
 			snapshotGeneration: snapGen,
 			preScores:          map[int]*Status{},
+			preFilters:         map[int]*Status{},
 			preDone:            make(chan struct{}),
 		}
 		for range s.svc.plugins {

@@ -454,3 +454,46 @@ func TestOverGRPC(t *testing.T) {
 		t.Fatalf("gap: %v", err)
 	}
 }
+
+// filter-after-pre-filter: a Filter sent right behind its cycle's PreFilter waits
+// for the PreFilter's outcome (even when it arrives first) and fails unless the
+// PreFilter succeeded.
+func TestFilterAfterPreFilterWaitsForItsOutcome(t *testing.T) {
+	_, _, s := testService(t, time.Second)
+	var st replState
+	applyAll(t, s, &st,
+		full(1, []*Node{node(1, "a"), node(2, "b")}, []*Pod{xpod("p1", "a"), xpod("p2", "a")}),
+		start(2, 1, xpod("me", "")))
+	ctx := context.Background()
+	done := make(chan *pb.FilterResponse)
+	go func() {
+		done <- s.filter(ctx, &pb.FilterRequest{RequestId: 2, Plugin: "TeamQuota", Cycle: 1, Generation: 2,
+			Nodes: []uint32{1, 2}, AfterPreFilter: true})
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("the Filter did not wait for its PreFilter: %v", r)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if pf := s.preFilter(ctx, &pb.PreFilterRequest{RequestId: 1, Plugin: "TeamQuota", Cycle: 1, Generation: 2}); codeOf(pf.Status) != pb.Code_SUCCESS {
+		t.Fatalf("PreFilter: %v", pf)
+	}
+	r := <-done
+	if r.Error != nil || len(r.Failures) != 1 || r.Failures[0].Index != 0 {
+		t.Fatalf("Filter behind the PreFilter: %v", r)
+	}
+	// A PreFilter that fails (Local has none): the Filter behind it fails too.
+	applyAll(t, s, &st, start(3, 2, xpod("other", "")))
+	if pf := s.preFilter(ctx, &pb.PreFilterRequest{RequestId: 3, Plugin: "Local", Cycle: 2, Generation: 3}); codeOf(pf.Status) != pb.Code_ERROR {
+		t.Fatalf("PreFilter of a plugin without one: %v", pf)
+	}
+	r = s.filter(ctx, &pb.FilterRequest{RequestId: 4, Plugin: "Local", Cycle: 2, Generation: 3, Nodes: []uint32{1}, AfterPreFilter: true})
+	if r.Error == nil || !strings.Contains(r.Error.String(), "no PreFilter") {
+		t.Fatalf("a Filter behind a failed PreFilter: %v", r)
+	}
+	// One that never comes: the Filter gives up after GenerationWait.
+	r = s.filter(ctx, &pb.FilterRequest{RequestId: 5, Plugin: "TeamQuota", Cycle: 2, Generation: 3, Nodes: []uint32{1}, AfterPreFilter: true})
+	if r.Error == nil || !strings.Contains(r.Error.String(), "did not arrive") {
+		t.Fatalf("a Filter behind a PreFilter that never came: %v", r)
+	}
+}

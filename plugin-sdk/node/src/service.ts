@@ -39,6 +39,7 @@ import { q, ServiceState, type ServiceOptions } from './service/state.js';
 import { makeHandle } from './service/waiting.js';
 
 export {
+  CAPABILITY_FILTER_AFTER_PRE_FILTER,
   CAPABILITY_FILTER_BATCH,
   CAPABILITY_REPLICATE_BATCH,
   HandshakeError,

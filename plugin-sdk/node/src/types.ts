@@ -168,6 +168,9 @@ export interface FilterRequest extends CycleCall {
   /** Score ahead without NormalizeScore (ScoreAhead.normalized false): sent only to
    * plugins declaring a signature and a standard scoreNormalization. */
   rawScores: boolean;
+  /** Sent right behind the cycle's PreFilter (filter-after-pre-filter): evaluate
+   * once that PreFilter's outcome is in. */
+  afterPreFilter: boolean;
 }
 export interface FilterBatchRequest {
   requestId: number;

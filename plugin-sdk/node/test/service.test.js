@@ -414,3 +414,28 @@ test('a 5000-node Filter batch is evaluated without per-node garbage beyond the 
   console.log(`# 5000-node Filter: ${ms.toFixed(2)} ms per batch (4500 failures); all-pass batches grew the heap by ${grown} bytes`);
   assert.ok(ms < 50, `a 5000-node batch took ${ms} ms`);
 });
+
+test('filter-after-pre-filter: a Filter sent right behind its PreFilter waits for the outcome, and fails with it', async () => {
+  const { svc, next } = setup([teamPlugin()]);
+  let done = false;
+  const behind = svc.filter(filterReq('Team', 7, 2, [1, 2], { afterPreFilter: true })).then((r) => ((done = true), r));
+  await new Promise((r) => setTimeout(r, 30));
+  assert.equal(done, false, 'the Filter waits for its PreFilter');
+  const pf = await svc.preFilter(call('Team', 7, 2));
+  assert.equal(pf.status.code, 'SUCCESS');
+  const r = await behind;
+  assert.equal(r.error, null);
+  assert.deepEqual(r.failures.map((f) => f.index), [0]);
+  // A PreFilter that fails (a plugin without one): the Filter behind it fails too.
+  svc.apply(msg(next, 'cycleStart', { cycle: 8, pod: pod('me2', '', { team: 'red' }), profile: 'default-scheduler' }), next);
+  const noPre = { name: 'NoPre', filter: () => undefined };
+  const svc2 = setup([noPre]).svc;
+  assert.equal((await svc2.preFilter(call('NoPre', 7, 2))).status.code, 'ERROR');
+  const failed = await svc2.filter(filterReq('NoPre', 7, 2, [1], { afterPreFilter: true }));
+  assert.match(failed.error.reasons[0], /no PreFilter/);
+  // One that never comes: an error after the generation wait.
+  const lost = await svc.filter(filterReq('Team', 8, next, [1], { afterPreFilter: true }));
+  assert.match(lost.error.reasons[0], /did not arrive/);
+  const hs = svc.handshake({ protocolVersions: ['v1'], capabilities: ['filter-after-pre-filter', 'nope'] });
+  assert.deepEqual(hs.capabilities, ['filter-after-pre-filter']);
+});

@@ -22,8 +22,9 @@ from .status import SUCCESS, Code, PluginError, Status, as_status
 
 PROTOCOL_VERSION = "v1"
 #: Optional parts of the contract this SDK serves, of those the scheduler offers:
-#: several pods' Filter calls per message, several Replicate messages per message.
-CAPABILITIES = ("filter-batch", "replicate-batch")
+#: several pods' Filter calls per message, several Replicate messages per message,
+#: a Filter sent right behind its cycle's PreFilter (evaluated after its outcome).
+CAPABILITIES = ("filter-batch", "replicate-batch", "filter-after-pre-filter")
 GENERATION_WAIT_SECS = 5.0
 
 # Extension points by method name, in the proto's order.
@@ -227,7 +228,10 @@ def _error(reason: str) -> CallError:
 class CycleEntry:
     """One scheduling attempt the sidecar knows about (CycleStart to CycleEnd)."""
 
-    __slots__ = ("id", "pod", "profile", "generation", "snapshot_generation", "states", "pre_scores", "pre_score_done")
+    __slots__ = (
+        "id", "pod", "profile", "generation", "snapshot_generation", "states", "pre_scores", "pre_filters",
+        "pre_score_done",
+    )
 
     def __init__(self, cycle_id, pod, profile, generation, snapshot_generation):
         self.id = cycle_id
@@ -238,9 +242,16 @@ class CycleEntry:
         # Replica generation the cycle's scheduling calls are evaluated at.
         self.snapshot_generation = snapshot_generation
         self.states: Dict[str, CycleState] = {}
-        # PreScore outcomes by plugin name, for Score calls sent right behind them.
+        # PreScore and PreFilter outcomes by plugin name, for Score and Filter calls
+        # sent right behind them; the event is set (and replaced) at every outcome.
         self.pre_scores: Dict[str, Status] = {}
+        self.pre_filters: Dict[str, Status] = {}
         self.pre_score_done = asyncio.Event()
+
+    def record(self, outcomes: Dict[str, Status], name: str, s: Status) -> None:
+        outcomes[name] = s
+        ev, self.pre_score_done = self.pre_score_done, asyncio.Event()
+        ev.set()
 
     def state(self, name: str) -> CycleState:
         s = self.states.get(name)

@@ -408,24 +408,29 @@ class PluginService(pb_grpc.PluginServicer):
     async def pre_filter_call(self, req):
         out = pb.PreFilterResponse(request_id=req.request_id, generation=req.generation)
 
+        entry = None
+
         async def run():
+            nonlocal entry
             p = self.plugin(req.plugin)
             entry = await self.cycle(req.cycle, req.generation, node_local(p))
             if not has(p, "pre_filter"):
                 raise self.missing(req.plugin, "PreFilter")
             replica = self.replica_at(entry, node_local(p))
-            return p.pre_filter(entry.view(replica), entry.state(p.name))
+            r = p.pre_filter(entry.view(replica), entry.state(p.name))
+            if isinstance(r, PreFilterResult):
+                return as_status(r.status, "pre_filter"), r.node_names
+            return as_status(r, "pre_filter"), None
 
         r, err = await self.outcome("PreFilter", run)
-        if err is not None:
-            out.status.CopyFrom(err.to_pb())
-        elif isinstance(r, PreFilterResult):
-            out.status.CopyFrom(as_status(r.status, "pre_filter").to_pb())
-            if r.node_names is not None:
-                out.has_node_names = True
-                out.node_names.extend(r.node_names)
-        else:
-            out.status.CopyFrom(as_status(r, "pre_filter").to_pb())
+        s, names = (err, None) if err is not None else r
+        out.status.CopyFrom(s.to_pb())
+        if names is not None and s.is_success:
+            out.has_node_names = True
+            out.node_names.extend(names)
+        if entry is not None:
+            # A Filter sent right behind (after_pre_filter) waits for this outcome.
+            entry.record(entry.pre_filters, req.plugin, s)
         return out
 
     # ------------------------------------------------------------ Filter
@@ -453,6 +458,12 @@ class PluginService(pb_grpc.PluginServicer):
         entry = await self.cycle(req.cycle, req.generation, relaxed)
         if not has(p, "filter"):
             raise self.missing(req.plugin, "Filter")
+        if req.after_pre_filter:
+            pf = await self.point_outcome(entry, entry.pre_filters, p.name, "Filter named a PreFilter")
+            if pf.code == Code.ERROR:
+                raise CallError(pf)
+            if not pf.is_success:
+                raise _error(f"Filter sent behind a PreFilter that returned {pf.code.name}")
         f = p.filter
         replica = self.replica_at(entry, relaxed)
         cycle = entry.view(replica)
@@ -603,20 +614,22 @@ class PluginService(pb_grpc.PluginServicer):
 
     async def pre_score_outcome(self, entry: CycleEntry, name: str) -> Status:
         """Waits for this cycle's PreScore of plugin `name` (sent just before Score)."""
+        return await self.point_outcome(entry, entry.pre_scores, name, "Score named a PreScore")
+
+    async def point_outcome(self, entry: CycleEntry, outcomes, name: str, what: str) -> Status:
+        """Waits (up to the generation wait) until `outcomes` holds plugin `name`'s."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.generation_wait
-        while name not in entry.pre_scores:
+        while name not in outcomes:
             left = deadline - loop.time()
             if left <= 0:
-                raise _error(
-                    f"Score named a PreScore of cycle {entry.id} that did not arrive within {self.generation_wait:g}s"
-                )
+                raise _error(f"{what} of cycle {entry.id} that did not arrive within {self.generation_wait:g}s")
             ev = entry.pre_score_done
             try:
                 await asyncio.wait_for(ev.wait(), left)
             except asyncio.TimeoutError:
                 pass
-        return entry.pre_scores[name]
+        return outcomes[name]
 
     async def pre_score_call(self, req):
         async def run():
@@ -637,9 +650,7 @@ class PluginService(pb_grpc.PluginServicer):
                 except Exception as e:  # noqa: BLE001
                     log(f"PreScore call failed: {e!r}\n{traceback.format_exc().rstrip()}")
                     s = Status.error(f"PreScore: internal error in the sidecar: {e!r}")
-            entry.pre_scores[p.name] = s
-            ev, entry.pre_score_done = entry.pre_score_done, asyncio.Event()
-            ev.set()
+            entry.record(entry.pre_scores, p.name, s)
             return s
 
         s, err = await self.outcome("PreScore", run)

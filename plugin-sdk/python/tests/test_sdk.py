@@ -228,6 +228,32 @@ class ServiceTest(unittest.TestCase):
 
         run(go())
 
+    def test_filter_after_pre_filter_waits_for_its_outcome(self):
+        """filter-after-pre-filter: a Filter sent right behind its cycle's PreFilter
+        is evaluated once that outcome is in, even when it arrives first, and fails
+        when the PreFilter did not succeed."""
+
+        async def go():
+            svc = self.service(Counting())
+            svc.generation_wait = 0.3
+            behind = pb.FilterRequest(request_id=2, plugin="Counting", cycle=7, generation=2, nodes=[1, 2], after_pre_filter=True)
+            f = asyncio.ensure_future(svc.filter_call(behind))
+            await asyncio.sleep(0.05)
+            self.assertFalse(f.done(), "the Filter waits for its PreFilter")
+            pf = await svc.pre_filter_call(pb.PreFilterRequest(request_id=1, plugin="Counting", cycle=7, generation=2))
+            self.assertEqual(pf.status.code, pb.SUCCESS)
+            r = await f
+            self.assertFalse(r.HasField("error"), r)
+            self.assertEqual([(x.index, x.status.code) for x in r.failures], [(0, pb.UNSCHEDULABLE)])
+            # Without its PreFilter: an error after the wait, not a Filter on no state.
+            svc.apply(pb.ReplicateRequest(generation=3, cycle_start=pb.CycleStart(cycle=8, pod=pod("me2"), profile="p")), 3)
+            r = await svc.filter_call(pb.FilterRequest(request_id=3, plugin="Counting", cycle=8, generation=3, nodes=[1], after_pre_filter=True))
+            self.assertIn("did not arrive", r.error.reasons[0])
+            hs = await svc.Handshake(pb.HandshakeRequest(protocol_versions=["v1"], capabilities=["filter-after-pre-filter"]), None)
+            self.assertEqual(list(hs.capabilities), ["filter-after-pre-filter"])
+
+        run(go())
+
     def test_stale_and_unknown_calls_are_errors(self):
         async def go():
             svc = self.service(Counting())

@@ -40,11 +40,13 @@ async function preFilter(st, req) {
         hasNodeNames: false,
         nodeNames: [],
     };
+    let entry;
     try {
         (0, state_js_1.malformed)(req);
         const [idx, p] = st.plugin(req.plugin);
         const local = !!p.nodeLocal;
         const e = await st.cycle(req.cycle, req.generation, local);
+        entry = [e, idx];
         if (typeof p.preFilter !== 'function')
             throw new status_js_1.CallError(`plugin ${(0, state_js_1.q)(req.plugin)} has no PreFilter`);
         st.replicaAt(e, local);
@@ -75,6 +77,9 @@ async function preFilter(st, req) {
         out.hasNodeNames = false;
         out.nodeNames = [];
     }
+    // A Filter sent right behind (afterPreFilter) waits for this outcome.
+    if (entry)
+        entry[0].recordPreFilter(entry[1], out.status);
     return out;
 }
 async function filter(st, req) {
@@ -145,6 +150,13 @@ async function filterNodes(st, req) {
     const e = await st.cycle(req.cycle, req.generation, local);
     if (typeof p.filter !== 'function')
         throw new status_js_1.CallError(`plugin ${(0, state_js_1.q)(req.plugin)} has no Filter`);
+    if (req.afterPreFilter) {
+        const pf = await (0, state_js_1.pointOutcome)(st, e, e.preFilters, idx, 'Filter named a PreFilter');
+        if (pf.code === 'ERROR')
+            throw status_js_1.CallError.of(pf);
+        if (pf.code !== 'SUCCESS')
+            throw new status_js_1.CallError(`Filter sent behind a PreFilter that returned ${pf.code}`);
+    }
     const replica = st.replicaAt(e, local);
     const version = replica.version;
     const ids = req.nodes;

@@ -3,6 +3,9 @@ import { type ServiceState } from './state.js';
 export declare const PROTOCOL_VERSION = "v1";
 export declare const CAPABILITY_FILTER_BATCH = "filter-batch";
 export declare const CAPABILITY_REPLICATE_BATCH = "replicate-batch";
+/** A Filter may come right behind its cycle's PreFilter (`afterPreFilter`): it is
+ * evaluated once that PreFilter's outcome is recorded, and fails unless it succeeded. */
+export declare const CAPABILITY_FILTER_AFTER_PRE_FILTER = "filter-after-pre-filter";
 export declare class HandshakeError extends Error {
 }
 /** The handshake reply; throws a FAILED_PRECONDITION-worthy error when the

@@ -2,7 +2,7 @@
 // The session's first two steps: the handshake (versions, plugins, capabilities) and
 // the Replicate stream that keeps the replica and the cycles.
 Object.defineProperty(exports, "__esModule", { value: true });
-exports.HandshakeError = exports.CAPABILITY_REPLICATE_BATCH = exports.CAPABILITY_FILTER_BATCH = exports.PROTOCOL_VERSION = void 0;
+exports.HandshakeError = exports.CAPABILITY_FILTER_AFTER_PRE_FILTER = exports.CAPABILITY_REPLICATE_BATCH = exports.CAPABILITY_FILTER_BATCH = exports.PROTOCOL_VERSION = void 0;
 exports.handshake = handshake;
 exports.apply = apply;
 const plugin_js_1 = require("../plugin.js");
@@ -12,6 +12,9 @@ const state_js_1 = require("./state.js");
 exports.PROTOCOL_VERSION = 'v1';
 exports.CAPABILITY_FILTER_BATCH = 'filter-batch';
 exports.CAPABILITY_REPLICATE_BATCH = 'replicate-batch';
+/** A Filter may come right behind its cycle's PreFilter (`afterPreFilter`): it is
+ * evaluated once that PreFilter's outcome is recorded, and fails unless it succeeded. */
+exports.CAPABILITY_FILTER_AFTER_PRE_FILTER = 'filter-after-pre-filter';
 class HandshakeError extends Error {
 }
 exports.HandshakeError = HandshakeError;
@@ -39,7 +42,7 @@ function handshake(st, req) {
         })),
         maxBatchNodes: st.maxBatchNodes,
         capabilities: st.capabilities
-            ? offered.filter((c) => c === exports.CAPABILITY_FILTER_BATCH || c === exports.CAPABILITY_REPLICATE_BATCH)
+            ? offered.filter((c) => c === exports.CAPABILITY_FILTER_BATCH || c === exports.CAPABILITY_REPLICATE_BATCH || c === exports.CAPABILITY_FILTER_AFTER_PRE_FILTER)
             : [],
     };
 }

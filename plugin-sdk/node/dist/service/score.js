@@ -131,27 +131,7 @@ async function score(st, req) {
 }
 /** Waits (bounded) for this cycle's PreScore of plugin `idx`, sent just before. */
 function preScoreOutcome(st, e, idx) {
-    const have = e.preScores.get(idx);
-    if (have)
-        return Promise.resolve(have);
-    return new Promise((resolve, reject) => {
-        const done = () => {
-            const s = e.preScores.get(idx);
-            if (s === undefined && !e.ended)
-                return;
-            clearTimeout(timer);
-            e.preScoreWaiters.delete(done);
-            if (s !== undefined)
-                resolve(s);
-            else
-                reject(new status_js_1.CallError(`cycle ${e.id} ended while Score waited for its PreScore`));
-        };
-        const timer = setTimeout(() => {
-            e.preScoreWaiters.delete(done);
-            reject(new status_js_1.CallError(`Score named a PreScore of cycle ${e.id} that did not arrive within ${st.generationWaitMs / 1000}s`));
-        }, st.generationWaitMs);
-        e.preScoreWaiters.add(done);
-    });
+    return (0, state_js_1.pointOutcome)(st, e, e.preScores, idx, 'Score named a PreScore');
 }
 async function preScore(st, req) {
     let status;

@@ -30,8 +30,10 @@ export declare class Entry {
     readonly snapshotGeneration: number;
     /** The plugins' Cycles (their state), by plugin index, made at first use. */
     readonly cycles: (Cycle | undefined)[];
-    /** PreScore outcomes by plugin index, for Score calls sent right behind them. */
+    /** PreScore and PreFilter outcomes by plugin index, for Score and Filter calls
+     * sent right behind them; the waiters are called at every outcome. */
     readonly preScores: Map<number, StatusT>;
+    readonly preFilters: Map<number, StatusT>;
     readonly preScoreWaiters: Set<() => void>;
     ended: boolean;
     constructor(id: number, pod: Pod, profile: string, 
@@ -40,7 +42,12 @@ export declare class Entry {
     /** Replica generation the cycle's scheduling calls are evaluated at. */
     snapshotGeneration: number, plugins: number);
     recordPreScore(idx: number, s: StatusT): StatusT;
+    recordPreFilter(idx: number, s: StatusT): StatusT;
+    private record;
 }
+/** Waits (up to the generation wait) until `outcomes` holds plugin `idx`'s: the
+ * PreScore or PreFilter a call was sent right behind (`what` names it). */
+export declare function pointOutcome(st: ServiceState, e: Entry, outcomes: Map<number, StatusT>, idx: number, what: string): Promise<StatusT>;
 export declare function isThenable(v: unknown): v is PromiseLike<unknown>;
 export declare const q: (s: string) => string;
 /** Throws the CallError of a request the transport could not decode. */

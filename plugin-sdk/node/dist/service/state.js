@@ -5,6 +5,7 @@
 // themselves are functions over it, one file per group of extension points.
 Object.defineProperty(exports, "__esModule", { value: true });
 exports.ServiceState = exports.q = exports.Entry = exports.MAX_CYCLES = void 0;
+exports.pointOutcome = pointOutcome;
 exports.isThenable = isThenable;
 exports.malformed = malformed;
 exports.consoleLogger = consoleLogger;
@@ -23,8 +24,10 @@ class Entry {
     snapshotGeneration;
     /** The plugins' Cycles (their state), by plugin index, made at first use. */
     cycles;
-    /** PreScore outcomes by plugin index, for Score calls sent right behind them. */
+    /** PreScore and PreFilter outcomes by plugin index, for Score and Filter calls
+     * sent right behind them; the waiters are called at every outcome. */
     preScores = new Map();
+    preFilters = new Map();
     preScoreWaiters = new Set();
     ended = false;
     constructor(id, pod, profile, 
@@ -40,13 +43,44 @@ class Entry {
         this.cycles = new Array(plugins).fill(undefined);
     }
     recordPreScore(idx, s) {
-        this.preScores.set(idx, s);
+        return this.record(this.preScores, idx, s);
+    }
+    recordPreFilter(idx, s) {
+        return this.record(this.preFilters, idx, s);
+    }
+    record(outcomes, idx, s) {
+        outcomes.set(idx, s);
         for (const w of this.preScoreWaiters)
             w();
         return s;
     }
 }
 exports.Entry = Entry;
+/** Waits (up to the generation wait) until `outcomes` holds plugin `idx`'s: the
+ * PreScore or PreFilter a call was sent right behind (`what` names it). */
+function pointOutcome(st, e, outcomes, idx, what) {
+    const have = outcomes.get(idx);
+    if (have)
+        return Promise.resolve(have);
+    return new Promise((resolve, reject) => {
+        const done = () => {
+            const s = outcomes.get(idx);
+            if (s === undefined && !e.ended)
+                return;
+            clearTimeout(timer);
+            e.preScoreWaiters.delete(done);
+            if (s !== undefined)
+                resolve(s);
+            else
+                reject(new status_js_1.CallError(`cycle ${e.id} ended while waiting: ${what}`));
+        };
+        const timer = setTimeout(() => {
+            e.preScoreWaiters.delete(done);
+            reject(new status_js_1.CallError(`${what} of cycle ${e.id} that did not arrive within ${st.generationWaitMs / 1000}s`));
+        }, st.generationWaitMs);
+        e.preScoreWaiters.add(done);
+    });
+}
 function isThenable(v) {
     return v !== null && (typeof v === 'object' || typeof v === 'function') && typeof v.then === 'function';
 }

@@ -20,7 +20,7 @@ import type {
   Status as StatusT,
 } from '../types.js';
 import { scoreAhead } from './score.js';
-import { isThenable, malformed, q, type ServiceState } from './state.js';
+import { isThenable, malformed, pointOutcome, q, type Entry, type ServiceState } from './state.js';
 
 /** Groups a Filter reply's failures by status (FilterRequest.groupFailures): each
  * distinct status (code and reasons) once, with the indices of the items failing with
@@ -52,11 +52,13 @@ export async function preFilter(st: ServiceState, req: PreFilterRequest): Promis
     hasNodeNames: false,
     nodeNames: [],
   };
+  let entry: [Entry, number] | undefined;
   try {
     malformed(req);
     const [idx, p] = st.plugin(req.plugin);
     const local = !!p.nodeLocal;
     const e = await st.cycle(req.cycle, req.generation, local);
+    entry = [e, idx];
     if (typeof p.preFilter !== 'function') throw new CallError(`plugin ${q(req.plugin)} has no PreFilter`);
     st.replicaAt(e, local);
     const version = st.replica.version;
@@ -84,6 +86,8 @@ export async function preFilter(st: ServiceState, req: PreFilterRequest): Promis
     out.hasNodeNames = false;
     out.nodeNames = [];
   }
+  // A Filter sent right behind (afterPreFilter) waits for this outcome.
+  if (entry) entry[0].recordPreFilter(entry[1], out.status);
   return out;
 }
 
@@ -152,6 +156,11 @@ async function filterNodes(st: ServiceState, req: FilterRequest): Promise<[NodeS
   const local = !!p.nodeLocal;
   const e = await st.cycle(req.cycle, req.generation, local);
   if (typeof p.filter !== 'function') throw new CallError(`plugin ${q(req.plugin)} has no Filter`);
+  if (req.afterPreFilter) {
+    const pf = await pointOutcome(st, e, e.preFilters, idx, 'Filter named a PreFilter');
+    if (pf.code === 'ERROR') throw CallError.of(pf);
+    if (pf.code !== 'SUCCESS') throw new CallError(`Filter sent behind a PreFilter that returned ${pf.code}`);
+  }
   const replica = st.replicaAt(e, local);
   const version = replica.version;
   const ids = req.nodes;

@@ -19,6 +19,9 @@ import { Entry, MAX_CYCLES, type ServiceState } from './state.js';
 export const PROTOCOL_VERSION = 'v1';
 export const CAPABILITY_FILTER_BATCH = 'filter-batch';
 export const CAPABILITY_REPLICATE_BATCH = 'replicate-batch';
+/** A Filter may come right behind its cycle's PreFilter (`afterPreFilter`): it is
+ * evaluated once that PreFilter's outcome is recorded, and fails unless it succeeded. */
+export const CAPABILITY_FILTER_AFTER_PRE_FILTER = 'filter-after-pre-filter';
 
 export class HandshakeError extends Error {}
 
@@ -48,7 +51,9 @@ export function handshake(st: ServiceState, req: { protocolVersions?: string[]; 
     })),
     maxBatchNodes: st.maxBatchNodes,
     capabilities: st.capabilities
-      ? offered.filter((c) => c === CAPABILITY_FILTER_BATCH || c === CAPABILITY_REPLICATE_BATCH)
+      ? offered.filter(
+          (c) => c === CAPABILITY_FILTER_BATCH || c === CAPABILITY_REPLICATE_BATCH || c === CAPABILITY_FILTER_AFTER_PRE_FILTER,
+        )
       : [],
   };
 }

@@ -16,7 +16,7 @@ import type {
   Status as StatusT,
   StatusResponse,
 } from '../types.js';
-import { isThenable, malformed, q, type Entry, type ServiceState } from './state.js';
+import { isThenable, malformed, pointOutcome, q, type Entry, type ServiceState } from './state.js';
 
 /** PreScore (on a fork), Score and NormalizeScore over the first `scoreFirst`
  * passing items of a Filter batch; null when the plugin does not score or an item
@@ -142,27 +142,7 @@ export async function score(st: ServiceState, req: ScoreRequest): Promise<ScoreR
 
 /** Waits (bounded) for this cycle's PreScore of plugin `idx`, sent just before. */
 function preScoreOutcome(st: ServiceState, e: Entry, idx: number): Promise<StatusT> {
-  const have = e.preScores.get(idx);
-  if (have) return Promise.resolve(have);
-  return new Promise<StatusT>((resolve, reject) => {
-    const done = () => {
-      const s = e.preScores.get(idx);
-      if (s === undefined && !e.ended) return;
-      clearTimeout(timer);
-      e.preScoreWaiters.delete(done);
-      if (s !== undefined) resolve(s);
-      else reject(new CallError(`cycle ${e.id} ended while Score waited for its PreScore`));
-    };
-    const timer = setTimeout(() => {
-      e.preScoreWaiters.delete(done);
-      reject(
-        new CallError(
-          `Score named a PreScore of cycle ${e.id} that did not arrive within ${st.generationWaitMs / 1000}s`,
-        ),
-      );
-    }, st.generationWaitMs);
-    e.preScoreWaiters.add(done);
-  });
+  return pointOutcome(st, e, e.preScores, idx, 'Score named a PreScore');
 }
 
 export async function preScore(st: ServiceState, req: PreScoreRequest): Promise<StatusResponse> {

@@ -33,8 +33,10 @@ export interface ServiceOptions {
 export class Entry {
   /** The plugins' Cycles (their state), by plugin index, made at first use. */
   readonly cycles: (Cycle | undefined)[];
-  /** PreScore outcomes by plugin index, for Score calls sent right behind them. */
+  /** PreScore and PreFilter outcomes by plugin index, for Score and Filter calls
+   * sent right behind them; the waiters are called at every outcome. */
   readonly preScores = new Map<number, StatusT>();
+  readonly preFilters = new Map<number, StatusT>();
   readonly preScoreWaiters = new Set<() => void>();
   ended = false;
   constructor(
@@ -50,10 +52,44 @@ export class Entry {
     this.cycles = new Array(plugins).fill(undefined);
   }
   recordPreScore(idx: number, s: StatusT): StatusT {
-    this.preScores.set(idx, s);
+    return this.record(this.preScores, idx, s);
+  }
+  recordPreFilter(idx: number, s: StatusT): StatusT {
+    return this.record(this.preFilters, idx, s);
+  }
+  private record(outcomes: Map<number, StatusT>, idx: number, s: StatusT): StatusT {
+    outcomes.set(idx, s);
     for (const w of this.preScoreWaiters) w();
     return s;
   }
+}
+
+/** Waits (up to the generation wait) until `outcomes` holds plugin `idx`'s: the
+ * PreScore or PreFilter a call was sent right behind (`what` names it). */
+export function pointOutcome(
+  st: ServiceState,
+  e: Entry,
+  outcomes: Map<number, StatusT>,
+  idx: number,
+  what: string,
+): Promise<StatusT> {
+  const have = outcomes.get(idx);
+  if (have) return Promise.resolve(have);
+  return new Promise<StatusT>((resolve, reject) => {
+    const done = () => {
+      const s = outcomes.get(idx);
+      if (s === undefined && !e.ended) return;
+      clearTimeout(timer);
+      e.preScoreWaiters.delete(done);
+      if (s !== undefined) resolve(s);
+      else reject(new CallError(`cycle ${e.id} ended while waiting: ${what}`));
+    };
+    const timer = setTimeout(() => {
+      e.preScoreWaiters.delete(done);
+      reject(new CallError(`${what} of cycle ${e.id} that did not arrive within ${st.generationWaitMs / 1000}s`));
+    }, st.generationWaitMs);
+    e.preScoreWaiters.add(done);
+  });
 }
 
 interface Waiter {
