@@ -97,6 +97,9 @@ pub(crate) struct Inner {
     /// `FilterBatch` with other pods, so a pod the sidecar chokes on cannot fail the
     /// pods batched with it attempt after attempt.
     suspects: Mutex<rustc_hash::FxHashSet<u64>>,
+    /// `suspects.len()`, read without the lock: with no suspect (the usual case) the
+    /// hot path takes no lock for them.
+    suspect_count: std::sync::atomic::AtomicUsize,
 }
 
 /// The most pods remembered as suspects (see `Inner::suspects`); past it a failing
@@ -326,6 +329,7 @@ impl Endpoint {
             timeouts_in_a_row: Default::default(),
             kick: Mutex::new(None),
             suspects: Default::default(),
+            suspect_count: Default::default(),
         });
         let i = inner.clone();
         std::thread::Builder::new()
@@ -674,6 +678,9 @@ impl Endpoint {
     /// Records whether pod `key`'s Filter call failed on this endpoint (see
     /// [`Self::is_suspect`]).
     pub fn note_filter_outcome(&self, key: u64, failed: bool) {
+        if !failed && self.inner.suspect_count.load(Ordering::Relaxed) == 0 {
+            return;
+        }
         let Ok(mut s) = self.inner.suspects.lock() else {
             return;
         };
@@ -682,12 +689,14 @@ impl Endpoint {
         } else if s.len() < SUSPECTS_MAX {
             s.insert(key);
         }
+        self.inner.suspect_count.store(s.len(), Ordering::Relaxed);
     }
 
     /// Whether pod `key`'s last Filter call here failed: it is then asked alone,
     /// never in a `FilterBatch` with other pods' calls.
     pub fn is_suspect(&self, key: u64) -> bool {
-        self.inner.suspects.lock().is_ok_and(|s| s.contains(&key))
+        self.inner.suspect_count.load(Ordering::Relaxed) > 0
+            && self.inner.suspects.lock().is_ok_and(|s| s.contains(&key))
     }
 
     /// Counts a failed call, keeping its message for the report, and logs it as
