@@ -164,7 +164,13 @@ fn hostile(mode: &str, policy: &str) {
     // The error names the plugin, the stream and the limit.
     let remote = &v["remote"][0];
     assert!(remote["errors"].as_u64().unwrap_or(0) > 0, "{remote}");
-    let last = remote["lastError"].as_str().unwrap_or_default();
+    // The last call error, and why the connection was last dropped (a call after the
+    // reconnect may have failed otherwise since).
+    let last = format!(
+        "{} / {}",
+        remote["lastError"].as_str().unwrap_or_default(),
+        remote["lastDisconnect"].as_str().unwrap_or_default()
+    );
     match mode {
         "flood" => {
             assert!(

@@ -34,8 +34,9 @@ pub struct BenchArgs {
     /// Runs to make, comma-separated: in-process, sidecar-uds, sidecar-tcp (the
     /// TaintToleration sidecar), sidecar-uds-no-reuse (the same, its answers never
     /// reused for alike pods), sidecar-quota (the TenantQuota sidecar, on
-    /// --quota-workload), sidecar-python (the Python EnergyAware sidecar; needs
-    /// grpcio, see scripts/demo.sh).
+    /// --quota-workload), sidecar-coscheduling (the Coscheduling sidecar, on
+    /// --coscheduling-workload: gangs of 8), sidecar-python (the Python EnergyAware
+    /// sidecar; needs grpcio, see scripts/demo.sh).
     #[arg(
         long,
         value_name = "LIST",
@@ -60,6 +61,23 @@ pub struct BenchArgs {
         default_value = "TenantQuota/5000Nodes_10000Pods"
     )]
     quota_workload_name: String,
+
+    /// The workload file of the sidecar-coscheduling run: its pods come in gangs
+    /// (the pod-group label and min-member annotation of plugins/coscheduling).
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = "examples/workloads/coscheduling.yaml"
+    )]
+    coscheduling_workload: PathBuf,
+
+    /// The workload of --coscheduling-workload to run, as `Case/Workload`.
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "Coscheduling/5000Nodes_10000Pods"
+    )]
+    coscheduling_workload_name: String,
 
     /// Make the runs this many times, interleaved (in-process, sidecar-uds, ...,
     /// in-process, ...), and report each run's median. Throughput on a shared machine
@@ -289,6 +307,21 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
+    let cosched = exe.with_file_name("switchyard-coscheduling");
+    if modes.contains(&Mode::SidecarCoscheduling) {
+        if !cosched.exists() {
+            anyhow::bail!(
+                "{} not found (the sidecar-coscheduling run): build it with `cargo build --release --workspace`, or leave sidecar-coscheduling out of --runs",
+                cosched.display()
+            );
+        }
+        if !args.coscheduling_workload.exists() {
+            anyhow::bail!(
+                "--coscheduling-workload {}: no such file; run from the repository root or pass --coscheduling-workload",
+                args.coscheduling_workload.display()
+            );
+        }
+    }
     let python_command = if modes.contains(&Mode::SidecarPython) {
         energy_sidecar_command()?
     } else {
@@ -302,6 +335,8 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
         sidecar_command,
         quota_command: exec_command(&quota.display().to_string(), &[]),
         quota_workload: (args.quota_workload, args.quota_workload_name),
+        coscheduling_command: exec_command(&cosched.display().to_string(), &[]),
+        coscheduling_workload: (args.coscheduling_workload, args.coscheduling_workload_name),
         python_command,
         sdk_sidecars,
         threads: args.threads,

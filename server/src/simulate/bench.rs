@@ -32,6 +32,9 @@ pub enum Mode {
     SidecarTcp,
     /// TenantQuota (Rust) over a Unix socket, on [`BenchOptions::quota_workload`].
     SidecarQuota,
+    /// Coscheduling (Rust; gangs at Permit) over a Unix socket, on
+    /// [`BenchOptions::coscheduling_workload`].
+    SidecarCoscheduling,
     /// EnergyAware (Python) over a Unix socket.
     SidecarPython,
     /// The Accelerator example of a plugin SDK ([`BenchOptions::sdk_sidecars`], by
@@ -40,12 +43,13 @@ pub enum Mode {
 }
 
 impl Mode {
-    pub const ALL: [Mode; 6] = [
+    pub const ALL: [Mode; 7] = [
         Mode::InProcess,
         Mode::SidecarUds,
         Mode::SidecarUdsNoReuse,
         Mode::SidecarTcp,
         Mode::SidecarQuota,
+        Mode::SidecarCoscheduling,
         Mode::SidecarPython,
     ];
 
@@ -57,6 +61,7 @@ impl Mode {
             Mode::SidecarUdsNoReuse => "sidecar-uds-no-reuse",
             Mode::SidecarTcp => "sidecar-tcp",
             Mode::SidecarQuota => "sidecar-quota",
+            Mode::SidecarCoscheduling => "sidecar-coscheduling",
             Mode::SidecarPython => "sidecar-python",
             Mode::Sdk(_) => "sdk",
         }
@@ -92,6 +97,11 @@ pub struct BenchOptions {
     /// its run schedules: one whose pods have tenants and whose nodes have limits.
     pub quota_command: String,
     pub quota_workload: (PathBuf, String),
+    /// Command that starts the Coscheduling sidecar, and the workload its run
+    /// schedules: one whose pods come in gangs (pod-group label, min-member
+    /// annotation).
+    pub coscheduling_command: String,
+    pub coscheduling_workload: (PathBuf, String),
     /// Command that starts the Python EnergyAware sidecar.
     pub python_command: String,
     /// (name, command) of each SDK's Accelerator example sidecar (`Mode::Sdk`).
@@ -220,6 +230,7 @@ fn run_one(
     let mut config = SchedulerConfig::default_config();
     let (workload, workload_name) = match mode {
         Mode::SidecarQuota => opts.quota_workload.clone(),
+        Mode::SidecarCoscheduling => opts.coscheduling_workload.clone(),
         _ => (opts.workload.clone(), opts.workload_name.clone()),
     };
     // The sidecar's command, socket name, and the plugin it serves (replacing the
@@ -230,10 +241,16 @@ fn run_one(
         | Mode::SidecarUdsNoReuse
         | Mode::SidecarTcp
         | Mode::SidecarQuota
+        | Mode::SidecarCoscheduling
         | Mode::SidecarPython
         | Mode::Sdk(_) => {
             let (command, socket, plugin) = match mode {
                 Mode::SidecarQuota => (&opts.quota_command, "bench-quota.sock", "TenantQuota"),
+                Mode::SidecarCoscheduling => (
+                    &opts.coscheduling_command,
+                    "bench-cosched.sock",
+                    "Coscheduling",
+                ),
                 Mode::SidecarPython => (&opts.python_command, "bench-energy.sock", "EnergyAware"),
                 Mode::Sdk(i) => {
                     let (_, command) = opts

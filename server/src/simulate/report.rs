@@ -164,6 +164,9 @@ pub struct RemoteReport {
     /// The last call error or connection loss (plugin, extension point, why).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub last_error: String,
+    /// Why the connection was last lost, if it was.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_disconnect: String,
 }
 
 impl RemoteReport {
@@ -189,6 +192,11 @@ impl RemoteReport {
             batch_retried_apart: s.batch_retried_apart.load(Relaxed),
             stray_replies: s.stray_replies.load(Relaxed),
             last_error: s.last_error.lock().map(|e| e.clone()).unwrap_or_default(),
+            last_disconnect: s
+                .last_disconnect
+                .lock()
+                .map(|e| e.clone())
+                .unwrap_or_default(),
         }
     }
 }
@@ -625,6 +633,9 @@ impl Report {
             }
             if !r.last_error.is_empty() {
                 let _ = writeln!(s, "  last error: {}", r.last_error);
+            }
+            if !r.last_disconnect.is_empty() && !r.last_error.contains(&r.last_disconnect) {
+                let _ = writeln!(s, "  last connection loss: {}", r.last_disconnect);
             }
         }
         let inv = &self.invariants;

@@ -49,6 +49,11 @@ pub(super) fn connection_thread(inner: Arc<Inner>) {
             }
             inner.set_error(e.clone());
             inner.stats.set_last_error(&format!("connection lost: {e}"));
+            if had_connected {
+                if let Ok(mut d) = inner.stats.last_disconnect.lock() {
+                    e.clone_into(&mut d);
+                }
+            }
             inner.fail_all(&format!(
                 "sidecar {} connection lost: {e}",
                 inner.config.endpoint

@@ -138,6 +138,8 @@ pub struct EndpointStats {
     pub stray_replies: AtomicU64,
     /// The last call error or connection loss, as reported.
     pub last_error: Mutex<String>,
+    /// Why the connection was last lost (kept when later calls fail otherwise).
+    pub last_disconnect: Mutex<String>,
     /// When the last acknowledgement was asked for (µs since the first).
     last_ack_request_us: AtomicU64,
 }

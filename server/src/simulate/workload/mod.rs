@@ -3,6 +3,7 @@
 //! pods from a template, barriers, ...) and named workloads giving the `$params`.
 
 mod file;
+mod gotemplate;
 mod templates;
 
 use file::*;

@@ -178,14 +178,19 @@ pub(super) fn decode_yaml<T: serde::de::DeserializeOwned>(text: &str) -> Result<
     serde_path_to_error::deserialize(v).map_err(|e| format!("{}: {}", e.path(), e.inner()))
 }
 
-/// Renders the subset of Go templates scheduler_perf templates use: `{{.Index}}`,
-/// `{{.Count}}` and `{{.<templateParam>}}`.
+/// Renders the subset of Go templates scheduler_perf templates use (see
+/// [`super::gotemplate`]): values, integers and scheduler_perf's integer functions.
 pub fn render_template(
     text: &str,
     index: usize,
     count: usize,
     params: &BTreeMap<String, Value>,
 ) -> Result<String, String> {
+    let scope = super::gotemplate::Scope {
+        index,
+        count,
+        params,
+    };
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find("{{") {
@@ -194,19 +199,10 @@ pub fn render_template(
         let end = after
             .find("}}")
             .ok_or_else(|| "unterminated {{ in template".to_string())?;
-        let expr = after[..end].trim();
-        let name = expr.strip_prefix('.').ok_or_else(|| {
-            format!("template action {{{{{expr}}}}} is not supported: only {{{{.Index}}}}, {{{{.Count}}}} and {{{{.<param>}}}}")
-        })?;
-        match name {
-            "Index" => out.push_str(&index.to_string()),
-            "Count" => out.push_str(&count.to_string()),
-            p => match params.get(p) {
-                Some(Value::String(s)) => out.push_str(s),
-                Some(v) => out.push_str(&v.to_string()),
-                None => return Err(format!("template parameter {p} is not set")),
-            },
-        }
+        out.push_str(&super::gotemplate::eval_action(
+            after[..end].trim(),
+            &scope,
+        )?);
         rest = &after[end + 2..];
     }
     out.push_str(rest);
