@@ -6,6 +6,7 @@
 //! node that a delta adds, moves or removes.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
@@ -25,6 +26,11 @@ pub enum Index {
     /// ([`Snapshot::nodes_by_label`](crate::Snapshot::nodes_by_label)): which nodes
     /// carry it, e.g. a quota's limit or a topology key such as a rack.
     NodesByLabel(String),
+    /// The placed pods themselves by namespace and the value of this pod label
+    /// ([`Snapshot::pod_lists_by_label`](crate::Snapshot::pod_lists_by_label)): the
+    /// members of a gang or a job, to tell which of them are placed and where. Pods
+    /// without the label are not listed.
+    PodListsByLabel(String),
 }
 
 /// Placed pods per node for each value of one key (a label's value, a namespace).
@@ -142,12 +148,84 @@ impl NodeSets {
     }
 }
 
+/// Placed pods by namespace and the value of one pod label.
+#[derive(Clone, Debug, Default)]
+pub struct PodLists {
+    /// Namespace → value → pods by UID.
+    by_namespace: HashMap<String, HashMap<String, FxHashMap<String, Arc<Pod>>>>,
+}
+
+/// A pod without a namespace is in `default`, as the API server defaults it.
+fn namespace_or_default(namespace: &str) -> &str {
+    if namespace.is_empty() {
+        "default"
+    } else {
+        namespace
+    }
+}
+
+impl PodLists {
+    fn list(&self, namespace: &str, value: &str) -> Option<&FxHashMap<String, Arc<Pod>>> {
+        self.by_namespace
+            .get(namespace_or_default(namespace))?
+            .get(value)
+    }
+
+    /// The placed pods in `namespace` whose label has `value` (in no order). An empty
+    /// namespace means `default`.
+    pub fn pods(&self, namespace: &str, value: &str) -> impl Iterator<Item = &Arc<Pod>> {
+        self.list(namespace, value)
+            .into_iter()
+            .flat_map(|m| m.values())
+    }
+
+    /// How many placed pods in `namespace` have `value`.
+    pub fn count(&self, namespace: &str, value: &str) -> usize {
+        self.list(namespace, value).map_or(0, |m| m.len())
+    }
+
+    /// Every `(namespace, value)` listed, with how many pods.
+    pub fn values(&self) -> impl Iterator<Item = (&str, &str, usize)> {
+        self.by_namespace.iter().flat_map(|(ns, values)| {
+            values
+                .iter()
+                .map(move |(v, m)| (ns.as_str(), v.as_str(), m.len()))
+        })
+    }
+
+    fn add(&mut self, value: &str, pod: &Arc<Pod>) {
+        self.by_namespace
+            .entry(namespace_or_default(&pod.namespace).to_string())
+            .or_default()
+            .entry(value.to_string())
+            .or_default()
+            .insert(pod.uid.clone(), pod.clone());
+    }
+
+    fn remove(&mut self, value: &str, pod: &Pod) {
+        let ns = namespace_or_default(&pod.namespace);
+        let Some(values) = self.by_namespace.get_mut(ns) else {
+            return;
+        };
+        if let Some(m) = values.get_mut(value) {
+            m.remove(&pod.uid);
+            if m.is_empty() {
+                values.remove(value);
+            }
+        }
+        if values.is_empty() {
+            self.by_namespace.remove(ns);
+        }
+    }
+}
+
 /// The indexes of one replica.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Indexes {
     pods_by_label: Vec<(String, PodCounts)>,
     pods_by_namespace: Option<PodCounts>,
     nodes_by_label: Vec<(String, NodeSets)>,
+    pod_lists_by_label: Vec<(String, PodLists)>,
 }
 
 impl Indexes {
@@ -162,6 +240,10 @@ impl Indexes {
             }
             Index::NodesByLabel(k) if !self.nodes_by_label.iter().any(|(x, _)| x == k) => {
                 self.nodes_by_label.push((k.clone(), NodeSets::default()))
+            }
+            Index::PodListsByLabel(k) if !self.pod_lists_by_label.iter().any(|(x, _)| x == k) => {
+                self.pod_lists_by_label
+                    .push((k.clone(), PodLists::default()))
             }
             _ => return false,
         }
@@ -179,6 +261,16 @@ impl Indexes {
         for (_, s) in &mut self.nodes_by_label {
             *s = NodeSets::default();
         }
+        for (_, l) in &mut self.pod_lists_by_label {
+            *l = PodLists::default();
+        }
+    }
+
+    pub(crate) fn pod_lists_by_label(&self, key: &str) -> Option<&PodLists> {
+        self.pod_lists_by_label
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, l)| l)
     }
 
     pub(crate) fn pods_by_label(&self, key: &str) -> Option<&PodCounts> {
@@ -200,7 +292,7 @@ impl Indexes {
     }
 
     /// A pod placed on node `node` (`add`) or taken off it.
-    pub(crate) fn pod(&mut self, pod: &Pod, node: u32, add: bool) {
+    pub(crate) fn pod(&mut self, pod: &Arc<Pod>, node: u32, add: bool) {
         for (key, counts) in &mut self.pods_by_label {
             if let Some(v) = pod.labels.get(key.as_str()) {
                 if add {
@@ -215,6 +307,15 @@ impl Indexes {
                 counts.add(&pod.namespace, node)
             } else {
                 counts.remove(&pod.namespace, node)
+            }
+        }
+        for (key, lists) in &mut self.pod_lists_by_label {
+            if let Some(v) = pod.labels.get(key.as_str()) {
+                if add {
+                    lists.add(v, pod)
+                } else {
+                    lists.remove(v, pod)
+                }
             }
         }
     }
@@ -258,6 +359,31 @@ mod tests {
         c.remove("red", 2); // more removes than adds: no underflow
         assert_eq!(c.total("red"), 0);
         assert_eq!(c.values().count(), 1);
+    }
+
+    #[test]
+    fn pod_lists_follow_adds_and_removes_by_namespace() {
+        let pod = |uid: &str, ns: &str| {
+            Arc::new(Pod {
+                uid: uid.into(),
+                namespace: ns.into(),
+                ..Default::default()
+            })
+        };
+        let mut l = PodLists::default();
+        let (a, b, c) = (pod("a", ""), pod("b", "default"), pod("c", "other"));
+        l.add("g", &a);
+        l.add("g", &b);
+        l.add("g", &c);
+        l.add("g", &a); // the same pod again: listed once
+        assert_eq!((l.count("default", "g"), l.count("", "g")), (2, 2));
+        assert_eq!(l.count("other", "g"), 1);
+        l.remove("g", &a);
+        let left: Vec<_> = l.pods("default", "g").map(|p| p.uid.as_str()).collect();
+        assert_eq!(left, vec!["b"]);
+        l.remove("g", &b);
+        l.remove("g", &b);
+        assert_eq!(l.values().count(), 1);
     }
 
     #[test]

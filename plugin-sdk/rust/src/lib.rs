@@ -52,7 +52,7 @@ pub mod telemetry;
 mod waiting;
 
 pub use cli::{resolve_listen, run, run_with, SidecarArgs};
-pub use index::{Index, NodeSets, PodCounts};
+pub use index::{Index, NodeSets, PodCounts, PodLists};
 pub use plugin::*;
 pub use serve::{
     parse_listen_address, probe, serve, serve_until_signal, serve_until_signal_with,

@@ -8,7 +8,7 @@ use rustc_hash::FxHashMap;
 use switchyard_proto::v1 as pb;
 use switchyard_proto::MAX_PENDING_PODS;
 
-use crate::index::{Index, Indexes, NodeSets, PodCounts};
+use crate::index::{Index, Indexes, NodeSets, PodCounts, PodLists};
 use crate::{Node, Pod};
 
 /// A node with the pods placed on it (bound or assumed by the scheduler).
@@ -178,6 +178,12 @@ impl Snapshot {
     /// [`Index::PodsByNamespace`].
     pub fn pods_by_namespace(&self) -> Option<&PodCounts> {
         self.indexes.pods_by_namespace()
+    }
+
+    /// Placed pods by namespace and the value of pod label `key`, when a plugin
+    /// declared [`Index::PodListsByLabel`] for it.
+    pub fn pod_lists_by_label(&self, key: &str) -> Option<&PodLists> {
+        self.indexes.pod_lists_by_label(key)
     }
 
     /// Nodes by the value of node label `key`, when a plugin declared
@@ -380,6 +386,16 @@ mod tests {
         };
         pods("team", s.pods_by_label("team").unwrap(), &mut out);
         pods("ns", s.pods_by_namespace().unwrap(), &mut out);
+        let lists = s.pod_lists_by_label("team").unwrap();
+        for (ns, v, n) in lists.values() {
+            let mut uids: Vec<_> = lists
+                .pods(ns, v)
+                .map(|p| format!("{}@{}", p.uid, p.node_name))
+                .collect();
+            uids.sort();
+            assert_eq!(uids.len(), n);
+            out.push(format!("list {ns}/{v} {uids:?}"));
+        }
         let racks = s.nodes_by_label("rack").unwrap();
         for (v, nodes) in racks.values() {
             let mut nodes = nodes.to_vec();
@@ -396,6 +412,7 @@ mod tests {
             Index::PodsByLabel("team".into()),
             Index::PodsByNamespace,
             Index::NodesByLabel("rack".into()),
+            Index::PodListsByLabel("team".into()),
         ];
         let racked = |id, name: &str, rack: &str| pb::Node {
             labels: [("rack".to_string(), rack.to_string())].into(),

@@ -2,15 +2,15 @@
 //! the replica's pods and the waiting pods, then acts on its answer through the
 //! [`Handle`].
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use switchyard_plugin_sdk::{
-    pb, Cycle, CycleState, Handle, PermitPlugin, Plugin, Pod, PreEnqueuePlugin, PreFilterPlugin,
-    PreFilterResult, QueueSortPlugin, ReservePlugin, Status,
+    pb, Cycle, CycleState, Handle, Index, PermitPlugin, Plugin, Pod, PreEnqueuePlugin,
+    PreFilterPlugin, PreFilterResult, QueueSortPlugin, ReservePlugin, Status,
 };
 
-use crate::gang::{group_key, Gangs, PermitDecision};
+use crate::gang::{group_key, Gangs, PermitDecision, POD_GROUP_LABEL};
 
 pub const NAME: &str = "Coscheduling";
 /// Upstream's message to members released by a failed sibling.
@@ -49,6 +49,10 @@ impl Plugin for Coscheduling {
             actions: vec!["Add".into(), "UpdatePodLabel".into()],
         }]
     }
+    /// The placed members of a group, without scanning every pod of the cluster.
+    fn indexes(&self) -> Vec<Index> {
+        vec![Index::PodListsByLabel(POD_GROUP_LABEL.into())]
+    }
     fn as_pre_enqueue(&self) -> Option<&dyn PreEnqueuePlugin> {
         Some(self)
     }
@@ -82,10 +86,24 @@ impl QueueSortPlugin for Coscheduling {
     }
 }
 
+/// The replica's pods that may be in `pod`'s group: its group's placed pods from the
+/// index (every pod when the index is missing, as in a test that built its own
+/// replica); `gang.rs` keeps only the group's.
+fn candidates<'a>(cycle: &'a Cycle) -> Box<dyn Iterator<Item = &'a Arc<Pod>> + 'a> {
+    let pod = cycle.pod;
+    match (
+        cycle.snapshot.pod_lists_by_label(POD_GROUP_LABEL),
+        pod.labels.get(POD_GROUP_LABEL),
+    ) {
+        (Some(lists), Some(group)) => Box::new(lists.pods(&pod.namespace, group)),
+        _ => Box::new(cycle.snapshot.pods()),
+    }
+}
+
 impl PreFilterPlugin for Coscheduling {
     fn pre_filter(&self, cycle: &Cycle, _state: &mut CycleState) -> PreFilterResult {
         self.gangs
-            .pre_filter(cycle.pod, cycle.snapshot.pods(), Instant::now())
+            .pre_filter(cycle.pod, candidates(cycle), Instant::now())
             .into()
     }
 }
@@ -105,7 +123,7 @@ impl PermitPlugin for Coscheduling {
         let waiting = handle.waiting_pods(NAME);
         match self
             .gangs
-            .permit(cycle.pod, cycle.snapshot.pods(), &waiting, Instant::now())
+            .permit(cycle.pod, candidates(cycle), &waiting, Instant::now())
         {
             PermitDecision::NotGang => (Status::success(), Duration::ZERO),
             PermitDecision::Allow(siblings) => {
