@@ -40,6 +40,10 @@ pub const CAPABILITY_REPLICATE_BATCH: &str = "replicate-batch";
 /// pod's first Filter round sent right behind its PreFilter, not after its reply).
 pub const CAPABILITY_FILTER_AFTER_PRE_FILTER: &str = "filter-after-pre-filter";
 
+/// Handshake capability: the sidecar honours `CycleRequest.after_reserve` (a pod's
+/// Permit sent right behind its Reserve, not after its reply).
+pub const CAPABILITY_PERMIT_AFTER_RESERVE: &str = "permit-after-reserve";
+
 /// The environment variable a sidecar reads its listen address from when it has no
 /// `--listen` flag; the scheduler sets it for sidecars it starts itself.
 pub const LISTEN_ENV: &str = "SWITCHYARD_PLUGIN_LISTEN";

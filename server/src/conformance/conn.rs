@@ -481,7 +481,7 @@ pub(super) fn cycle_request(
         cycle,
         generation: g,
         node_name: node.to_string(),
-        traceparent: String::new(),
+        ..Default::default()
     }
 }
 

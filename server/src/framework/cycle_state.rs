@@ -61,6 +61,11 @@ pub struct CycleState {
     pub trace: crate::telemetry::trace::AttemptTrace,
     /// Plugin calls skipped under `failurePolicy: Ignore` in this attempt.
     pub ignored: IgnoredCalls,
+    /// Set while the framework runs a Reserve plugin that is the last Reserve plugin
+    /// and the first Permit plugin of the profile: nothing runs between its Reserve
+    /// and its Permit, so a remote plugin may send both at once (Switchyard's
+    /// `permit-after-reserve`; upstream has no such thing).
+    pub permit_follows_reserve: bool,
 }
 
 /// Plugin calls that failed and were skipped under `failurePolicy: Ignore` during one
@@ -140,6 +145,7 @@ impl Clone for CycleState {
             deferred_pre_score: self.deferred_pre_score,
             trace: self.trace.clone(),
             ignored: self.ignored.clone(),
+            permit_follows_reserve: self.permit_follows_reserve,
         }
     }
 }

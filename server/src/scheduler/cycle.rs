@@ -23,7 +23,12 @@ pub struct LoopState {
     pub(super) next_start_node_index: usize,
     pub(super) scores: ScoreBuffer,
     pub(super) filter_failures: Vec<(usize, Status)>,
+    /// Tie-breaks between equally scored nodes.
     pub(super) rng: SplitMix64,
+    /// Which attempts record per-plugin durations: apart from `rng`, so that how
+    /// many attempts ran before a pod (retries of other pods, whose timing varies)
+    /// does not change which node it gets among equals.
+    pub(super) sample_rng: SplitMix64,
     /// The next pods' Filters, sent to node-local sidecars ahead of their cycles, in
     /// queue order.
     pub(super) lookahead: VecDeque<Lookahead>,
@@ -39,6 +44,7 @@ impl LoopState {
             scores: ScoreBuffer::default(),
             filter_failures: Vec::new(),
             rng: SplitMix64(seed),
+            sample_rng: SplitMix64(seed ^ 0x9e37_79b9_7f4a_7c15),
             lookahead: VecDeque::new(),
             last_processed: 0,
         }

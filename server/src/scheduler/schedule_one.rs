@@ -63,7 +63,7 @@ impl Scheduler {
             s.cycle_id = next_cycle_id();
             s
         });
-        let observer = AttemptObserver::begin(&fw, &pinfo, &mut state, &mut st.rng);
+        let observer = AttemptObserver::begin(&fw, &pinfo, &mut state, &mut st.sample_rng);
         let root = observer.span().clone();
         let _attempt = root.enter();
         match self.scheduling_cycle(st, &fw, &mut state, &pod, &observer) {

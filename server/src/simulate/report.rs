@@ -156,6 +156,10 @@ pub struct RemoteReport {
     /// both) and used.
     #[serde(default)]
     pub filter_behind_pre_filter: u64,
+    /// Permit calls sent right behind their Reserve (one round trip for both) and
+    /// used.
+    #[serde(default)]
+    pub permit_behind_reserve: u64,
     /// Calls of a `FilterBatch` message that failed as a whole, asked again alone.
     #[serde(default)]
     pub batch_retried_apart: u64,
@@ -189,6 +193,7 @@ impl RemoteReport {
             alike_reused: s.alike_reused.load(Relaxed),
             alike_partly: s.alike_partly.load(Relaxed),
             filter_behind_pre_filter: s.filter_behind_pre_filter.load(Relaxed),
+            permit_behind_reserve: s.permit_behind_reserve.load(Relaxed),
             batch_retried_apart: s.batch_retried_apart.load(Relaxed),
             stray_replies: s.stray_replies.load(Relaxed),
             last_error: s.last_error.lock().map(|e| e.clone()).unwrap_or_default(),
@@ -607,7 +612,7 @@ impl Report {
         for r in &self.remote {
             let _ = writeln!(
                 s,
-                "Sidecar {} ({}): {} calls, {} errors, {} reconnects, {} KiB sent, {} KiB received, lookahead {} used / {} dropped, {} answered from alike pods' answers ({} partly), {} Filter rounds sent behind their PreFilter",
+                "Sidecar {} ({}): {} calls, {} errors, {} reconnects, {} KiB sent, {} KiB received, lookahead {} used / {} dropped, {} answered from alike pods' answers ({} partly), {} Filter rounds sent behind their PreFilter, {} Permits behind their Reserve",
                 r.endpoint,
                 r.plugins.join(", "),
                 r.calls,
@@ -619,7 +624,8 @@ impl Report {
                 r.lookahead_misses,
                 r.alike_reused,
                 r.alike_partly,
-                r.filter_behind_pre_filter
+                r.filter_behind_pre_filter,
+                r.permit_behind_reserve
             );
             if r.stray_replies > 0 {
                 let _ = writeln!(s, "  {} replies to no outstanding call", r.stray_replies);

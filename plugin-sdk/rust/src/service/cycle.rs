@@ -106,11 +106,21 @@ impl Shared {
             let missing = || Status::error(format!("plugin {:?} has no {point:?}", req.plugin));
             let state = &entry.states[idx];
             Ok::<_, Status>(match point {
-                Point::Reserve => plugin.as_reserve().ok_or_else(missing)?.reserve(
-                    &cycle,
-                    &mut write(state),
-                    node,
-                ),
+                Point::Reserve => {
+                    let r = plugin
+                        .as_reserve()
+                        .ok_or_else(missing)
+                        .map(|p| p.reserve(&cycle, &mut write(state), node));
+                    // A Permit sent right behind this call waits for its outcome.
+                    lock(&entry.reserves).insert(
+                        idx,
+                        match &r {
+                            Ok(s) | Err(s) => s.clone(),
+                        },
+                    );
+                    entry.reserve_done.notify_waiters();
+                    r?
+                }
                 Point::Unreserve => {
                     plugin.as_reserve().ok_or_else(missing)?.unreserve(
                         &cycle,
@@ -162,6 +172,23 @@ impl Shared {
             let p = plugin
                 .as_permit()
                 .ok_or_else(|| Status::error(format!("plugin {:?} has no Permit", req.plugin)))?;
+            if req.after_reserve {
+                let s = self
+                    .outcome(
+                        &entry,
+                        &entry.reserves,
+                        &entry.reserve_done,
+                        idx,
+                        "Permit named a Reserve",
+                    )
+                    .await?;
+                if !s.is_success() {
+                    return Err(Status::error(format!(
+                        "Permit sent behind a Reserve that returned {:?}",
+                        s.code
+                    )));
+                }
+            }
             let handle = Handle::new(self.waiting.clone());
             // The pod is registered as waiting only after the plugin answers Wait (below):
             // `Handle::waiting_pods` inside `permit` lists its siblings, not itself.

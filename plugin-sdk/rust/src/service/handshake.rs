@@ -2,7 +2,8 @@
 //! optional capabilities this sidecar serves of those the scheduler offers.
 
 use switchyard_proto::{
-    CAPABILITY_FILTER_AFTER_PRE_FILTER, CAPABILITY_FILTER_BATCH, CAPABILITY_REPLICATE_BATCH,
+    CAPABILITY_FILTER_AFTER_PRE_FILTER, CAPABILITY_FILTER_BATCH, CAPABILITY_PERMIT_AFTER_RESERVE,
+    CAPABILITY_REPLICATE_BATCH,
 };
 
 use super::score::has_normalize;
@@ -53,7 +54,8 @@ impl Shared {
                     self.capabilities
                         && (c == CAPABILITY_FILTER_BATCH
                             || c == CAPABILITY_REPLICATE_BATCH
-                            || c == CAPABILITY_FILTER_AFTER_PRE_FILTER)
+                            || c == CAPABILITY_FILTER_AFTER_PRE_FILTER
+                            || c == CAPABILITY_PERMIT_AFTER_RESERVE)
                 })
                 .collect(),
         })

@@ -56,6 +56,9 @@ struct CycleEntry {
     /// PreFilter outcomes, for Filter calls sent right behind their PreFilter.
     pre_filters: Mutex<HashMap<usize, Status>>,
     pre_filter_done: Notify,
+    /// Reserve outcomes, for Permit calls sent right behind their Reserve.
+    reserves: Mutex<HashMap<usize, Status>>,
+    reserve_done: Notify,
 }
 
 impl CycleEntry {

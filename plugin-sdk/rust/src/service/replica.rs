@@ -176,6 +176,8 @@ impl Shared {
                     pre_score_done: Notify::new(),
                     pre_filters: Mutex::new(HashMap::new()),
                     pre_filter_done: Notify::new(),
+                    reserves: Mutex::new(HashMap::new()),
+                    reserve_done: Notify::new(),
                 };
                 lock(&self.cycles).insert(c.cycle, Arc::new(entry));
             }

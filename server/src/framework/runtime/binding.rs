@@ -10,13 +10,16 @@ impl Framework {
         pod: &Pod,
         node: &str,
     ) -> Status {
-        for e in &self.reserve {
+        let last = self.reserve_then_permit();
+        for (i, e) in self.reserve.iter().enumerate() {
             let Some(p) = e.plugin.as_reserve() else {
                 continue;
             };
             let span = state.trace.plugin("Reserve", &e.name);
             let t = state.record_plugin_metrics.then(Instant::now);
+            state.permit_follows_reserve = last == Some(i);
             let s = span.in_scope(|| p.reserve(state, pod, node));
+            state.permit_follows_reserve = false;
             plugin_metric(&e.name, "Reserve", s.code(), t);
             if !s.is_success() {
                 if s.is_rejected() {
@@ -31,6 +34,21 @@ impl Framework {
             }
         }
         Status::success()
+    }
+
+    /// The position of the last Reserve plugin when it is also the first Permit
+    /// plugin: its Permit runs right after its Reserve succeeds, with nothing between
+    /// (see `CycleState::permit_follows_reserve`).
+    fn reserve_then_permit(&self) -> Option<usize> {
+        let last = self
+            .reserve
+            .iter()
+            .rposition(|e| e.plugin.as_reserve().is_some())?;
+        let first = self
+            .permit
+            .iter()
+            .find(|e| e.plugin.as_permit().is_some())?;
+        (first.name == self.reserve[last].name).then_some(last)
     }
 
     /// Unreserve on every Reserve plugin, in reverse order.

@@ -224,6 +224,7 @@ pub(super) async fn handshake(
                 switchyard_proto::CAPABILITY_FILTER_BATCH.to_string(),
                 switchyard_proto::CAPABILITY_REPLICATE_BATCH.to_string(),
                 switchyard_proto::CAPABILITY_FILTER_AFTER_PRE_FILTER.to_string(),
+                switchyard_proto::CAPABILITY_PERMIT_AFTER_RESERVE.to_string(),
             ],
         }),
     )

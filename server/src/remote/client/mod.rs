@@ -132,6 +132,8 @@ pub struct EndpointStats {
     pub alike_partly: AtomicU64,
     /// First Filter rounds sent right behind their PreFilter and used.
     pub filter_behind_pre_filter: AtomicU64,
+    /// Permit calls sent right behind their Reserve and used.
+    pub permit_behind_reserve: AtomicU64,
     /// Calls of a failed `FilterBatch` message asked again alone.
     pub batch_retried_apart: AtomicU64,
     /// Replies to no outstanding call (late, unknown id, or flooding).
@@ -393,20 +395,27 @@ impl Endpoint {
         })
     }
 
-    /// Whether the sidecar serves `FilterBatch` (negotiated at handshake).
     /// Whether the sidecar takes a Filter sent right behind its cycle's PreFilter.
     pub fn filters_after_pre_filter(&self) -> bool {
-        self.inner.handshake.lock().is_ok_and(|h| {
-            h.as_ref()
-                .is_some_and(|h| serves(h, switchyard_proto::CAPABILITY_FILTER_AFTER_PRE_FILTER))
-        })
+        self.serves(switchyard_proto::CAPABILITY_FILTER_AFTER_PRE_FILTER)
     }
 
+    /// Whether the sidecar takes a Permit sent right behind its cycle's Reserve.
+    pub fn permits_after_reserve(&self) -> bool {
+        self.serves(switchyard_proto::CAPABILITY_PERMIT_AFTER_RESERVE)
+    }
+
+    /// Whether the sidecar agreed to `capability` at handshake.
+    fn serves(&self, capability: &str) -> bool {
+        self.inner
+            .handshake
+            .lock()
+            .is_ok_and(|h| h.as_ref().is_some_and(|h| serves(h, capability)))
+    }
+
+    /// Whether the sidecar serves `FilterBatch` (negotiated at handshake).
     pub fn batches_pods(&self) -> bool {
-        self.inner.handshake.lock().is_ok_and(|h| {
-            h.as_ref()
-                .is_some_and(|h| serves(h, switchyard_proto::CAPABILITY_FILTER_BATCH))
-        })
+        self.serves(switchyard_proto::CAPABILITY_FILTER_BATCH)
     }
 
     /// How many pods the next lookahead may cover on this endpoint: 1 without

@@ -175,6 +175,19 @@ impl RemotePlugin {
         extension_point: &'static str,
         wrap: fn(pb::CycleRequest) -> Outbound,
     ) -> Status {
+        self.status_call_then(state, node, extension_point, wrap, || {})
+    }
+
+    /// [`Self::status_call`], running `after_send` once the call is on its way and
+    /// before its reply is awaited (to send another call behind it).
+    fn status_call_then(
+        &self,
+        state: &CycleState,
+        node: &str,
+        extension_point: &'static str,
+        wrap: fn(pb::CycleRequest) -> Outbound,
+        after_send: impl FnOnce(),
+    ) -> Status {
         let (span, traceparent) = self.call_trace(state, extension_point, 1);
         let r = (|| {
             let (cycle, g, streams) = self.cycle(state)?;
@@ -185,11 +198,13 @@ impl RemotePlugin {
                     cycle,
                     generation: g,
                     node_name: node.to_string(),
+                    after_reserve: false,
                     traceparent,
                 })
             };
-            let reply = self
-                .send(&streams, req)?
+            let pending = self.send(&streams, req)?;
+            after_send();
+            let reply = pending
                 .wait()
                 .map_err(|e| self.meta.call_failed("call", e))?;
             self.status_reply(reply, g)
@@ -241,6 +256,7 @@ impl RemotePlugin {
                         cycle,
                         generation: g,
                         node_name: node,
+                        after_reserve: false,
                         traceparent,
                     })
                 })

@@ -194,7 +194,20 @@ impl ReservePlugin for RemotePlugin {
         if self.absent(pb::ExtensionPoint::Reserve) {
             return Status::success();
         }
-        self.status_call(state, node, "Reserve", Outbound::Reserve)
+        if !(state.permit_follows_reserve
+            && !self.absent(pb::ExtensionPoint::Permit)
+            && self.ep().permits_after_reserve())
+        {
+            return self.status_call(state, node, "Reserve", Outbound::Reserve);
+        }
+        let mut behind = None;
+        let s = self.status_call_then(state, node, "Reserve", Outbound::Reserve, || {
+            behind = self.send_permit_behind_reserve(state, node);
+        });
+        if let Some(b) = behind {
+            state.write(b);
+        }
+        s
     }
     fn unreserve(&self, state: &mut CycleState, _pod: &Pod, node: &str) {
         if self.absent(pb::ExtensionPoint::Reserve) {
@@ -207,26 +220,92 @@ impl ReservePlugin for RemotePlugin {
     }
 }
 
-impl PermitPlugin for RemotePlugin {
-    fn permit(&self, state: &mut CycleState, _pod: &Pod, node: &str) -> (Status, Duration) {
-        if self.absent(pb::ExtensionPoint::Permit) {
-            return (Status::success(), Duration::ZERO);
-        }
+/// A Permit sent right behind this plugin's Reserve (`permit-after-reserve`), for its
+/// Permit to wait for instead of sending one. Dropped with its reply owed when the
+/// attempt ends before Permit (a Reserve that failed).
+#[derive(Clone)]
+struct PermitBehindReserve {
+    plugin: Arc<str>,
+    node: Arc<str>,
+    pending: Arc<Mutex<Option<Pending>>>,
+}
+
+impl RemotePlugin {
+    /// Sends the cycle's Permit now, on the Permit stream, marked to be evaluated
+    /// after the Reserve this plugin has just sent: the two cost one round trip.
+    /// The framework sets `permit_follows_reserve` only when nothing runs between
+    /// them, so the sidecar's Permit (with its side effects) runs exactly when it
+    /// would have run anyway.
+    fn send_permit_behind_reserve(
+        &self,
+        state: &CycleState,
+        node: &str,
+    ) -> Option<PermitBehindReserve> {
+        let (cycle, g, streams) = self.cycle(state).ok()?;
         let (_span, traceparent) = self.call_trace(state, "Permit", 1);
-        let r = (|| {
-            let (cycle, g, streams) = self.cycle(state)?;
-            let req = |id| {
+        let pending = self
+            .send(&streams, |id| {
                 Outbound::Permit(pb::CycleRequest {
                     request_id: id,
                     plugin: self.meta.name.to_string(),
                     cycle,
                     generation: g,
                     node_name: node.to_string(),
+                    after_reserve: true,
                     traceparent,
                 })
+            })
+            .ok()?;
+        Some(PermitBehindReserve {
+            plugin: self.meta.name.clone(),
+            node: Arc::from(node),
+            pending: Arc::new(Mutex::new(Some(pending))),
+        })
+    }
+
+    /// The Permit sent behind this attempt's Reserve for `node`, if any.
+    fn take_permit_behind_reserve(&self, state: &mut CycleState, node: &str) -> Option<Pending> {
+        let sent = state.read::<PermitBehindReserve>()?;
+        if *sent.plugin != *self.meta.name || *sent.node != *node {
+            return None;
+        }
+        let pending = sent.pending.lock().ok()?.take();
+        state.delete::<PermitBehindReserve>();
+        pending
+    }
+}
+
+impl PermitPlugin for RemotePlugin {
+    fn permit(&self, state: &mut CycleState, _pod: &Pod, node: &str) -> (Status, Duration) {
+        if self.absent(pb::ExtensionPoint::Permit) {
+            return (Status::success(), Duration::ZERO);
+        }
+        let ahead = self.take_permit_behind_reserve(state, node);
+        let (_span, traceparent) = self.call_trace(state, "Permit", 1);
+        let r = (|| {
+            let (cycle, g, streams) = self.cycle(state)?;
+            let pending = match ahead {
+                Some(p) => {
+                    self.ep()
+                        .inner
+                        .stats
+                        .permit_behind_reserve
+                        .fetch_add(1, Ordering::Relaxed);
+                    p
+                }
+                None => self.send(&streams, |id| {
+                    Outbound::Permit(pb::CycleRequest {
+                        request_id: id,
+                        plugin: self.meta.name.to_string(),
+                        cycle,
+                        generation: g,
+                        node_name: node.to_string(),
+                        after_reserve: false,
+                        traceparent,
+                    })
+                })?,
             };
-            match self
-                .send(&streams, req)?
+            match pending
                 .wait()
                 .map_err(|e| self.meta.call_failed("Permit", e))?
             {

@@ -1,0 +1,94 @@
+//! The Coscheduling sidecar end to end, with each Permit sent right behind its
+//! Reserve (`permit-after-reserve`: one round trip for both) and without: gangs of 8
+//! on small nodes, in two namespaces under the same names, and a gang too short to
+//! start (tests/fixtures/coscheduling/cluster.yaml). Every placement is the one the same
+//! sidecar gives when each call waits for the last; every complete gang is placed,
+//! the short one not at all.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use switchyard::plugins::in_tree_registry;
+use switchyard::simulate::{self, SimulateOptions};
+
+fn run(capabilities: bool) -> simulate::Report {
+    let env: &[(&str, &str)] = if capabilities {
+        &[]
+    } else {
+        &[("SWITCHYARD_PLUGIN_CAPABILITIES", "off")]
+    };
+    let sidecar = switchyard_e2e::start_sidecar(
+        "switchyard-coscheduling",
+        &format!("cosched-{capabilities}"),
+        env,
+    );
+    let mut config = switchyard::config::SchedulerConfig::default_config();
+    let mut ep = switchyard::remote::EndpointConfig::new(0, &sidecar.endpoint).expect("endpoint");
+    ep.plugins = vec!["Coscheduling".into()];
+    ep.auto_enable = true;
+    ep.timeout = Duration::from_secs(5);
+    config.remote_plugins.push(ep);
+    let opts = SimulateOptions {
+        cluster: vec![
+            switchyard_e2e::workspace_root().join("tests/fixtures/coscheduling/cluster.yaml")
+        ],
+        scheduler_config: Some(config),
+        seed: 5,
+        timeout: Duration::from_secs(120),
+        ..SimulateOptions::default()
+    };
+    let r = simulate::run(&opts, &in_tree_registry()).expect("simulate");
+    drop(sidecar);
+    r
+}
+
+fn placements(r: &simulate::Report) -> BTreeMap<String, Option<String>> {
+    r.pods
+        .iter()
+        .map(|p| (format!("{}/{}", p.namespace, p.name), p.node.clone()))
+        .collect()
+}
+
+#[test]
+fn permits_behind_their_reserve_change_no_placement() {
+    let ahead = run(true);
+    let plain = run(false);
+    for r in [&ahead, &plain] {
+        assert!(r.invariants.ok, "{:?}", r.invariants);
+        assert_eq!(r.summary.bound, 224, "{:?}", r.summary);
+        assert_eq!(r.summary.unschedulable, 6, "{:?}", r.summary);
+        let [ep] = &r.remote[..] else {
+            panic!("one sidecar: {:?}", r.remote);
+        };
+        assert_eq!(ep.errors, 0, "{ep:?}");
+        assert_eq!(ep.stray_replies, 0, "{ep:?}");
+    }
+    // Every bound pod's Permit went out behind its Reserve; none without the
+    // capability.
+    assert!(
+        ahead.remote[0].permit_behind_reserve >= 224,
+        "{:?}",
+        ahead.remote[0]
+    );
+    assert_eq!(
+        plain.remote[0].permit_behind_reserve, 0,
+        "{:?}",
+        plain.remote[0]
+    );
+    let (x, y) = (placements(&ahead), placements(&plain));
+    let differ: Vec<_> = x
+        .iter()
+        .filter(|(k, v)| y.get(*k) != Some(v))
+        .take(5)
+        .collect();
+    assert!(differ.is_empty(), "placements differ, e.g. {differ:?}");
+    assert_eq!(x.len(), y.len());
+    // Every member of a complete gang is placed (224 bound); the short gang's
+    // members none.
+    let short: Vec<_> = x
+        .iter()
+        .filter(|(k, _)| k.starts_with("team-a/short-"))
+        .collect();
+    assert_eq!(short.len(), 6, "{short:?}");
+    assert!(short.iter().all(|(_, n)| n.is_none()), "{short:?}");
+}
