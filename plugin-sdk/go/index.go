@@ -18,12 +18,16 @@ const (
 	PodsByNamespace
 	// NodesByLabel: nodes by the value of node label Key (Snapshot.NodesByLabel).
 	NodesByLabel
+	// PodListsByLabel: the placed pods themselves by namespace and the value of pod
+	// label Key (Snapshot.PodListsByLabel): the members of a gang or a job, to tell
+	// which are placed and where. Pods without the label are not listed.
+	PodListsByLabel
 )
 
 // Index is one index a plugin reads.
 type Index struct {
 	Kind IndexKind
-	Key  string // the label, for PodsByLabel and NodesByLabel
+	Key  string // the label, for PodsByLabel, NodesByLabel and PodListsByLabel
 }
 
 // IndexesPlugin declares the indexes of the replica the plugin reads.
@@ -151,11 +155,80 @@ func (s *NodeSets) remove(value string, node uint32) {
 	}
 }
 
+// PodLists holds placed pods by namespace and the value of one pod label.
+type PodLists struct {
+	// namespace -> value -> pods by UID
+	byNamespace map[string]map[string]map[string]*Pod
+}
+
+func newPodLists() *PodLists { return &PodLists{byNamespace: map[string]map[string]map[string]*Pod{}} }
+
+// namespaceOrDefault: a pod without a namespace is in "default", as the API server
+// defaults it.
+func namespaceOrDefault(ns string) string {
+	if ns == "" {
+		return "default"
+	}
+	return ns
+}
+
+// Pods calls f with each placed pod in namespace whose label has value (in no
+// order). An empty namespace means "default".
+func (l *PodLists) Pods(namespace, value string, f func(*Pod)) {
+	for _, p := range l.byNamespace[namespaceOrDefault(namespace)][value] {
+		f(p)
+	}
+}
+
+// Count is how many placed pods in namespace have value.
+func (l *PodLists) Count(namespace, value string) int {
+	return len(l.byNamespace[namespaceOrDefault(namespace)][value])
+}
+
+// Values calls f with each (namespace, value) listed and how many pods.
+func (l *PodLists) Values(f func(namespace, value string, count int)) {
+	for ns, values := range l.byNamespace {
+		for v, m := range values {
+			f(ns, v, len(m))
+		}
+	}
+}
+
+func (l *PodLists) add(value string, p *Pod) {
+	ns := namespaceOrDefault(p.GetNamespace())
+	values := l.byNamespace[ns]
+	if values == nil {
+		values = map[string]map[string]*Pod{}
+		l.byNamespace[ns] = values
+	}
+	m := values[value]
+	if m == nil {
+		m = map[string]*Pod{}
+		values[value] = m
+	}
+	m[p.GetUid()] = p
+}
+
+func (l *PodLists) remove(value string, p *Pod) {
+	ns := namespaceOrDefault(p.GetNamespace())
+	values := l.byNamespace[ns]
+	if m := values[value]; m != nil {
+		delete(m, p.GetUid())
+		if len(m) == 0 {
+			delete(values, value)
+		}
+	}
+	if values != nil && len(values) == 0 {
+		delete(l.byNamespace, ns)
+	}
+}
+
 // indexes are one replica's indexes.
 type indexes struct {
 	podsByLabel     map[string]*PodCounts
 	podsByNamespace *PodCounts
 	nodesByLabel    map[string]*NodeSets
+	podListsByLabel map[string]*PodLists
 }
 
 // declare adds index (empty: the caller fills it); false when already declared or
@@ -183,6 +256,14 @@ func (x *indexes) declare(i Index) bool {
 			return false
 		}
 		x.nodesByLabel[i.Key] = newNodeSets()
+	case PodListsByLabel:
+		if x.podListsByLabel == nil {
+			x.podListsByLabel = map[string]*PodLists{}
+		}
+		if _, ok := x.podListsByLabel[i.Key]; ok {
+			return false
+		}
+		x.podListsByLabel[i.Key] = newPodLists()
 	default:
 		return false
 	}
@@ -199,6 +280,9 @@ func (x *indexes) clear() {
 	}
 	for k := range x.nodesByLabel {
 		x.nodesByLabel[k] = newNodeSets()
+	}
+	for k := range x.podListsByLabel {
+		x.podListsByLabel[k] = newPodLists()
 	}
 }
 
@@ -218,6 +302,15 @@ func (x *indexes) pod(p *Pod, node uint32, add bool) {
 			c.add(p.GetNamespace(), node)
 		} else {
 			c.remove(p.GetNamespace(), node)
+		}
+	}
+	for key, l := range x.podListsByLabel {
+		if v, ok := p.GetLabels()[key]; ok {
+			if add {
+				l.add(v, p)
+			} else {
+				l.remove(v, p)
+			}
 		}
 	}
 }
@@ -280,3 +373,7 @@ func pluginIndexes(plugins []Plugin) []Index {
 	}
 	return out
 }
+
+// PodListsByLabel is the placed pods by namespace and the value of pod label key, or
+// nil when no plugin declared Index{PodListsByLabel, key}.
+func (s *Snapshot) PodListsByLabel(key string) *PodLists { return s.indexes.podListsByLabel[key] }

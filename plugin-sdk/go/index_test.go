@@ -9,7 +9,8 @@ import (
 	"github.com/switchyard-sched/switchyard/plugin-sdk/go/pb"
 )
 
-var testIndexes = []Index{{Kind: PodsByLabel, Key: "team"}, {Kind: PodsByNamespace}, {Kind: NodesByLabel, Key: "rack"}}
+var testIndexes = []Index{{Kind: PodsByLabel, Key: "team"}, {Kind: PodsByNamespace}, {Kind: NodesByLabel, Key: "rack"},
+	{Kind: PodListsByLabel, Key: "team"}}
 
 // indexContents is every index as sorted lines, to compare a replica moved by deltas
 // with one built from scratch.
@@ -25,6 +26,16 @@ func indexContents(s *Snapshot) []string {
 	}
 	counts("team", s.PodsByLabel("team"))
 	counts("ns", s.PodsByNamespace())
+	lists := s.PodListsByLabel("team")
+	lists.Values(func(ns, v string, n int) {
+		var uids []string
+		lists.Pods(ns, v, func(p *Pod) { uids = append(uids, p.GetUid()+"@"+p.GetNodeName()) })
+		sort.Strings(uids)
+		if len(uids) != n || lists.Count(ns, v) != n {
+			panic(fmt.Sprintf("list %s/%s: %d pods, count %d", ns, v, len(uids), n))
+		}
+		out = append(out, fmt.Sprintf("list %s/%s %v", ns, v, uids))
+	})
 	racks := s.NodesByLabel("rack")
 	racks.Values(func(v string, nodes []uint32) {
 		n := append([]uint32(nil), nodes...)
@@ -77,6 +88,35 @@ func TestIndexesFollowDeltasAsAFreshBuildWould(t *testing.T) {
 	}
 	if s.PodsByLabel("other") != nil {
 		t.Fatal("an undeclared index is nil")
+	}
+	// p3 (y/red on b) and p6 (y/red, its node not in the replica): only p3 is placed.
+	if got := s.PodListsByLabel("team").Count("y", "red"); got != 1 {
+		t.Fatalf("y/red listed %d", got)
+	}
+}
+
+func TestPodListsKeepNamespacesApartAndDefaultTheEmptyOne(t *testing.T) {
+	l := newPodLists()
+	mk := func(uid, ns string) *Pod { return &Pod{Uid: uid, Namespace: ns} }
+	a, b, c := mk("a", ""), mk("b", "default"), mk("c", "other")
+	for _, p := range []*Pod{a, b, c, a} {
+		l.add("g", p)
+	}
+	if l.Count("default", "g") != 2 || l.Count("", "g") != 2 || l.Count("other", "g") != 1 {
+		t.Fatalf("counts %d %d", l.Count("default", "g"), l.Count("other", "g"))
+	}
+	l.remove("g", a)
+	var left []string
+	l.Pods("default", "g", func(p *Pod) { left = append(left, p.GetUid()) })
+	if !reflect.DeepEqual(left, []string{"b"}) {
+		t.Fatalf("left %v", left)
+	}
+	l.remove("g", b)
+	l.remove("g", b)
+	n := 0
+	l.Values(func(string, string, int) { n++ })
+	if n != 1 {
+		t.Fatalf("%d values left", n)
 	}
 }
 

@@ -1,7 +1,7 @@
 export { Cycle, normalizeScores } from './plugin.js';
 export type { MaybePromise, PermitHandle, PermitResult, Plugin, PodFieldName, PostFilterResult, PreFilterResult, ScoreNormalizationName, StatusResult, } from './plugin.js';
 export { NodeInfo, Snapshot, ReplicationError, MAX_PENDING_PODS } from './snapshot.js';
-export { NodeSets, PodCounts } from './indexes.js';
+export { NodeSets, PodCounts, PodLists } from './indexes.js';
 export type { Index } from './indexes.js';
 export { Status, CallError } from './status.js';
 export type { ClusterEvent, Code, Node, OwnerReference, Pod, Taint, Toleration, VolumeClaim, } from './types.js';

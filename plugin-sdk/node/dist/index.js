@@ -6,7 +6,7 @@
 // `capabilities: false` option; SWITCHYARD_PLUGIN_CAPABILITIES=off is its fallback).
 // See README.md.
 Object.defineProperty(exports, "__esModule", { value: true });
-exports.protoDir = exports.LOADER_OPTIONS = exports.parseTraceparent = exports.Outcome = exports.HarnessError = exports.Harness = exports.CAPABILITY_REPLICATE_BATCH = exports.CAPABILITY_FILTER_BATCH = exports.PROTOCOL_VERSION = exports.PluginService = exports.serve = exports.resolveListen = exports.probe = exports.parseListen = exports.main = exports.formatListen = exports.TLS_KEY_ENV = exports.TLS_CLIENT_CA_ENV = exports.TLS_CERT_ENV = exports.NO_OPTIONAL_CAPABILITIES_FLAG = exports.LISTEN_ENV = exports.CAPABILITIES_ENV = exports.makePod = exports.makeNode = exports.CallError = exports.Status = exports.PodCounts = exports.NodeSets = exports.MAX_PENDING_PODS = exports.ReplicationError = exports.Snapshot = exports.NodeInfo = exports.normalizeScores = exports.Cycle = void 0;
+exports.protoDir = exports.LOADER_OPTIONS = exports.parseTraceparent = exports.Outcome = exports.HarnessError = exports.Harness = exports.CAPABILITY_REPLICATE_BATCH = exports.CAPABILITY_FILTER_BATCH = exports.PROTOCOL_VERSION = exports.PluginService = exports.serve = exports.resolveListen = exports.probe = exports.parseListen = exports.main = exports.formatListen = exports.TLS_KEY_ENV = exports.TLS_CLIENT_CA_ENV = exports.TLS_CERT_ENV = exports.NO_OPTIONAL_CAPABILITIES_FLAG = exports.LISTEN_ENV = exports.CAPABILITIES_ENV = exports.makePod = exports.makeNode = exports.CallError = exports.Status = exports.PodLists = exports.PodCounts = exports.NodeSets = exports.MAX_PENDING_PODS = exports.ReplicationError = exports.Snapshot = exports.NodeInfo = exports.normalizeScores = exports.Cycle = void 0;
 var plugin_js_1 = require("./plugin.js");
 Object.defineProperty(exports, "Cycle", { enumerable: true, get: function () { return plugin_js_1.Cycle; } });
 Object.defineProperty(exports, "normalizeScores", { enumerable: true, get: function () { return plugin_js_1.normalizeScores; } });
@@ -18,6 +18,7 @@ Object.defineProperty(exports, "MAX_PENDING_PODS", { enumerable: true, get: func
 var indexes_js_1 = require("./indexes.js");
 Object.defineProperty(exports, "NodeSets", { enumerable: true, get: function () { return indexes_js_1.NodeSets; } });
 Object.defineProperty(exports, "PodCounts", { enumerable: true, get: function () { return indexes_js_1.PodCounts; } });
+Object.defineProperty(exports, "PodLists", { enumerable: true, get: function () { return indexes_js_1.PodLists; } });
 var status_js_1 = require("./status.js");
 Object.defineProperty(exports, "Status", { enumerable: true, get: function () { return status_js_1.Status; } });
 Object.defineProperty(exports, "CallError", { enumerable: true, get: function () { return status_js_1.CallError; } });

@@ -6,7 +6,7 @@
 // the full snapshot arrives and updates them with each pod and node a delta adds,
 // moves or removes. The same indexes as the Rust SDK's `Index`.
 Object.defineProperty(exports, "__esModule", { value: true });
-exports.Indexes = exports.NodeSets = exports.PodCounts = void 0;
+exports.Indexes = exports.PodLists = exports.NodeSets = exports.PodCounts = void 0;
 const hasOwn = Object.prototype.hasOwnProperty;
 /** Placed pods per node for each value of one key (a label's value, a namespace). */
 class PodCounts {
@@ -97,11 +97,63 @@ class NodeSets {
     }
 }
 exports.NodeSets = NodeSets;
+/** Placed pods by namespace and the value of one pod label. A pod without a
+ * namespace is in `default`, as the API server defaults it. */
+class PodLists {
+    #byNamespace = new Map();
+    /** The placed pods in `namespace` whose label has `value` (in no order). */
+    pods(namespace, value) {
+        return (this.#byNamespace.get(namespace || 'default')?.get(value) ?? new Map()).values();
+    }
+    /** How many placed pods in `namespace` have `value`. */
+    count(namespace, value) {
+        return this.#byNamespace.get(namespace || 'default')?.get(value)?.size ?? 0;
+    }
+    /** [namespace, value, count] of everything listed. */
+    *values() {
+        for (const [ns, values] of this.#byNamespace) {
+            for (const [v, m] of values)
+                yield [ns, v, m.size];
+        }
+    }
+    /** @internal */
+    add(value, p) {
+        const ns = p.namespace || 'default';
+        let values = this.#byNamespace.get(ns);
+        if (values === undefined) {
+            values = new Map();
+            this.#byNamespace.set(ns, values);
+        }
+        let m = values.get(value);
+        if (m === undefined) {
+            m = new Map();
+            values.set(value, m);
+        }
+        m.set(p.uid, p);
+    }
+    /** @internal */
+    remove(value, p) {
+        const ns = p.namespace || 'default';
+        const values = this.#byNamespace.get(ns);
+        if (values === undefined)
+            return;
+        const m = values.get(value);
+        if (m !== undefined) {
+            m.delete(p.uid);
+            if (m.size === 0)
+                values.delete(value);
+        }
+        if (values.size === 0)
+            this.#byNamespace.delete(ns);
+    }
+}
+exports.PodLists = PodLists;
 /** @internal One replica's indexes. */
 class Indexes {
     podsByLabel = new Map();
     podsByNamespace;
     nodesByLabel = new Map();
+    podListsByLabel = new Map();
     /** Adds `index` (empty; the caller fills it); false when already declared. */
     declare(index) {
         switch (index?.kind) {
@@ -120,8 +172,13 @@ class Indexes {
                     return false;
                 this.nodesByLabel.set(index.key, new NodeSets());
                 return true;
+            case 'podListsByLabel':
+                if (this.podListsByLabel.has(index.key))
+                    return false;
+                this.podListsByLabel.set(index.key, new PodLists());
+                return true;
             default:
-                throw new Error(`unknown index ${JSON.stringify(index)}: use {kind: 'podsByLabel', key}, {kind: 'podsByNamespace'} or {kind: 'nodesByLabel', key}`);
+                throw new Error(`unknown index ${JSON.stringify(index)}: use {kind: 'podsByLabel', key}, {kind: 'podsByNamespace'}, {kind: 'nodesByLabel', key} or {kind: 'podListsByLabel', key}`);
         }
     }
     /** Empties every index, keeping the declarations. */
@@ -132,6 +189,8 @@ class Indexes {
             this.podsByNamespace = new PodCounts();
         for (const k of this.nodesByLabel.keys())
             this.nodesByLabel.set(k, new NodeSets());
+        for (const k of this.podListsByLabel.keys())
+            this.podListsByLabel.set(k, new PodLists());
     }
     /** A pod placed on node `node` (`add`) or taken off it. */
     pod(p, node, add) {
@@ -149,6 +208,14 @@ class Indexes {
                 ns.add(p.namespace, node);
             else
                 ns.remove(p.namespace, node);
+        }
+        for (const [key, l] of this.podListsByLabel) {
+            if (hasOwn.call(p.labels, key)) {
+                if (add)
+                    l.add(p.labels[key], p);
+                else
+                    l.remove(p.labels[key], p);
+            }
         }
     }
     /** A node added (`add`) or removed, with the labels it has then. */

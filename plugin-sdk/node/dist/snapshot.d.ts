@@ -1,4 +1,4 @@
-import { type Index, type NodeSets, type PodCounts } from './indexes.js';
+import { type Index, type NodeSets, type PodCounts, type PodLists } from './indexes.js';
 import type { Node, Pod, SnapshotDelta } from './types.js';
 /** CycleStart pods held for PodUpdates: both sides forget them all at this many. */
 export declare const MAX_PENDING_PODS = 1024;
@@ -39,6 +39,9 @@ export declare class Snapshot {
     /** Nodes by the value of node label `key`, when a plugin declared
      * `{kind: 'nodesByLabel', key}`. */
     nodesByLabel(key: string): NodeSets | undefined;
+    /** Placed pods by namespace and the value of pod label `key`, when a plugin
+     * declared `{kind: 'podListsByLabel', key}`. */
+    podListsByLabel(key: string): PodLists | undefined;
     /** A replica holding these nodes and pods, as a full snapshot from the scheduler
      * would build it: for plugin unit tests. Nodes without an id (0) are numbered after
      * the largest id given; a pod goes on the node its `nodeName` names. Partial

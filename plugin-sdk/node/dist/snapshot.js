@@ -109,6 +109,11 @@ class Snapshot {
     nodesByLabel(key) {
         return this.#indexes.nodesByLabel.get(key);
     }
+    /** Placed pods by namespace and the value of pod label `key`, when a plugin
+     * declared `{kind: 'podListsByLabel', key}`. */
+    podListsByLabel(key) {
+        return this.#indexes.podListsByLabel.get(key);
+    }
     /** A replica holding these nodes and pods, as a full snapshot from the scheduler
      * would build it: for plugin unit tests. Nodes without an id (0) are numbered after
      * the largest id given; a pod goes on the node its `nodeName` names. Partial

@@ -18,7 +18,7 @@ export type {
   StatusResult,
 } from './plugin.js';
 export { NodeInfo, Snapshot, ReplicationError, MAX_PENDING_PODS } from './snapshot.js';
-export { NodeSets, PodCounts } from './indexes.js';
+export { NodeSets, PodCounts, PodLists } from './indexes.js';
 export type { Index } from './indexes.js';
 export { Status, CallError } from './status.js';
 export type {

@@ -8,11 +8,14 @@
 import type { Node, Pod } from './types.js';
 
 /** What an index counts: placed pods by the value of a pod label per node, placed
- * pods by namespace per node, or nodes by the value of a node label. */
+ * pods by namespace per node, nodes by the value of a node label, or the placed pods
+ * themselves by namespace and the value of a pod label (the members of a gang or a
+ * job, to tell which are placed and where). */
 export type Index =
   | { kind: 'podsByLabel'; key: string }
   | { kind: 'podsByNamespace' }
-  | { kind: 'nodesByLabel'; key: string };
+  | { kind: 'nodesByLabel'; key: string }
+  | { kind: 'podListsByLabel'; key: string };
 
 const hasOwn = Object.prototype.hasOwnProperty;
 
@@ -98,11 +101,60 @@ export class NodeSets {
   }
 }
 
+/** Placed pods by namespace and the value of one pod label. A pod without a
+ * namespace is in `default`, as the API server defaults it. */
+export class PodLists {
+  readonly #byNamespace = new Map<string, Map<string, Map<string, Pod>>>();
+
+  /** The placed pods in `namespace` whose label has `value` (in no order). */
+  pods(namespace: string, value: string): IterableIterator<Pod> {
+    return (this.#byNamespace.get(namespace || 'default')?.get(value) ?? new Map<string, Pod>()).values();
+  }
+  /** How many placed pods in `namespace` have `value`. */
+  count(namespace: string, value: string): number {
+    return this.#byNamespace.get(namespace || 'default')?.get(value)?.size ?? 0;
+  }
+  /** [namespace, value, count] of everything listed. */
+  *values(): IterableIterator<[string, string, number]> {
+    for (const [ns, values] of this.#byNamespace) {
+      for (const [v, m] of values) yield [ns, v, m.size];
+    }
+  }
+  /** @internal */
+  add(value: string, p: Pod): void {
+    const ns = p.namespace || 'default';
+    let values = this.#byNamespace.get(ns);
+    if (values === undefined) {
+      values = new Map();
+      this.#byNamespace.set(ns, values);
+    }
+    let m = values.get(value);
+    if (m === undefined) {
+      m = new Map();
+      values.set(value, m);
+    }
+    m.set(p.uid, p);
+  }
+  /** @internal */
+  remove(value: string, p: Pod): void {
+    const ns = p.namespace || 'default';
+    const values = this.#byNamespace.get(ns);
+    if (values === undefined) return;
+    const m = values.get(value);
+    if (m !== undefined) {
+      m.delete(p.uid);
+      if (m.size === 0) values.delete(value);
+    }
+    if (values.size === 0) this.#byNamespace.delete(ns);
+  }
+}
+
 /** @internal One replica's indexes. */
 export class Indexes {
   readonly podsByLabel = new Map<string, PodCounts>();
   podsByNamespace: PodCounts | undefined;
   readonly nodesByLabel = new Map<string, NodeSets>();
+  readonly podListsByLabel = new Map<string, PodLists>();
 
   /** Adds `index` (empty; the caller fills it); false when already declared. */
   declare(index: Index): boolean {
@@ -119,9 +171,13 @@ export class Indexes {
         if (this.nodesByLabel.has(index.key)) return false;
         this.nodesByLabel.set(index.key, new NodeSets());
         return true;
+      case 'podListsByLabel':
+        if (this.podListsByLabel.has(index.key)) return false;
+        this.podListsByLabel.set(index.key, new PodLists());
+        return true;
       default:
         throw new Error(
-          `unknown index ${JSON.stringify(index)}: use {kind: 'podsByLabel', key}, {kind: 'podsByNamespace'} or {kind: 'nodesByLabel', key}`,
+          `unknown index ${JSON.stringify(index)}: use {kind: 'podsByLabel', key}, {kind: 'podsByNamespace'}, {kind: 'nodesByLabel', key} or {kind: 'podListsByLabel', key}`,
         );
     }
   }
@@ -130,6 +186,7 @@ export class Indexes {
     for (const k of this.podsByLabel.keys()) this.podsByLabel.set(k, new PodCounts());
     if (this.podsByNamespace !== undefined) this.podsByNamespace = new PodCounts();
     for (const k of this.nodesByLabel.keys()) this.nodesByLabel.set(k, new NodeSets());
+    for (const k of this.podListsByLabel.keys()) this.podListsByLabel.set(k, new PodLists());
   }
   /** A pod placed on node `node` (`add`) or taken off it. */
   pod(p: Pod, node: number, add: boolean): void {
@@ -143,6 +200,12 @@ export class Indexes {
     if (ns !== undefined) {
       if (add) ns.add(p.namespace, node);
       else ns.remove(p.namespace, node);
+    }
+    for (const [key, l] of this.podListsByLabel) {
+      if (hasOwn.call(p.labels, key)) {
+        if (add) l.add(p.labels[key], p);
+        else l.remove(p.labels[key], p);
+      }
     }
   }
   /** A node added (`add`) or removed, with the labels it has then. */

@@ -2,7 +2,7 @@
 // stream (a port of plugin-sdk/rust/src/snapshot.rs). Calls are evaluated against it at
 // the generation they name.
 
-import { Indexes, type Index, type NodeSets, type PodCounts } from './indexes.js';
+import { Indexes, type Index, type NodeSets, type PodCounts, type PodLists } from './indexes.js';
 import type { Node, Pod, SnapshotDelta } from './types.js';
 import { emptyPod, makeNode } from './types.js';
 
@@ -110,6 +110,11 @@ export class Snapshot {
    * `{kind: 'nodesByLabel', key}`. */
   nodesByLabel(key: string): NodeSets | undefined {
     return this.#indexes.nodesByLabel.get(key);
+  }
+  /** Placed pods by namespace and the value of pod label `key`, when a plugin
+   * declared `{kind: 'podListsByLabel', key}`. */
+  podListsByLabel(key: string): PodLists | undefined {
+    return this.#indexes.podListsByLabel.get(key);
   }
 
   /** A replica holding these nodes and pods, as a full snapshot from the scheduler

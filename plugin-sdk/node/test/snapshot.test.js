@@ -3,7 +3,7 @@
 'use strict';
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const { Snapshot, makeNode, makePod, MAX_PENDING_PODS } = require('@switchyard/plugin-sdk');
+const { PodLists, Snapshot, makeNode, makePod, MAX_PENDING_PODS } = require('@switchyard/plugin-sdk');
 
 const node = (id, name, labels = {}) => makeNode({ id, name, labels });
 const pod = (uid, nodeName, cpu) => makePod({ uid, name: uid, nodeName, requests: { cpu } });
@@ -119,11 +119,23 @@ function indexContents(s) {
   }
   const racks = s.nodesByLabel('rack');
   for (const [v, nodes] of racks.values()) out.push(`rack ${v} ${JSON.stringify([...nodes].sort())} of ${racks.count()}`);
+  const lists = s.podListsByLabel('team');
+  for (const [ns, v, n] of lists.values()) {
+    const uids = [...lists.pods(ns, v)].map((p) => `${p.uid}@${p.nodeName}`).sort();
+    assert.equal(uids.length, n);
+    assert.equal(lists.count(ns, v), n);
+    out.push(`list ${ns}/${v} ${JSON.stringify(uids)}`);
+  }
   return out.sort();
 }
 
 test('indexes follow deltas as a fresh build would', () => {
-  const indexes = [{ kind: 'podsByLabel', key: 'team' }, { kind: 'podsByNamespace' }, { kind: 'nodesByLabel', key: 'rack' }];
+  const indexes = [
+    { kind: 'podsByLabel', key: 'team' },
+    { kind: 'podsByNamespace' },
+    { kind: 'nodesByLabel', key: 'rack' },
+    { kind: 'podListsByLabel', key: 'team' },
+  ];
   const teamed = (uid, nodeName, team, namespace) => makePod({ uid, name: uid, nodeName, labels: { team }, namespace });
   const s = new Snapshot().withIndexes(indexes);
   s.apply(1, delta({
@@ -146,5 +158,19 @@ test('indexes follow deltas as a fresh build would', () => {
   assert.deepEqual(indexContents(s), indexContents(fresh));
   assert.equal(s.podsByLabel('team').total('red'), 2);
   assert.equal(s.podsByLabel('other'), undefined);
+  // p3 is placed in y/red; p6's node is not in the replica.
+  assert.equal(s.podListsByLabel('team').count('y', 'red'), 1);
   assert.throws(() => s.declareIndex({ kind: 'podsByColour' }), /unknown index/);
+});
+
+test('pod lists keep namespaces apart and default the empty one', () => {
+  const lists = new PodLists();
+  const [a, b, c] = [['a', ''], ['b', 'default'], ['c', 'other']].map(([uid, namespace]) => makePod({ uid, name: uid, namespace }));
+  for (const p of [a, b, c, a]) lists.add('g', p);
+  assert.deepEqual([lists.count('default', 'g'), lists.count('', 'g'), lists.count('other', 'g')], [2, 2, 1]);
+  lists.remove('g', a);
+  assert.deepEqual([...lists.pods('default', 'g')].map((p) => p.uid), ['b']);
+  lists.remove('g', b);
+  lists.remove('g', b);
+  assert.equal([...lists.values()].length, 1);
 });

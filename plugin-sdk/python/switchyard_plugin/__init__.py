@@ -27,7 +27,7 @@ See `switchyard_plugin.plugin` for every extension point's method.
 """
 
 from ._stubs import health_pb, pb, pb_grpc
-from .index import Index, NodeSets, PodCounts
+from .index import Index, NodeSets, PodCounts, PodLists
 from .plugin import ClusterEvent, Cycle, PermitHandle, Plugin, PreFilterResult
 from .serve import CAPABILITIES_ENV, AddressError, ServerTls, UsageError, main, parse_listen_address, probe, serve
 from .service import CAPABILITIES, PROTOCOL_VERSION, PluginService
@@ -53,6 +53,7 @@ __all__ = [
     "PluginError",
     "PluginService",
     "PodCounts",
+    "PodLists",
     "PreFilterResult",
     "ReplicationError",
     "ServerTls",

@@ -12,7 +12,7 @@ from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 class Index(NamedTuple):
     """What an index counts: `Index.pods_by_label(key)`, `Index.PODS_BY_NAMESPACE`,
-    `Index.nodes_by_label(key)`."""
+    `Index.nodes_by_label(key)`, `Index.pod_lists_by_label(key)`."""
 
     kind: str
     key: str = ""
@@ -28,9 +28,16 @@ class Index(NamedTuple):
         """Nodes by the value of node label `key` (`Snapshot.nodes_by_label`)."""
         return Index("nodes_by_label", key)
 
+    @staticmethod
+    def pod_lists_by_label(key: str) -> "Index":
+        """The placed pods themselves by namespace and the value of pod label `key`
+        (`Snapshot.pod_lists_by_label`): the members of a gang or a job, to tell which
+        are placed and where. Pods without the label are not listed."""
+        return Index("pod_lists_by_label", key)
+
 
 Index.PODS_BY_NAMESPACE = Index("pods_by_namespace")  # type: ignore[attr-defined]
-KINDS = ("pods_by_label", "pods_by_namespace", "nodes_by_label")
+KINDS = ("pods_by_label", "pods_by_namespace", "nodes_by_label", "pod_lists_by_label")
 
 
 class PodCounts:
@@ -116,6 +123,48 @@ class NodeSets:
                 del self._by_value[value]
 
 
+class PodLists:
+    """Placed pods by namespace and the value of one pod label. A pod without a
+    namespace is in "default", as the API server defaults it."""
+
+    __slots__ = ("_by_namespace",)
+
+    def __init__(self):
+        # namespace -> value -> {uid: pod}
+        self._by_namespace: Dict[str, Dict[str, dict]] = {}
+
+    def pods(self, namespace: str, value: str) -> Iterator:
+        """The placed pods in `namespace` whose label has `value` (in no order)."""
+        m = self._by_namespace.get(namespace or "default", {}).get(value)
+        return iter(m.values()) if m else iter(())
+
+    def count(self, namespace: str, value: str) -> int:
+        """How many placed pods in `namespace` have `value`."""
+        return len(self._by_namespace.get(namespace or "default", {}).get(value, ()))
+
+    def values(self) -> Iterator[Tuple[str, str, int]]:
+        """(namespace, value, count) of everything listed."""
+        for ns, values in self._by_namespace.items():
+            for v, m in values.items():
+                yield ns, v, len(m)
+
+    def add(self, value: str, pod) -> None:
+        self._by_namespace.setdefault(pod.namespace or "default", {}).setdefault(value, {})[pod.uid] = pod
+
+    def remove(self, value: str, pod) -> None:
+        ns = pod.namespace or "default"
+        values = self._by_namespace.get(ns)
+        if values is None:
+            return
+        m = values.get(value)
+        if m is not None:
+            m.pop(pod.uid, None)
+            if not m:
+                del values[value]
+        if not values:
+            del self._by_namespace[ns]
+
+
 class Indexes:
     """The indexes of one replica (the Snapshot keeps it)."""
 
@@ -123,18 +172,21 @@ class Indexes:
         self.pods_by_label: Dict[str, PodCounts] = {}
         self.pods_by_namespace: Optional[PodCounts] = None
         self.nodes_by_label: Dict[str, NodeSets] = {}
+        self.pod_lists_by_label: Dict[str, PodLists] = {}
 
     def declare(self, index: Index) -> bool:
         """Adds `index` (empty; the caller fills it); False when already declared."""
         kind, key = index.kind, index.key
         if kind not in KINDS:
-            raise ValueError(f"unknown index {index!r}: use Index.pods_by_label(key), Index.PODS_BY_NAMESPACE or Index.nodes_by_label(key)")
+            raise ValueError(f"unknown index {index!r}: use Index.pods_by_label(key), Index.PODS_BY_NAMESPACE, Index.nodes_by_label(key) or Index.pod_lists_by_label(key)")
         if kind == "pods_by_label" and key not in self.pods_by_label:
             self.pods_by_label[key] = PodCounts()
         elif kind == "pods_by_namespace" and self.pods_by_namespace is None:
             self.pods_by_namespace = PodCounts()
         elif kind == "nodes_by_label" and key not in self.nodes_by_label:
             self.nodes_by_label[key] = NodeSets()
+        elif kind == "pod_lists_by_label" and key not in self.pod_lists_by_label:
+            self.pod_lists_by_label[key] = PodLists()
         else:
             return False
         return True
@@ -146,6 +198,8 @@ class Indexes:
             self.pods_by_namespace = PodCounts()
         for k in self.nodes_by_label:
             self.nodes_by_label[k] = NodeSets()
+        for k in self.pod_lists_by_label:
+            self.pod_lists_by_label[k] = PodLists()
 
     def pod(self, pod, node_id: int, add: bool) -> None:
         """A pod placed on node `node_id` (`add`) or taken off it."""
@@ -154,6 +208,9 @@ class Indexes:
                 (counts.add if add else counts.remove)(pod.labels[key], node_id)
         if self.pods_by_namespace is not None:
             (self.pods_by_namespace.add if add else self.pods_by_namespace.remove)(pod.namespace, node_id)
+        for key, lists in self.pod_lists_by_label.items():
+            if key in pod.labels:
+                (lists.add if add else lists.remove)(pod.labels[key], pod)
 
     def node(self, node, add: bool) -> None:
         """A node added (`add`) or removed, with the labels it has then."""

@@ -8,7 +8,7 @@ import json
 from typing import Any, Dict, Iterator, Optional, Tuple
 
 from ._stubs import pb
-from .index import Index, Indexes, NodeSets, PodCounts
+from .index import Index, Indexes, NodeSets, PodCounts, PodLists
 
 
 def quote(s: str) -> str:
@@ -106,6 +106,11 @@ class Snapshot:
         """Nodes by the value of node label `key`, when a plugin declared
         Index.nodes_by_label(key)."""
         return self._indexes.nodes_by_label.get(key)
+
+    def pod_lists_by_label(self, key: str) -> Optional[PodLists]:
+        """Placed pods by namespace and the value of pod label `key`, when a plugin
+        declared Index.pod_lists_by_label(key)."""
+        return self._indexes.pod_lists_by_label.get(key)
 
     # -------------------------------------------------------- reading
 

@@ -10,7 +10,7 @@ import os
 import unittest
 from unittest import mock
 
-from switchyard_plugin import Code, CycleState, Index, PluginService, ReplicationError, Snapshot, Status, pb
+from switchyard_plugin import Code, CycleState, Index, PluginService, PodLists, ReplicationError, Snapshot, Status, pb
 from switchyard_plugin.service import normalize_scores
 from switchyard_plugin.status import as_status
 
@@ -74,11 +74,17 @@ def index_contents(s):
     racks = s.nodes_by_label("rack")
     for v, nodes in racks.values():
         out.append(f"rack {v} {sorted(nodes)} of {racks.count()}")
+    lists = s.pod_lists_by_label("team")
+    for ns, v, n in lists.values():
+        uids = sorted(f"{p.uid}@{p.node_name}" for p in lists.pods(ns, v))
+        assert len(uids) == n == lists.count(ns, v), (ns, v, uids, n)
+        out.append(f"list {ns}/{v} {uids}")
     return sorted(out)
 
 
 class IndexTest(unittest.TestCase):
-    INDEXES = (Index.pods_by_label("team"), Index.PODS_BY_NAMESPACE, Index.nodes_by_label("rack"))
+    INDEXES = (Index.pods_by_label("team"), Index.PODS_BY_NAMESPACE, Index.nodes_by_label("rack"),
+               Index.pod_lists_by_label("team"))
 
     def test_indexes_follow_deltas_as_a_fresh_build_would(self):
         def teamed(uid, node_name, team, ns):
@@ -103,6 +109,21 @@ class IndexTest(unittest.TestCase):
         self.assertEqual(index_contents(s), index_contents(fresh))
         self.assertEqual(s.pods_by_label("team").total("red"), 2)
         self.assertIsNone(s.pods_by_label("other"))
+        # p3 is placed in y/red; p6's node is not in the replica.
+        self.assertEqual(s.pod_lists_by_label("team").count("y", "red"), 1)
+
+    def test_pod_lists_keep_namespaces_apart_and_default_the_empty_one(self):
+        lists = PodLists()
+        a, b, c = pod("a", "n"), pod("b", "n"), pod("c", "n")
+        a.namespace, b.namespace, c.namespace = "", "default", "other"
+        for p in (a, b, c, a):
+            lists.add("g", p)
+        self.assertEqual((lists.count("default", "g"), lists.count("", "g"), lists.count("other", "g")), (2, 2, 1))
+        lists.remove("g", a)
+        self.assertEqual([p.uid for p in lists.pods("default", "g")], ["b"])
+        lists.remove("g", b)
+        lists.remove("g", b)
+        self.assertEqual(len(list(lists.values())), 1)
 
     def test_declared_late_is_built_from_the_replica_and_unknown_kinds_refused(self):
         s = Snapshot()
