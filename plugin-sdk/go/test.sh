@@ -63,6 +63,7 @@ go vet ./...
 go build ./...
 go build -o "$work/accelerator" ./examples/accelerator
 go build -o "$work/tenantquota" ./examples/tenantquota
+go build -o "$work/racklocality" ./examples/racklocality
 echo "ok: SDK and examples build; gofmt and go vet clean"
 
 if [ -d /usr/share/gocode/src/google.golang.org/grpc ]; then
@@ -213,6 +214,8 @@ conformance accelerator "$work/accelerator" "$repo/examples/conformance/accelera
   H1 H2 H3 S1 S2 R1 R2 R3 R4 R5 R6 F1 F2 F3 F4 F5 F6 F7 F8 SC1 SC2 SC3 HL1
 conformance tenantquota "$work/tenantquota" "$here/examples/tenantquota/cluster.yaml" \
   H1 H2 H3 S1 S2 R1 R2 R3 R4 R5 R6 P1 F1 F2 F4 F5 F8 Q1 E1 X1 HL1
+conformance racklocality "$work/racklocality" "$here/examples/racklocality/cluster.yaml" \
+  H1 H2 H3 S1 S2 R1 R2 R3 R4 R5 R6 F2 SC1 SC2 L2 HL1
 # T1: the Accelerator exports a span per traced call over OTLP/gRPC; the kit runs the
 # OTLP receiver and checks each span's parent is the call's traceparent.
 otlp_port="$(free_port)"

@@ -53,6 +53,49 @@ pub fn python() -> String {
     "python3".into()
 }
 
+/// Builds example `name` of the Go SDK (`plugin-sdk/go/examples/<name>`) into
+/// `target/go-examples/<name>` and returns the binary: GOPATH mode over Debian's
+/// `/usr/share/gocode` (offline, as `plugin-sdk/go/test.sh` builds), or module mode
+/// when those packages are absent. Panics saying what to install when `go` is
+/// missing (the test command installs it).
+pub fn go_example(name: &str) -> PathBuf {
+    let root = workspace_root();
+    let out_dir = root.join("target/go-examples");
+    let out = out_dir.join(name);
+    let module = "github.com/switchyard-sched/switchyard/plugin-sdk/go";
+    let sdk = root.join("plugin-sdk/go");
+    let mut cmd = Command::new("go");
+    cmd.args(["build", "-o"]).arg(&out).arg(format!("./examples/{name}"));
+    if Path::new("/usr/share/gocode/src/google.golang.org/grpc").is_dir() {
+        // The SDK linked at its import path in a GOPATH of its own.
+        let gopath = out_dir.join("gopath");
+        let link = gopath.join("src").join(module);
+        std::fs::create_dir_all(link.parent().unwrap_or(&gopath)).expect("create the GOPATH");
+        if !link.exists() {
+            std::os::unix::fs::symlink(&sdk, &link).expect("link the Go SDK into the GOPATH");
+        }
+        cmd.current_dir(&link)
+            .env("GO111MODULE", "off")
+            .env("GOPATH", format!("{}:/usr/share/gocode", gopath.display()))
+            .env("GOFLAGS", "");
+    } else {
+        cmd.current_dir(&sdk);
+    }
+    let done = match cmd.output() {
+        Ok(o) => o,
+        Err(e) => panic!(
+            "cannot run go ({e}): install golang-go golang-google-grpc-dev golang-google-protobuf-dev \
+             (scripts/test.sh installs them when run as root)"
+        ),
+    };
+    assert!(
+        done.status.success(),
+        "go build ./examples/{name} failed:\n{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    out
+}
+
 /// The Unix socket [`start_sidecar`] gives a sidecar named `socket_name`.
 pub fn sidecar_socket(socket_name: &str) -> PathBuf {
     switchyard::remote::sidecar::socket_dir().join(format!("{socket_name}.sock"))

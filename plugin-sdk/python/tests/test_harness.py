@@ -119,5 +119,29 @@ class QuotaThroughTheBinaryTest(unittest.TestCase):
         self.assertEqual(h.run(PyQuota(), "globex-new").feasible(), ["two-a", "two-b", "free"])
 
 
+class RackLocalityThroughTheBinaryTest(unittest.TestCase):
+    """examples/racklocality.py on the Go example's cluster (the same plugin):
+    PreScore, Score and the default normalisation."""
+
+    def test_rack_locality(self):
+        b = switchyard_bin()
+        if b is None:
+            self.fail("no switchyard binary: build it (cargo build -p switchyard) or set SWITCHYARD_BIN")
+        import sys
+
+        sys.path.insert(0, os.path.join(REPO, "plugin-sdk", "python", "examples"))
+        from racklocality import RackLocality
+
+        cluster = os.path.join(REPO, "plugin-sdk", "go", "examples", "racklocality", "cluster.yaml")
+        h = Harness.from_manifests([cluster], bin=b)
+        out = h.run(RackLocality(), "ml/train-3")
+        # r1 holds two of ml/train's pods, r2 one (other/train is another job).
+        self.assertEqual({n: out.score(n) for n in ("r1-a", "r1-b", "r2-a", "r2-b", "loose")},
+                         {"r1-a": 100, "r1-b": 100, "r2-a": 50, "r2-b": 50, "loose": 0})
+        solo = h.run(RackLocality(), "ml/solo")
+        self.assertEqual(solo.pre_score.code, Code.SKIP)
+        self.assertEqual(solo.scores, [])
+
+
 if __name__ == "__main__":
     unittest.main()

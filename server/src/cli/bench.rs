@@ -98,6 +98,30 @@ pub struct BenchArgs {
     #[arg(long, value_name = "NAME=CMD")]
     sdk_sidecar: Vec<String>,
 
+    /// Add a run `rack-NAME` after --runs: the sidecar CMD starts serves a plugin
+    /// named `RackLocality` (a job's pods packed by rack: the topology example of the
+    /// Go and Python SDKs), added to the profile, on --rack-workload. Repeatable:
+    /// scripts/bench-sdks.sh --racks runs the Go and Python ones.
+    #[arg(long, value_name = "NAME=CMD")]
+    rack_sidecar: Vec<String>,
+
+    /// The workload file of the rack-NAME runs: racks of nodes (label
+    /// switchyard.dev/rack) and pods in jobs (label switchyard.dev/job).
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = "examples/workloads/rack-locality.yaml"
+    )]
+    rack_workload: PathBuf,
+
+    /// The workload of --rack-workload to run, as `Case/Workload`.
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "RackLocality/5000Nodes_10000Pods"
+    )]
+    rack_workload_name: String,
+
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = OutputFormat::Table)]
     output_format: OutputFormat,
@@ -237,6 +261,19 @@ fn bench_tracing(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `NAME=COMMAND` of `flag` (the example's Python file named in the error).
+fn named_command(flag: &str, spec: &str, example: &str) -> anyhow::Result<(String, String)> {
+    match spec
+        .split_once('=')
+        .filter(|(n, c)| !n.trim().is_empty() && !c.trim().is_empty())
+    {
+        Some((name, cmd)) => Ok((name.trim().to_string(), cmd.to_string())),
+        None => anyhow::bail!(
+            "{flag} {spec:?}: expected NAME=COMMAND, e.g. python='python3 plugin-sdk/python/examples/{example}'"
+        ),
+    }
+}
+
 pub fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     use switchyard::simulate::bench::{self, BenchOptions, Mode};
     if !args.tracing.is_empty() {
@@ -255,17 +292,24 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     }
     let mut sdk_sidecars = Vec::new();
     for spec in &args.sdk_sidecar {
-        let Some((name, cmd)) = spec
-            .split_once('=')
-            .filter(|(n, c)| !n.trim().is_empty() && !c.trim().is_empty())
-        else {
-            anyhow::bail!("--sdk-sidecar {spec:?}: expected NAME=COMMAND, e.g. python='python3 plugin-sdk/python/examples/accelerator.py'");
-        };
         modes.push(Mode::Sdk(sdk_sidecars.len()));
-        sdk_sidecars.push((name.trim().to_string(), cmd.to_string()));
+        sdk_sidecars.push(named_command("--sdk-sidecar", spec, "accelerator.py")?);
+    }
+    let mut rack_sidecars = Vec::new();
+    for spec in &args.rack_sidecar {
+        modes.push(Mode::Rack(rack_sidecars.len()));
+        rack_sidecars.push(named_command("--rack-sidecar", spec, "racklocality.py")?);
     }
     if modes.is_empty() {
-        anyhow::bail!("nothing to run: --runs is empty and there is no --sdk-sidecar");
+        anyhow::bail!(
+            "nothing to run: --runs is empty and there is no --sdk-sidecar or --rack-sidecar"
+        );
+    }
+    if !rack_sidecars.is_empty() && !args.rack_workload.exists() {
+        anyhow::bail!(
+            "--rack-workload {}: no such file; run from the repository root or pass --rack-workload",
+            args.rack_workload.display()
+        );
     }
     if !args.workload.exists() {
         anyhow::bail!(
@@ -339,6 +383,8 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
         coscheduling_workload: (args.coscheduling_workload, args.coscheduling_workload_name),
         python_command,
         sdk_sidecars,
+        rack_sidecars,
+        rack_workload: (args.rack_workload, args.rack_workload_name),
         threads: args.threads,
         seed: args.seed,
         timeout: Duration::from_secs(args.timeout),

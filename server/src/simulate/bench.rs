@@ -40,6 +40,10 @@ pub enum Mode {
     /// The Accelerator example of a plugin SDK ([`BenchOptions::sdk_sidecars`], by
     /// index) over a Unix socket, added to the profile: what each SDK costs.
     Sdk(usize),
+    /// The RackLocality example of a plugin SDK ([`BenchOptions::rack_sidecars`], by
+    /// index) over a Unix socket, added to the profile, on
+    /// [`BenchOptions::rack_workload`]: a cluster-aware plugin in that SDK.
+    Rack(usize),
 }
 
 impl Mode {
@@ -64,6 +68,7 @@ impl Mode {
             Mode::SidecarCoscheduling => "sidecar-coscheduling",
             Mode::SidecarPython => "sidecar-python",
             Mode::Sdk(_) => "sdk",
+            Mode::Rack(_) => "rack",
         }
     }
 
@@ -73,6 +78,10 @@ impl Mode {
             Mode::Sdk(i) => format!(
                 "sdk-{}",
                 opts.sdk_sidecars.get(i).map_or("?", |s| s.0.as_str())
+            ),
+            Mode::Rack(i) => format!(
+                "rack-{}",
+                opts.rack_sidecars.get(i).map_or("?", |s| s.0.as_str())
             ),
             m => m.name().to_string(),
         }
@@ -106,6 +115,10 @@ pub struct BenchOptions {
     pub python_command: String,
     /// (name, command) of each SDK's Accelerator example sidecar (`Mode::Sdk`).
     pub sdk_sidecars: Vec<(String, String)>,
+    /// (name, command) of each SDK's RackLocality example sidecar (`Mode::Rack`),
+    /// and the workload (file, name) their runs schedule: racks and jobs.
+    pub rack_sidecars: Vec<(String, String)>,
+    pub rack_workload: (PathBuf, String),
     pub threads: usize,
     pub seed: u64,
     pub timeout: Duration,
@@ -231,6 +244,7 @@ fn run_one(
     let (workload, workload_name) = match mode {
         Mode::SidecarQuota => opts.quota_workload.clone(),
         Mode::SidecarCoscheduling => opts.coscheduling_workload.clone(),
+        Mode::Rack(_) => opts.rack_workload.clone(),
         _ => (opts.workload.clone(), opts.workload_name.clone()),
     };
     // The sidecar's command, socket name, and the plugin it serves (replacing the
@@ -243,7 +257,8 @@ fn run_one(
         | Mode::SidecarQuota
         | Mode::SidecarCoscheduling
         | Mode::SidecarPython
-        | Mode::Sdk(_) => {
+        | Mode::Sdk(_)
+        | Mode::Rack(_) => {
             let (command, socket, plugin) = match mode {
                 Mode::SidecarQuota => (&opts.quota_command, "bench-quota.sock", "TenantQuota"),
                 Mode::SidecarCoscheduling => (
@@ -258,6 +273,13 @@ fn run_one(
                         .get(i)
                         .ok_or(SimulateError::NoSdkSidecar(i))?;
                     (command, "bench-sdk.sock", "Accelerator")
+                }
+                Mode::Rack(i) => {
+                    let (_, command) = opts
+                        .rack_sidecars
+                        .get(i)
+                        .ok_or(SimulateError::NoSdkSidecar(i))?;
+                    (command, "bench-rack.sock", "RackLocality")
                 }
                 _ => (&opts.sidecar_command, "bench-taint.sock", REMOTE),
             };
