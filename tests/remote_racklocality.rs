@@ -83,7 +83,10 @@ impl ScorePlugin for RackLocality {
         let per_rack = state
             .read::<PerRack>()
             .ok_or_else(|| Status::error("RackLocality: no PreScore state"))?;
-        Ok(rack_of(node).and_then(|r| per_rack.0.get(r)).copied().unwrap_or(0))
+        Ok(rack_of(node)
+            .and_then(|r| per_rack.0.get(r))
+            .copied()
+            .unwrap_or(0))
     }
     fn has_normalize_score(&self) -> bool {
         true
@@ -141,8 +144,8 @@ fn in_process() -> BTreeMap<String, Option<String>> {
 
 fn through_sidecar(command: &str, socket: &str) -> BTreeMap<String, Option<String>> {
     let listen = Listen::Unix(switchyard_e2e::sidecar_socket(socket));
-    let sidecar =
-        SidecarProcess::start(command, listen, Duration::from_secs(30)).unwrap_or_else(|e| panic!("{e}"));
+    let sidecar = SidecarProcess::start(command, listen, Duration::from_secs(30))
+        .unwrap_or_else(|e| panic!("{e}"));
     let mut config = SchedulerConfig::default_config();
     let mut ep = switchyard::remote::EndpointConfig::new(0, &sidecar.endpoint).expect("endpoint");
     ep.plugins = vec![NAME.into()];
@@ -159,9 +162,20 @@ fn through_sidecar(command: &str, socket: &str) -> BTreeMap<String, Option<Strin
     placements(&r)
 }
 
-fn assert_same(what: &str, a: &BTreeMap<String, Option<String>>, b: &BTreeMap<String, Option<String>>) {
-    let differ: Vec<_> = a.iter().filter(|(k, v)| b.get(*k) != Some(v)).take(5).collect();
-    assert!(differ.is_empty(), "{what}: placements differ from in process, e.g. {differ:?}");
+fn assert_same(
+    what: &str,
+    a: &BTreeMap<String, Option<String>>,
+    b: &BTreeMap<String, Option<String>>,
+) {
+    let differ: Vec<_> = a
+        .iter()
+        .filter(|(k, v)| b.get(*k) != Some(v))
+        .take(5)
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "{what}: placements differ from in process, e.g. {differ:?}"
+    );
     assert_eq!(a.len(), b.len());
 }
 
@@ -169,21 +183,35 @@ fn assert_same(what: &str, a: &BTreeMap<String, Option<String>>, b: &BTreeMap<St
 fn go_and_python_sidecars_place_pods_as_the_plugin_in_process() {
     let want = in_process();
     // The plugin decides: most of a job's pods share a rack with another of the job.
-    let rack = |node: &Option<String>| node.as_deref().and_then(|n| n.split('-').next()).map(str::to_string);
+    let rack = |node: &Option<String>| {
+        node.as_deref()
+            .and_then(|n| n.split('-').next())
+            .map(str::to_string)
+    };
     let mut per_job: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
     for (pod, node) in &want {
         if let (Some(job), Some(rack)) = (pod.rsplit_once('-').map(|(j, _)| j), rack(node)) {
             if !job.contains("solo") {
-                *per_job.entry(job.to_string()).or_default().entry(rack).or_default() += 1;
+                *per_job
+                    .entry(job.to_string())
+                    .or_default()
+                    .entry(rack)
+                    .or_default() += 1;
             }
         }
     }
     for (job, racks) in &per_job {
         assert!(racks.len() <= 3, "{job} spread over {racks:?}");
     }
-    let go = exec_command(&switchyard_e2e::go_example("racklocality").display().to_string(), &[]);
+    let go = exec_command(
+        &switchyard_e2e::go_example("racklocality")
+            .display()
+            .to_string(),
+        &[],
+    );
     assert_same("Go", &want, &through_sidecar(&go, "rack-go"));
-    let script = switchyard_e2e::workspace_root().join("plugin-sdk/python/examples/racklocality.py");
+    let script =
+        switchyard_e2e::workspace_root().join("plugin-sdk/python/examples/racklocality.py");
     let python = format!("{} {}", switchyard_e2e::python(), script.display());
     assert_same("Python", &want, &through_sidecar(&python, "rack-python"));
 }

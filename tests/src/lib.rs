@@ -65,7 +65,9 @@ pub fn go_example(name: &str) -> PathBuf {
     let module = "github.com/switchyard-sched/switchyard/plugin-sdk/go";
     let sdk = root.join("plugin-sdk/go");
     let mut cmd = Command::new("go");
-    cmd.args(["build", "-o"]).arg(&out).arg(format!("./examples/{name}"));
+    cmd.args(["build", "-o"])
+        .arg(&out)
+        .arg(format!("./examples/{name}"));
     if Path::new("/usr/share/gocode/src/google.golang.org/grpc").is_dir() {
         // The SDK linked at its import path in a GOPATH of its own.
         let gopath = out_dir.join("gopath");

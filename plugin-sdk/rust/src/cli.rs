@@ -47,9 +47,9 @@ impl SidecarArgs {
              health) and exit 0 if it is serving, 1 if not\n  \
              --no-optional-capabilities\n                    \
              offer none of the protocol's optional capabilities\n                    \
-             (filter-batch, replicate-batch, filter-after-pre-filter):\n                    \
-             serve as a sidecar built before them would. Default: offered, unless\n                    \
-             {CAPABILITIES_ENV}=off"
+             (filter-batch, replicate-batch, filter-after-pre-filter,\n                    \
+             permit-after-reserve): serve as a sidecar built before\n                    \
+             them would. Default: offered, unless {CAPABILITIES_ENV}=off"
         )
     }
 

@@ -40,8 +40,8 @@ Serves the Switchyard plugin Coscheduling (gang scheduling) over gRPC until SIGT
                                  if it is serving, 1 if not (an exec probe)
   --no-optional-capabilities     offer none of the protocol's optional capabilities
                                  (filter-batch, replicate-batch,
-                                 filter-after-pre-filter): serve as a sidecar built
-                                 before them would
+                                 filter-after-pre-filter, permit-after-reserve):
+                                 serve as a sidecar built before them would
   --pod-groups PATH              a file or directory of YAML/JSON manifests; the
                                  scheduling.x-k8s.io/v1alpha1 PodGroups in it are read,
                                  other documents skipped (repeatable)

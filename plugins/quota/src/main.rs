@@ -41,8 +41,9 @@ takes at most N pods of any one tenant; a pod's tenant is its label
                      serving, 1 if not (an exec probe)
   --no-optional-capabilities
                      offer none of the protocol's optional capabilities
-                     (filter-batch, replicate-batch, filter-after-pre-filter):
-                     serve as a sidecar built before them would
+                     (filter-batch, replicate-batch, filter-after-pre-filter,
+                     permit-after-reserve): serve as a sidecar built before
+                     them would
   -h, --help         print this help",
         NAME.to_lowercase()
     )

@@ -109,7 +109,18 @@ impl Scheduler {
             }
             Some(p) => p,
         };
-        pinfo.pod = pod.clone();
+        // The queued copy carries the new nomination at once: the next attempt tries
+        // the nominated node first even when it starts before the status update comes
+        // back through the watch (upstream relies on the backoff for that; an event
+        // can requeue the pod sooner here, as in a simulation).
+        pinfo.pod = match &nominating {
+            NominatingInfo::Override(n) if pod.nominated_node_name != *n => {
+                let mut p = (*pod).clone();
+                p.nominated_node_name = n.clone();
+                Arc::new(p)
+            }
+            _ => pod.clone(),
+        };
         self.queue.add_unschedulable_if_not_present(pinfo);
         let nominated_update = match &nominating {
             NominatingInfo::Override(n) => {
