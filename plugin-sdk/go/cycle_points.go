@@ -91,7 +91,10 @@ func (s *session) cycleCall(ctx context.Context, req *pb.CycleRequest, pt point)
 			ps.mu.Lock()
 			defer ps.mu.Unlock()
 			if pt == pointReserve {
-				return guard("Reserve", func() *Status { return p.reserve.Reserve(ctx, c, &ps.st, node) })
+				st := guard("Reserve", func() *Status { return p.reserve.Reserve(ctx, c, &ps.st, node) })
+				// A Permit sent right behind this call waits for its outcome.
+				e.recordReserve(idx, st)
+				return st
 			}
 			return guard("Unreserve", func() *Status { p.reserve.Unreserve(ctx, c, &ps.st, node); return nil })
 		case pointPreBind:
@@ -137,6 +140,11 @@ func (s *session) permitCall(ctx context.Context, req *pb.CycleRequest) (*pb.Per
 		}
 		if p.permit == nil {
 			return Errorf("plugin %q has no Permit", req.GetPlugin()), 0
+		}
+		if req.GetAfterReserve() {
+			if r := s.outcome(ctx, e, e.reserves, idx, "Permit named a Reserve"); !r.IsSuccess() {
+				return Errorf("Permit sent behind a Reserve that returned %v", r.CodeOf()), 0
+			}
 		}
 		s.replicaMu.RLock()
 		c := e.view(s.replica)

@@ -58,7 +58,7 @@ func (svc *service) Handshake(_ context.Context, req *pb.HandshakeRequest) (*pb.
 		// Pod batches are only sent for node-local plugins; offering them costs
 		// nothing.
 		for _, c := range req.GetCapabilities() {
-			if c == CapabilityFilterBatch || c == CapabilityReplicateBatch || c == CapabilityFilterAfterPreFilter {
+			if c == CapabilityFilterBatch || c == CapabilityReplicateBatch || c == CapabilityFilterAfterPreFilter || c == CapabilityPermitAfterReserve {
 				out.Capabilities = append(out.Capabilities, c)
 			}
 		}

@@ -390,7 +390,7 @@ func defineFlags() {
 	}
 	if flag.Lookup(noOptionalCapabilitiesFlag) == nil {
 		flag.Bool(noOptionalCapabilitiesFlag, false, "offer none of the protocol's optional capabilities (filter-batch, "+
-			"replicate-batch): serve as a sidecar built before them would. Default: offered, unless $"+CapabilitiesEnv+"=off")
+			"replicate-batch, filter-after-pre-filter, permit-after-reserve): serve as a sidecar built before them would. Default: offered, unless $"+CapabilitiesEnv+"=off")
 	}
 }
 

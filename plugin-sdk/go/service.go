@@ -23,6 +23,10 @@ const (
 	// PreFilter (FilterRequest.after_pre_filter); it is evaluated once that
 	// PreFilter's outcome is recorded, and fails unless the PreFilter succeeded.
 	CapabilityFilterAfterPreFilter = "filter-after-pre-filter"
+	// CapabilityPermitAfterReserve: a Permit may come right behind its cycle's Reserve
+	// (CycleRequest.after_reserve); it is evaluated after that Reserve, and only if
+	// the Reserve succeeded.
+	CapabilityPermitAfterReserve = "permit-after-reserve"
 )
 
 // registered is a plugin with its extension points resolved once, by type
@@ -247,6 +251,7 @@ type cycleEntry struct {
 	preMu      sync.Mutex
 	preScores  map[int]*Status // PreScore outcomes, for Score with after_pre_score
 	preFilters map[int]*Status // PreFilter outcomes, for Filter with after_pre_filter
+	reserves   map[int]*Status // Reserve outcomes, for Permit with after_reserve
 	preDone    chan struct{}   // closed and replaced at every outcome
 }
 
@@ -262,6 +267,8 @@ func (e *cycleEntry) view(snap *Snapshot) *Cycle {
 func (e *cycleEntry) recordPreScore(idx int, s *Status) { e.record(e.preScores, idx, s) }
 
 func (e *cycleEntry) recordPreFilter(idx int, s *Status) { e.record(e.preFilters, idx, s) }
+
+func (e *cycleEntry) recordReserve(idx int, s *Status) { e.record(e.reserves, idx, s) }
 
 func (e *cycleEntry) record(outcomes map[int]*Status, idx int, s *Status) {
 	e.preMu.Lock()
@@ -400,6 +407,7 @@ func (s *session) apply(m *pb.ReplicateRequest, st *replState) error {
 			snapshotGeneration: snapGen,
 			preScores:          map[int]*Status{},
 			preFilters:         map[int]*Status{},
+			reserves:           map[int]*Status{},
 			preDone:            make(chan struct{}),
 		}
 		for range s.svc.plugins {

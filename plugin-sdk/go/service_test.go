@@ -497,3 +497,67 @@ func TestFilterAfterPreFilterWaitsForItsOutcome(t *testing.T) {
 		t.Fatalf("a Filter behind a PreFilter that never came: %v", r)
 	}
 }
+
+// gate: Reserve refuses pods labelled deny; Permit counts the pods it ran for.
+type gate struct {
+	mu      sync.Mutex
+	permits []string
+}
+
+func (*gate) Name() string { return "Gate" }
+func (*gate) Reserve(_ context.Context, c *Cycle, _ *CycleState, _ string) *Status {
+	if c.Pod.Labels["deny"] != "" {
+		return NewUnschedulable("denied")
+	}
+	return nil
+}
+func (*gate) Unreserve(context.Context, *Cycle, *CycleState, string) {}
+func (g *gate) Permit(_ context.Context, c *Cycle, _ *CycleState, _ string, _ *Handle) (*Status, time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.permits = append(g.permits, c.Pod.Uid)
+	return nil, 0
+}
+
+// permit-after-reserve: a Permit sent right behind its cycle's Reserve waits for the
+// Reserve's outcome (even when it arrives first) and runs only if it succeeded.
+func TestPermitAfterReserveWaitsForItsOutcome(t *testing.T) {
+	g := &gate{}
+	opts := DefaultOptions("unix:///unused")
+	opts.GenerationWait = time.Second
+	s := newService([]Plugin{g}, opts).fallback
+	var st replState
+	denied := xpod("denied", "")
+	denied.Labels["deny"] = "yes"
+	applyAll(t, s, &st, full(1, []*Node{node(1, "a")}, nil), start(2, 1, xpod("me", "")), start(3, 2, denied))
+	ctx := context.Background()
+	done := make(chan *pb.PermitResponse)
+	go func() {
+		r, _ := s.permitCall(ctx, &pb.CycleRequest{RequestId: 2, Plugin: "Gate", Cycle: 1, Generation: 2, NodeName: "a", AfterReserve: true})
+		done <- r
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("the Permit did not wait for its Reserve: %v", r)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if r := s.cycleCall(ctx, &pb.CycleRequest{RequestId: 1, Plugin: "Gate", Cycle: 1, Generation: 2, NodeName: "a"}, pointReserve); codeOf(r.Status) != pb.Code_SUCCESS {
+		t.Fatalf("Reserve: %v", r)
+	}
+	if r := <-done; codeOf(r.Status) != pb.Code_SUCCESS {
+		t.Fatalf("Permit behind the Reserve: %v", r)
+	}
+	// A Reserve that refuses: the Permit behind it fails and the plugin's Permit never runs.
+	if r := s.cycleCall(ctx, &pb.CycleRequest{RequestId: 3, Plugin: "Gate", Cycle: 2, Generation: 3, NodeName: "a"}, pointReserve); codeOf(r.Status) != pb.Code_UNSCHEDULABLE {
+		t.Fatalf("Reserve of a denied pod: %v", r)
+	}
+	r, _ := s.permitCall(ctx, &pb.CycleRequest{RequestId: 4, Plugin: "Gate", Cycle: 2, Generation: 3, NodeName: "a", AfterReserve: true})
+	if codeOf(r.Status) != pb.Code_ERROR || !strings.Contains(r.Status.String(), "behind a Reserve") {
+		t.Fatalf("a Permit behind a refused Reserve: %v", r)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.permits) != 1 || g.permits[0] != "me" {
+		t.Fatalf("Permit ran for %v", g.permits)
+	}
+}

@@ -504,8 +504,9 @@ async function main(plugins, options = {}) {
                     `                    health) and exit 0 if it is serving, 1 if not\n` +
                     `  --no-optional-capabilities\n` +
                     `                    offer none of the protocol's optional capabilities\n` +
-                    `                    (filter-batch, replicate-batch): serve as a sidecar built\n` +
-                    `                    before them would. Default: offered, unless\n` +
+                    `                    (filter-batch, replicate-batch, filter-after-pre-filter,\n` +
+                    `                    permit-after-reserve): serve as a sidecar built before\n` +
+                    `                    them would. Default: offered, unless\n` +
                     `                    ${exports.CAPABILITIES_ENV}=off`);
                 return;
             }

@@ -1,7 +1,7 @@
 import type { PermitHandle, Plugin } from './plugin.js';
 import type { CycleRequest, FilterBatchRequest, FilterBatchResponse, FilterRequest, FilterResponse, NormalizeScoreRequest, PermitResponse, PodRequest, PostFilterRequest, PostFilterResponse, PreFilterRequest, PreFilterResponse, PreScoreRequest, QueueSortResponse, ReplicateRequest, ScoreRequest, ScoreResponse, StatusResponse } from './types.js';
 import { ServiceState, type ServiceOptions } from './service/state.js';
-export { CAPABILITY_FILTER_AFTER_PRE_FILTER, CAPABILITY_FILTER_BATCH, CAPABILITY_REPLICATE_BATCH, HandshakeError, PROTOCOL_VERSION, } from './service/replicate.js';
+export { CAPABILITY_FILTER_AFTER_PRE_FILTER, CAPABILITY_FILTER_BATCH, CAPABILITY_PERMIT_AFTER_RESERVE, CAPABILITY_REPLICATE_BATCH, HandshakeError, PROTOCOL_VERSION, } from './service/replicate.js';
 export { MAX_CYCLES, consoleLogger, type Logger, type ServiceOptions } from './service/state.js';
 /** A Reserve-like call: a cycle, a node, a status. */
 export type CyclePoint = 'Reserve' | 'Unreserve' | 'PreBind' | 'Bind' | 'PostBind';

@@ -10,7 +10,7 @@
 // (replicate, queue, filter, score, cycle, waiting), and this class has one line per
 // call.
 Object.defineProperty(exports, "__esModule", { value: true });
-exports.PluginService = exports.consoleLogger = exports.MAX_CYCLES = exports.PROTOCOL_VERSION = exports.HandshakeError = exports.CAPABILITY_REPLICATE_BATCH = exports.CAPABILITY_FILTER_BATCH = exports.CAPABILITY_FILTER_AFTER_PRE_FILTER = void 0;
+exports.PluginService = exports.consoleLogger = exports.MAX_CYCLES = exports.PROTOCOL_VERSION = exports.HandshakeError = exports.CAPABILITY_REPLICATE_BATCH = exports.CAPABILITY_PERMIT_AFTER_RESERVE = exports.CAPABILITY_FILTER_BATCH = exports.CAPABILITY_FILTER_AFTER_PRE_FILTER = void 0;
 const cycle_js_1 = require("./service/cycle.js");
 const filter_js_1 = require("./service/filter.js");
 const queue_js_1 = require("./service/queue.js");
@@ -21,6 +21,7 @@ const waiting_js_1 = require("./service/waiting.js");
 var replicate_js_2 = require("./service/replicate.js");
 Object.defineProperty(exports, "CAPABILITY_FILTER_AFTER_PRE_FILTER", { enumerable: true, get: function () { return replicate_js_2.CAPABILITY_FILTER_AFTER_PRE_FILTER; } });
 Object.defineProperty(exports, "CAPABILITY_FILTER_BATCH", { enumerable: true, get: function () { return replicate_js_2.CAPABILITY_FILTER_BATCH; } });
+Object.defineProperty(exports, "CAPABILITY_PERMIT_AFTER_RESERVE", { enumerable: true, get: function () { return replicate_js_2.CAPABILITY_PERMIT_AFTER_RESERVE; } });
 Object.defineProperty(exports, "CAPABILITY_REPLICATE_BATCH", { enumerable: true, get: function () { return replicate_js_2.CAPABILITY_REPLICATE_BATCH; } });
 Object.defineProperty(exports, "HandshakeError", { enumerable: true, get: function () { return replicate_js_2.HandshakeError; } });
 Object.defineProperty(exports, "PROTOCOL_VERSION", { enumerable: true, get: function () { return replicate_js_2.PROTOCOL_VERSION; } });

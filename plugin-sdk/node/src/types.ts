@@ -153,6 +153,9 @@ export interface CycleCall extends Call {
 
 export interface CycleRequest extends CycleCall {
   nodeName: string;
+  /** Permit only: sent right behind the cycle's Reserve (permit-after-reserve):
+   * evaluate it after that Reserve, and only if the Reserve succeeded. */
+  afterReserve: boolean;
 }
 export interface PodRequest extends Call {
   pod: Pod | null;

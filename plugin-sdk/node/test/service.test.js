@@ -439,3 +439,32 @@ test('filter-after-pre-filter: a Filter sent right behind its PreFilter waits fo
   const hs = svc.handshake({ protocolVersions: ['v1'], capabilities: ['filter-after-pre-filter', 'nope'] });
   assert.deepEqual(hs.capabilities, ['filter-after-pre-filter']);
 });
+
+test('permit-after-reserve: a Permit sent right behind its Reserve waits for the outcome, and runs only if it succeeded', async () => {
+  const permits = [];
+  const gate = {
+    name: 'Gate',
+    reserve: (cycle) => (cycle.pod.labels.deny ? Status.unschedulable('denied') : undefined),
+    unreserve: () => undefined,
+    permit: (cycle) => {
+      permits.push(cycle.pod.uid);
+      return undefined;
+    },
+  };
+  const { svc, next } = setup([gate]);
+  let done = false;
+  const behind = svc.permit(call('Gate', 7, 2, { nodeName: 'a', afterReserve: true })).then((r) => ((done = true), r));
+  await new Promise((r) => setTimeout(r, 30));
+  assert.equal(done, false, 'the Permit waits for its Reserve');
+  assert.equal((await svc.cycleCall(call('Gate', 7, 2, { nodeName: 'a' }), 'Reserve')).status.code, 'SUCCESS');
+  assert.equal((await behind).status.code, 'SUCCESS');
+  // A Reserve that refuses: the Permit behind it fails, the plugin's Permit never runs.
+  svc.apply(msg(next, 'cycleStart', { cycle: 8, pod: pod('denied', '', { deny: 'yes' }), profile: 'default-scheduler' }), next);
+  assert.equal((await svc.cycleCall(call('Gate', 8, next, { nodeName: 'a' }), 'Reserve')).status.code, 'UNSCHEDULABLE');
+  const refused = await svc.permit(call('Gate', 8, next, { nodeName: 'a', afterReserve: true }));
+  assert.equal(refused.status.code, 'ERROR');
+  assert.match(refused.status.reasons[0], /behind a Reserve/);
+  assert.deepEqual(permits, ['me']);
+  const hs = svc.handshake({ protocolVersions: ['v1'], capabilities: ['permit-after-reserve'] });
+  assert.deepEqual(hs.capabilities, ['permit-after-reserve']);
+});

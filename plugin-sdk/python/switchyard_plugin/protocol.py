@@ -23,8 +23,9 @@ from .status import SUCCESS, Code, PluginError, Status, as_status
 PROTOCOL_VERSION = "v1"
 #: Optional parts of the contract this SDK serves, of those the scheduler offers:
 #: several pods' Filter calls per message, several Replicate messages per message,
-#: a Filter sent right behind its cycle's PreFilter (evaluated after its outcome).
-CAPABILITIES = ("filter-batch", "replicate-batch", "filter-after-pre-filter")
+#: a Filter sent right behind its cycle's PreFilter (evaluated after its outcome), a
+#: Permit sent right behind its cycle's Reserve (run only if the Reserve succeeded).
+CAPABILITIES = ("filter-batch", "replicate-batch", "filter-after-pre-filter", "permit-after-reserve")
 GENERATION_WAIT_SECS = 5.0
 
 # Extension points by method name, in the proto's order.
@@ -230,7 +231,7 @@ class CycleEntry:
 
     __slots__ = (
         "id", "pod", "profile", "generation", "snapshot_generation", "states", "pre_scores", "pre_filters",
-        "pre_score_done",
+        "reserves", "pre_score_done",
     )
 
     def __init__(self, cycle_id, pod, profile, generation, snapshot_generation):
@@ -246,6 +247,8 @@ class CycleEntry:
         # sent right behind them; the event is set (and replaced) at every outcome.
         self.pre_scores: Dict[str, Status] = {}
         self.pre_filters: Dict[str, Status] = {}
+        # Reserve outcomes, for Permit calls sent right behind them.
+        self.reserves: Dict[str, Status] = {}
         self.pre_score_done = asyncio.Event()
 
     def record(self, outcomes: Dict[str, Status], name: str, s: Status) -> None:

@@ -339,7 +339,8 @@ async def serve(listen, plugins, ready=None, tls=None, max_batch_nodes=0, capabi
     lets replies in flight finish and removes the socket. `tls` (a ServerTls) is
     required for an https:// address; `ready(address)` is called once serving.
     `capabilities=False` offers none of the protocol's optional capabilities
-    (filter-batch, replicate-batch), to serve as a sidecar built before them would."""
+    (filter-batch, replicate-batch, filter-after-pre-filter, permit-after-reserve),
+    to serve as a sidecar built before them would."""
     server = grpc.aio.server(
         options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),

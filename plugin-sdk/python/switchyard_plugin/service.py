@@ -718,10 +718,12 @@ class PluginService(pb_grpc.PluginServicer):
     async def cycle_call(self, req, point: str):
         """Reserve, Unreserve, PreBind, Bind, PostBind: a cycle, a node, a status."""
         method = {"Reserve": "reserve", "Unreserve": "unreserve", "PreBind": "pre_bind", "Bind": "bind", "PostBind": "post_bind"}[point]
+        entries = []
 
         async def run():
             p = self.plugin(req.plugin)
             entry = await self.cycle(req.cycle, req.generation, node_local(p))
+            entries.append(entry)
             if not has(p, method):
                 raise self.missing(req.plugin, point)
             r = getattr(p, method)(entry.view(self.replica), entry.state(p.name), req.node_name)
@@ -730,6 +732,9 @@ class PluginService(pb_grpc.PluginServicer):
             return as_status(r, method)
 
         s, err = await self.outcome(point, run)
+        if point == "Reserve" and entries:
+            # A Permit sent right behind (after_reserve) waits for this outcome.
+            entries[0].record(entries[0].reserves, req.plugin, s or err)
         return pb.StatusResponse(request_id=req.request_id, status=(s or err).to_pb(), generation=req.generation)
 
     async def permit_call(self, req):
@@ -740,6 +745,10 @@ class PluginService(pb_grpc.PluginServicer):
             entry = await self.cycle(req.cycle, req.generation, node_local(p))
             if not has(p, "permit"):
                 raise self.missing(req.plugin, "Permit")
+            if req.after_reserve:
+                rs = await self.point_outcome(entry, entry.reserves, p.name, "Permit named a Reserve")
+                if not rs.is_success:
+                    raise _error(f"Permit sent behind a Reserve that returned {rs.code.name}")
             r = p.permit(entry.view(self.replica), entry.state(p.name), req.node_name, self.handle)
             s, timeout = r if isinstance(r, tuple) else (r, 0.0)
             s = as_status(s, "permit")

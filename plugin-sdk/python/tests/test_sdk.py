@@ -10,7 +10,7 @@ import os
 import unittest
 from unittest import mock
 
-from switchyard_plugin import Code, CycleState, Index, PluginService, PodLists, ReplicationError, Snapshot, Status, pb
+from switchyard_plugin import Code, CycleState, Index, Plugin, PluginService, PodLists, ReplicationError, Snapshot, Status, pb
 from switchyard_plugin.service import normalize_scores
 from switchyard_plugin.status import as_status
 
@@ -272,6 +272,50 @@ class ServiceTest(unittest.TestCase):
             self.assertIn("did not arrive", r.error.reasons[0])
             hs = await svc.Handshake(pb.HandshakeRequest(protocol_versions=["v1"], capabilities=["filter-after-pre-filter"]), None)
             self.assertEqual(list(hs.capabilities), ["filter-after-pre-filter"])
+
+        run(go())
+
+    def test_permit_after_reserve_waits_for_its_outcome(self):
+        """permit-after-reserve: a Permit sent right behind its cycle's Reserve runs
+        once that outcome is in, even when it arrives first, and not at all when the
+        Reserve refused."""
+
+        class Gate(Plugin):
+            name = "Gate"
+            permits = []
+
+            def reserve(self, cycle, state, node):
+                return Status.unschedulable("denied") if "deny" in cycle.pod.labels else None
+
+            def unreserve(self, cycle, state, node):
+                pass
+
+            def permit(self, cycle, state, node, handle):
+                self.permits.append(cycle.pod.uid)
+                return None
+
+        async def go():
+            gate = Gate()
+            svc = self.service(gate)
+            svc.generation_wait = 0.3
+            behind = pb.CycleRequest(request_id=2, plugin="Gate", cycle=7, generation=2, node_name="a", after_reserve=True)
+            f = asyncio.ensure_future(svc.permit_call(behind))
+            await asyncio.sleep(0.05)
+            self.assertFalse(f.done(), "the Permit waits for its Reserve")
+            r = await svc.cycle_call(pb.CycleRequest(request_id=1, plugin="Gate", cycle=7, generation=2, node_name="a"), "Reserve")
+            self.assertEqual(r.status.code, pb.SUCCESS)
+            self.assertEqual((await f).status.code, pb.SUCCESS)
+            denied = pod("denied")
+            denied.labels["deny"] = "yes"
+            svc.apply(pb.ReplicateRequest(generation=3, cycle_start=pb.CycleStart(cycle=8, pod=denied, profile="p")), 3)
+            r = await svc.cycle_call(pb.CycleRequest(request_id=3, plugin="Gate", cycle=8, generation=3, node_name="a"), "Reserve")
+            self.assertEqual(r.status.code, pb.UNSCHEDULABLE)
+            r = await svc.permit_call(pb.CycleRequest(request_id=4, plugin="Gate", cycle=8, generation=3, node_name="a", after_reserve=True))
+            self.assertEqual(r.status.code, pb.ERROR)
+            self.assertIn("behind a Reserve", r.status.reasons[0])
+            self.assertEqual(gate.permits, ["me"])
+            hs = await svc.Handshake(pb.HandshakeRequest(protocol_versions=["v1"], capabilities=["permit-after-reserve"]), None)
+            self.assertEqual(list(hs.capabilities), ["permit-after-reserve"])
 
         run(go())
 

@@ -50,10 +50,13 @@ async function postFilter(st, req) {
 /** Reserve, Unreserve, PreBind, Bind, PostBind: a cycle, a node, a status. */
 async function cycleCall(st, req, point) {
     let status;
+    let reserved;
     try {
         (0, state_js_1.malformed)(req);
         const [idx, p] = st.plugin(req.plugin);
         const e = await st.cycle(req.cycle, req.generation, !!p.nodeLocal);
+        if (point === 'Reserve')
+            reserved = [e, idx];
         const missing = () => new status_js_1.CallError(`plugin ${(0, state_js_1.q)(req.plugin)} has no ${point}`);
         const cycle = st.cycleOf(e, idx);
         const node = req.nodeName;
@@ -105,6 +108,9 @@ async function cycleCall(st, req, point) {
     catch (e) {
         status = st.failure(point, req.plugin, e);
     }
+    // A Permit sent right behind this Reserve (afterReserve) waits for its outcome.
+    if (reserved)
+        reserved[0].recordReserve(reserved[1], status);
     return { requestId: req.requestId, status: status, generation: req.generation };
 }
 async function permit(st, req) {
@@ -121,6 +127,11 @@ async function permit(st, req) {
         const e = await st.cycle(req.cycle, req.generation, !!p.nodeLocal);
         if (typeof p.permit !== 'function')
             throw new status_js_1.CallError(`plugin ${(0, state_js_1.q)(req.plugin)} has no Permit`);
+        if (req.afterReserve) {
+            const rs = await (0, state_js_1.pointOutcome)(st, e, e.reserves, idx, 'Permit named a Reserve');
+            if (rs.code !== 'SUCCESS')
+                throw new status_js_1.CallError(`Permit sent behind a Reserve that returned ${rs.code}`);
+        }
         // The pod is registered as waiting only after the plugin answers WAIT:
         // waitingPods() inside permit lists its siblings, not itself.
         let r = p.permit(st.cycleOf(e, idx), req.nodeName, st.handles[idx]);

@@ -6,6 +6,9 @@ export declare const CAPABILITY_REPLICATE_BATCH = "replicate-batch";
 /** A Filter may come right behind its cycle's PreFilter (`afterPreFilter`): it is
  * evaluated once that PreFilter's outcome is recorded, and fails unless it succeeded. */
 export declare const CAPABILITY_FILTER_AFTER_PRE_FILTER = "filter-after-pre-filter";
+/** A Permit may come right behind its cycle's Reserve (`afterReserve`): it is
+ * evaluated after that Reserve, and only if the Reserve succeeded. */
+export declare const CAPABILITY_PERMIT_AFTER_RESERVE = "permit-after-reserve";
 export declare class HandshakeError extends Error {
 }
 /** The handshake reply; throws a FAILED_PRECONDITION-worthy error when the

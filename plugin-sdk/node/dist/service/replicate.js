@@ -2,7 +2,7 @@
 // The session's first two steps: the handshake (versions, plugins, capabilities) and
 // the Replicate stream that keeps the replica and the cycles.
 Object.defineProperty(exports, "__esModule", { value: true });
-exports.HandshakeError = exports.CAPABILITY_FILTER_AFTER_PRE_FILTER = exports.CAPABILITY_REPLICATE_BATCH = exports.CAPABILITY_FILTER_BATCH = exports.PROTOCOL_VERSION = void 0;
+exports.HandshakeError = exports.CAPABILITY_PERMIT_AFTER_RESERVE = exports.CAPABILITY_FILTER_AFTER_PRE_FILTER = exports.CAPABILITY_REPLICATE_BATCH = exports.CAPABILITY_FILTER_BATCH = exports.PROTOCOL_VERSION = void 0;
 exports.handshake = handshake;
 exports.apply = apply;
 const plugin_js_1 = require("../plugin.js");
@@ -15,6 +15,9 @@ exports.CAPABILITY_REPLICATE_BATCH = 'replicate-batch';
 /** A Filter may come right behind its cycle's PreFilter (`afterPreFilter`): it is
  * evaluated once that PreFilter's outcome is recorded, and fails unless it succeeded. */
 exports.CAPABILITY_FILTER_AFTER_PRE_FILTER = 'filter-after-pre-filter';
+/** A Permit may come right behind its cycle's Reserve (`afterReserve`): it is
+ * evaluated after that Reserve, and only if the Reserve succeeded. */
+exports.CAPABILITY_PERMIT_AFTER_RESERVE = 'permit-after-reserve';
 class HandshakeError extends Error {
 }
 exports.HandshakeError = HandshakeError;
@@ -42,7 +45,10 @@ function handshake(st, req) {
         })),
         maxBatchNodes: st.maxBatchNodes,
         capabilities: st.capabilities
-            ? offered.filter((c) => c === exports.CAPABILITY_FILTER_BATCH || c === exports.CAPABILITY_REPLICATE_BATCH || c === exports.CAPABILITY_FILTER_AFTER_PRE_FILTER)
+            ? offered.filter((c) => c === exports.CAPABILITY_FILTER_BATCH ||
+                c === exports.CAPABILITY_REPLICATE_BATCH ||
+                c === exports.CAPABILITY_FILTER_AFTER_PRE_FILTER ||
+                c === exports.CAPABILITY_PERMIT_AFTER_RESERVE)
             : [],
     };
 }

@@ -34,6 +34,8 @@ export declare class Entry {
      * sent right behind them; the waiters are called at every outcome. */
     readonly preScores: Map<number, StatusT>;
     readonly preFilters: Map<number, StatusT>;
+    /** Reserve outcomes, for Permit calls sent right behind them. */
+    readonly reserves: Map<number, StatusT>;
     readonly preScoreWaiters: Set<() => void>;
     ended: boolean;
     constructor(id: number, pod: Pod, profile: string, 
@@ -43,6 +45,7 @@ export declare class Entry {
     snapshotGeneration: number, plugins: number);
     recordPreScore(idx: number, s: StatusT): StatusT;
     recordPreFilter(idx: number, s: StatusT): StatusT;
+    recordReserve(idx: number, s: StatusT): StatusT;
     private record;
 }
 /** Waits (up to the generation wait) until `outcomes` holds plugin `idx`'s: the

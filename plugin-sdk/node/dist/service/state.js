@@ -28,6 +28,8 @@ class Entry {
      * sent right behind them; the waiters are called at every outcome. */
     preScores = new Map();
     preFilters = new Map();
+    /** Reserve outcomes, for Permit calls sent right behind them. */
+    reserves = new Map();
     preScoreWaiters = new Set();
     ended = false;
     constructor(id, pod, profile, 
@@ -47,6 +49,9 @@ class Entry {
     }
     recordPreFilter(idx, s) {
         return this.record(this.preFilters, idx, s);
+    }
+    recordReserve(idx, s) {
+        return this.record(this.reserves, idx, s);
     }
     record(outcomes, idx, s) {
         outcomes.set(idx, s);

@@ -10,7 +10,7 @@ import type {
   Status as StatusT,
   StatusResponse,
 } from '../types.js';
-import { isThenable, malformed, q, type ServiceState } from './state.js';
+import { type Entry, isThenable, malformed, pointOutcome, q, type ServiceState } from './state.js';
 
 export async function postFilter(st: ServiceState, req: PostFilterRequest): Promise<PostFilterResponse> {
   const out: PostFilterResponse = {
@@ -49,10 +49,12 @@ export async function postFilter(st: ServiceState, req: PostFilterRequest): Prom
 /** Reserve, Unreserve, PreBind, Bind, PostBind: a cycle, a node, a status. */
 export async function cycleCall(st: ServiceState, req: CycleRequest, point: 'Reserve' | 'Unreserve' | 'PreBind' | 'Bind' | 'PostBind'): Promise<StatusResponse> {
   let status: StatusT;
+  let reserved: [Entry, number] | undefined;
   try {
     malformed(req);
     const [idx, p] = st.plugin(req.plugin);
     const e = await st.cycle(req.cycle, req.generation, !!p.nodeLocal);
+    if (point === 'Reserve') reserved = [e, idx];
     const missing = () => new CallError(`plugin ${q(req.plugin)} has no ${point}`);
     const cycle = st.cycleOf(e, idx);
     const node = req.nodeName;
@@ -93,6 +95,8 @@ export async function cycleCall(st: ServiceState, req: CycleRequest, point: 'Res
   } catch (e) {
     status = st.failure(point, req.plugin, e);
   }
+  // A Permit sent right behind this Reserve (afterReserve) waits for its outcome.
+  if (reserved) reserved[0].recordReserve(reserved[1], status!);
   return { requestId: req.requestId, status: status!, generation: req.generation };
 }
 
@@ -109,6 +113,10 @@ export async function permit(st: ServiceState, req: CycleRequest): Promise<Permi
     const [idx, p] = st.plugin(req.plugin);
     const e = await st.cycle(req.cycle, req.generation, !!p.nodeLocal);
     if (typeof p.permit !== 'function') throw new CallError(`plugin ${q(req.plugin)} has no Permit`);
+    if (req.afterReserve) {
+      const rs = await pointOutcome(st, e, e.reserves, idx, 'Permit named a Reserve');
+      if (rs.code !== 'SUCCESS') throw new CallError(`Permit sent behind a Reserve that returned ${rs.code}`);
+    }
     // The pod is registered as waiting only after the plugin answers WAIT:
     // waitingPods() inside permit lists its siblings, not itself.
     let r: unknown = p.permit(st.cycleOf(e, idx), req.nodeName, st.handles[idx]);

@@ -22,6 +22,9 @@ export const CAPABILITY_REPLICATE_BATCH = 'replicate-batch';
 /** A Filter may come right behind its cycle's PreFilter (`afterPreFilter`): it is
  * evaluated once that PreFilter's outcome is recorded, and fails unless it succeeded. */
 export const CAPABILITY_FILTER_AFTER_PRE_FILTER = 'filter-after-pre-filter';
+/** A Permit may come right behind its cycle's Reserve (`afterReserve`): it is
+ * evaluated after that Reserve, and only if the Reserve succeeded. */
+export const CAPABILITY_PERMIT_AFTER_RESERVE = 'permit-after-reserve';
 
 export class HandshakeError extends Error {}
 
@@ -52,7 +55,11 @@ export function handshake(st: ServiceState, req: { protocolVersions?: string[]; 
     maxBatchNodes: st.maxBatchNodes,
     capabilities: st.capabilities
       ? offered.filter(
-          (c) => c === CAPABILITY_FILTER_BATCH || c === CAPABILITY_REPLICATE_BATCH || c === CAPABILITY_FILTER_AFTER_PRE_FILTER,
+          (c) =>
+            c === CAPABILITY_FILTER_BATCH ||
+            c === CAPABILITY_REPLICATE_BATCH ||
+            c === CAPABILITY_FILTER_AFTER_PRE_FILTER ||
+            c === CAPABILITY_PERMIT_AFTER_RESERVE,
         )
       : [],
   };

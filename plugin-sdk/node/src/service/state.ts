@@ -37,6 +37,8 @@ export class Entry {
    * sent right behind them; the waiters are called at every outcome. */
   readonly preScores = new Map<number, StatusT>();
   readonly preFilters = new Map<number, StatusT>();
+  /** Reserve outcomes, for Permit calls sent right behind them. */
+  readonly reserves = new Map<number, StatusT>();
   readonly preScoreWaiters = new Set<() => void>();
   ended = false;
   constructor(
@@ -56,6 +58,9 @@ export class Entry {
   }
   recordPreFilter(idx: number, s: StatusT): StatusT {
     return this.record(this.preFilters, idx, s);
+  }
+  recordReserve(idx: number, s: StatusT): StatusT {
+    return this.record(this.reserves, idx, s);
   }
   private record(outcomes: Map<number, StatusT>, idx: number, s: StatusT): StatusT {
     outcomes.set(idx, s);
