@@ -5,7 +5,6 @@
 //! sidecar gives when each call waits for the last; every complete gang is placed,
 //! the short one not at all.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use switchyard::plugins::in_tree_registry;
@@ -23,11 +22,11 @@ fn run(capabilities: bool) -> simulate::Report {
         env,
     );
     let mut config = switchyard::config::SchedulerConfig::default_config();
-    let mut ep = switchyard::remote::EndpointConfig::new(0, &sidecar.endpoint).expect("endpoint");
-    ep.plugins = vec!["Coscheduling".into()];
-    ep.auto_enable = true;
-    ep.timeout = Duration::from_secs(5);
-    config.remote_plugins.push(ep);
+    config.remote_plugins.push(switchyard_e2e::added_sidecar(
+        &sidecar.endpoint,
+        "Coscheduling",
+        Duration::from_secs(5),
+    ));
     let opts = SimulateOptions {
         cluster: vec![
             switchyard_e2e::workspace_root().join("tests/fixtures/coscheduling/cluster.yaml")
@@ -40,13 +39,6 @@ fn run(capabilities: bool) -> simulate::Report {
     let r = simulate::run(&opts, &in_tree_registry()).expect("simulate");
     drop(sidecar);
     r
-}
-
-fn placements(r: &simulate::Report) -> BTreeMap<String, Option<String>> {
-    r.pods
-        .iter()
-        .map(|p| (format!("{}/{}", p.namespace, p.name), p.node.clone()))
-        .collect()
 }
 
 #[test]
@@ -75,14 +67,12 @@ fn permits_behind_their_reserve_change_no_placement() {
         "{:?}",
         plain.remote[0]
     );
-    let (x, y) = (placements(&ahead), placements(&plain));
-    let differ: Vec<_> = x
-        .iter()
-        .filter(|(k, v)| y.get(*k) != Some(v))
-        .take(5)
-        .collect();
-    assert!(differ.is_empty(), "placements differ, e.g. {differ:?}");
-    assert_eq!(x.len(), y.len());
+    let x = switchyard_e2e::placements(&ahead);
+    switchyard_e2e::assert_same_placements(
+        "capabilities off",
+        &x,
+        &switchyard_e2e::placements(&plain),
+    );
     // Every member of a complete gang is placed (224 bound); the short gang's
     // members none.
     let short: Vec<_> = x

@@ -6,7 +6,6 @@
 //! answers must be dropped): answers are used and dropped, and every placement is the
 //! one the in-process plugin gives.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use switchyard::plugins::in_tree_registry;
@@ -30,13 +29,6 @@ fn run(
         ..SimulateOptions::default()
     };
     simulate::run(&opts, &in_tree_registry()).expect("simulate")
-}
-
-fn placements(r: &simulate::Report) -> BTreeMap<String, Option<String>> {
-    r.pods
-        .iter()
-        .map(|p| (format!("{}/{}", p.namespace, p.name), p.node.clone()))
-        .collect()
 }
 
 /// The TaintToleration sidecar, started with the command-line flags `args`, on the
@@ -79,14 +71,11 @@ fn in_process_and_remote(
         "{workload}: lookahead used {}, dropped {}, {} calls for {} pods",
         ep.lookahead_hits, ep.lookahead_misses, ep.calls, remote.summary.bound
     );
-    let (a, b) = (placements(&in_process), placements(&remote));
-    let differ: Vec<_> = a
-        .iter()
-        .filter(|(k, v)| b.get(*k) != Some(v))
-        .take(5)
-        .collect();
-    assert!(differ.is_empty(), "placements differ, e.g. {differ:?}");
-    assert_eq!(a.len(), b.len());
+    switchyard_e2e::assert_same_placements(
+        "through the sidecar",
+        &switchyard_e2e::placements(&in_process),
+        &switchyard_e2e::placements(&remote),
+    );
     let ep = ep.clone();
     (remote, ep)
 }

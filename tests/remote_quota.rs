@@ -26,11 +26,9 @@ fn run(reuse: bool, capabilities: bool) -> simulate::Report {
         env,
     );
     let mut config = switchyard::config::SchedulerConfig::default_config();
-    let mut ep = switchyard::remote::EndpointConfig::new(0, &sidecar.endpoint).expect("endpoint");
-    ep.plugins = vec!["TenantQuota".into()];
-    ep.auto_enable = true;
+    let mut ep =
+        switchyard_e2e::added_sidecar(&sidecar.endpoint, "TenantQuota", Duration::from_secs(5));
     ep.reuse_alike_pods = reuse;
-    ep.timeout = Duration::from_secs(5);
     config.remote_plugins.push(ep);
     let opts = SimulateOptions {
         workload: Some(switchyard_e2e::workspace_root().join("tests/fixtures/quota/workload.yaml")),
@@ -43,13 +41,6 @@ fn run(reuse: bool, capabilities: bool) -> simulate::Report {
     let r = simulate::run(&opts, &in_tree_registry()).expect("simulate");
     drop(sidecar);
     r
-}
-
-fn placements(r: &simulate::Report) -> BTreeMap<String, Option<String>> {
-    r.pods
-        .iter()
-        .map(|p| (format!("{}/{}", p.namespace, p.name), p.node.clone()))
-        .collect()
 }
 
 #[test]
@@ -87,16 +78,9 @@ fn quota_answers_reused_for_the_tenants_pods_change_no_placement() {
         b.bytes_sent,
         a.bytes_sent
     );
-    let x = placements(&asked);
-    for other in [&reused, &plain] {
-        let y = placements(other);
-        let differ: Vec<_> = x
-            .iter()
-            .filter(|(k, v)| y.get(*k) != Some(v))
-            .take(5)
-            .collect();
-        assert!(differ.is_empty(), "placements differ, e.g. {differ:?}");
-        assert_eq!(x.len(), y.len());
+    let x = switchyard_e2e::placements(&asked);
+    for (what, other) in [("answers reused", &reused), ("capabilities off", &plain)] {
+        switchyard_e2e::assert_same_placements(what, &x, &switchyard_e2e::placements(other));
     }
     // Limited nodes hold at most their limit of each tenant, and the quota did
     // reject: the nodes taking one pod per tenant are full.

@@ -17,6 +17,7 @@ use switchyard::plugins::helper::default_normalize_score;
 use switchyard::plugins::in_tree_registry;
 use switchyard::remote::sidecar::{exec_command, Listen, SidecarProcess};
 use switchyard::simulate::{self, SimulateOptions};
+use switchyard_e2e::{assert_same_placements, Placements};
 
 const NAME: &str = "RackLocality";
 const JOB: &str = "switchyard.dev/job";
@@ -122,16 +123,13 @@ fn options(config: SchedulerConfig) -> SimulateOptions {
     }
 }
 
-fn placements(r: &simulate::Report) -> BTreeMap<String, Option<String>> {
+fn placements(r: &simulate::Report) -> Placements {
     assert!(r.invariants.ok, "{:?}", r.invariants);
     assert_eq!(r.summary.bound, 64, "{:?}", r.summary);
-    r.pods
-        .iter()
-        .map(|p| (format!("{}/{}", p.namespace, p.name), p.node.clone()))
-        .collect()
+    switchyard_e2e::placements(r)
 }
 
-fn in_process() -> BTreeMap<String, Option<String>> {
+fn in_process() -> Placements {
     let mut registry = in_tree_registry();
     registry.register(
         NAME,
@@ -142,16 +140,16 @@ fn in_process() -> BTreeMap<String, Option<String>> {
     placements(&simulate::run(&options(config), &registry).expect("simulate"))
 }
 
-fn through_sidecar(command: &str, socket: &str) -> BTreeMap<String, Option<String>> {
+fn through_sidecar(command: &str, socket: &str) -> Placements {
     let listen = Listen::Unix(switchyard_e2e::sidecar_socket(socket));
     let sidecar = SidecarProcess::start(command, listen, Duration::from_secs(30))
         .unwrap_or_else(|e| panic!("{e}"));
     let mut config = SchedulerConfig::default_config();
-    let mut ep = switchyard::remote::EndpointConfig::new(0, &sidecar.endpoint).expect("endpoint");
-    ep.plugins = vec![NAME.into()];
-    ep.auto_enable = true;
-    ep.timeout = Duration::from_secs(10);
-    config.remote_plugins.push(ep);
+    config.remote_plugins.push(switchyard_e2e::added_sidecar(
+        &sidecar.endpoint,
+        NAME,
+        Duration::from_secs(10),
+    ));
     let r = simulate::run(&options(config), &in_tree_registry()).expect("simulate");
     let [ep] = &r.remote[..] else {
         panic!("one sidecar: {:?}", r.remote);
@@ -160,23 +158,6 @@ fn through_sidecar(command: &str, socket: &str) -> BTreeMap<String, Option<Strin
     assert!(ep.calls > 0, "{ep:?}");
     drop(sidecar);
     placements(&r)
-}
-
-fn assert_same(
-    what: &str,
-    a: &BTreeMap<String, Option<String>>,
-    b: &BTreeMap<String, Option<String>>,
-) {
-    let differ: Vec<_> = a
-        .iter()
-        .filter(|(k, v)| b.get(*k) != Some(v))
-        .take(5)
-        .collect();
-    assert!(
-        differ.is_empty(),
-        "{what}: placements differ from in process, e.g. {differ:?}"
-    );
-    assert_eq!(a.len(), b.len());
 }
 
 #[test]
@@ -209,9 +190,9 @@ fn go_and_python_sidecars_place_pods_as_the_plugin_in_process() {
             .to_string(),
         &[],
     );
-    assert_same("Go", &want, &through_sidecar(&go, "rack-go"));
+    assert_same_placements("Go", &want, &through_sidecar(&go, "rack-go"));
     let script =
         switchyard_e2e::workspace_root().join("plugin-sdk/python/examples/racklocality.py");
     let python = format!("{} {}", switchyard_e2e::python(), script.display());
-    assert_same("Python", &want, &through_sidecar(&python, "rack-python"));
+    assert_same_placements("Python", &want, &through_sidecar(&python, "rack-python"));
 }

@@ -7,6 +7,7 @@ pub mod otlp;
 pub mod process;
 pub mod scenario;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -51,6 +52,46 @@ pub fn python() -> String {
         return venv.display().to_string();
     }
     "python3".into()
+}
+
+/// Where a run put each pod: `namespace/name` → its node (`None`: pending).
+pub type Placements = BTreeMap<String, Option<String>>;
+
+/// The placements of a simulation report.
+pub fn placements(r: &switchyard::simulate::Report) -> Placements {
+    r.pods
+        .iter()
+        .map(|p| (format!("{}/{}", p.namespace, p.name), p.node.clone()))
+        .collect()
+}
+
+/// Panics, naming up to five pods, unless `b` places every pod as `a` does; `what`
+/// says which run `b` is.
+pub fn assert_same_placements(what: &str, a: &Placements, b: &Placements) {
+    let differ: Vec<_> = a
+        .iter()
+        .filter(|(k, v)| b.get(*k) != Some(v))
+        .take(5)
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "{what}: placements differ, e.g. {differ:?}"
+    );
+    assert_eq!(a.len(), b.len(), "{what}: not the same pods");
+}
+
+/// The sidecar at `endpoint` serving `plugin`, added to every profile, with calls
+/// timing out after `timeout`.
+pub fn added_sidecar(
+    endpoint: &str,
+    plugin: &str,
+    timeout: Duration,
+) -> switchyard::remote::EndpointConfig {
+    let mut ep = switchyard::remote::EndpointConfig::new(0, endpoint).expect("endpoint");
+    ep.plugins = vec![plugin.into()];
+    ep.auto_enable = true;
+    ep.timeout = timeout;
+    ep
 }
 
 /// Builds example `name` of the Go SDK (`plugin-sdk/go/examples/<name>`) into

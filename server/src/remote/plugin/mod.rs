@@ -192,15 +192,14 @@ impl RemotePlugin {
         let r = (|| {
             let (cycle, g, streams) = self.cycle(state)?;
             let req = |id| {
-                wrap(pb::CycleRequest {
-                    request_id: id,
-                    plugin: self.meta.name.to_string(),
+                wrap(cycle_request(
+                    id,
+                    &self.meta.name,
                     cycle,
-                    generation: g,
-                    node_name: node.to_string(),
-                    after_reserve: false,
+                    g,
+                    node,
                     traceparent,
-                })
+                ))
             };
             let pending = self.send(&streams, req)?;
             after_send();
@@ -249,17 +248,7 @@ impl RemotePlugin {
             let node = node.to_string();
             let reply = self
                 .ep()
-                .call_async(move |id| {
-                    wrap(pb::CycleRequest {
-                        request_id: id,
-                        plugin: name,
-                        cycle,
-                        generation: g,
-                        node_name: node,
-                        after_reserve: false,
-                        traceparent,
-                    })
-                })
+                .call_async(move |id| wrap(cycle_request(id, &name, cycle, g, &node, traceparent)))
                 .await
                 .map_err(|e| self.meta.call_failed("call", e))?;
             self.status_reply(reply, g)
@@ -268,6 +257,26 @@ impl RemotePlugin {
         match self.policy(Some(state), extension_point, r, Status::skip) {
             Ok(s) | Err(s) => s,
         }
+    }
+}
+
+/// A Reserve, Unreserve, Permit, PreBind, Bind or PostBind call of a cycle on `node`.
+fn cycle_request(
+    request_id: u64,
+    plugin: &str,
+    cycle: u64,
+    generation: u64,
+    node: &str,
+    traceparent: String,
+) -> pb::CycleRequest {
+    pb::CycleRequest {
+        request_id,
+        plugin: plugin.to_string(),
+        cycle,
+        generation,
+        node_name: node.to_string(),
+        after_reserve: false,
+        traceparent,
     }
 }
 

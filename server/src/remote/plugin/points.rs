@@ -246,13 +246,8 @@ impl RemotePlugin {
         let pending = self
             .send(&streams, |id| {
                 Outbound::Permit(pb::CycleRequest {
-                    request_id: id,
-                    plugin: self.meta.name.to_string(),
-                    cycle,
-                    generation: g,
-                    node_name: node.to_string(),
                     after_reserve: true,
-                    traceparent,
+                    ..cycle_request(id, &self.meta.name, cycle, g, node, traceparent)
                 })
             })
             .ok()?;
@@ -294,15 +289,14 @@ impl PermitPlugin for RemotePlugin {
                     p
                 }
                 None => self.send(&streams, |id| {
-                    Outbound::Permit(pb::CycleRequest {
-                        request_id: id,
-                        plugin: self.meta.name.to_string(),
+                    Outbound::Permit(cycle_request(
+                        id,
+                        &self.meta.name,
                         cycle,
-                        generation: g,
-                        node_name: node.to_string(),
-                        after_reserve: false,
+                        g,
+                        node,
                         traceparent,
-                    })
+                    ))
                 })?,
             };
             match pending
