@@ -166,13 +166,13 @@ func (svc *service) PostFilter(stream pb.Plugin_PostFilterServer) error {
 func (svc *service) PreScore(stream pb.Plugin_PreScoreServer) error {
 	s := svc.session(stream.Context())
 	return serveStream(stream.Context(), stream.Recv, stream.Send,
-		func(ctx context.Context, r *pb.PreScoreRequest) *pb.StatusResponse {
+		func(ctx context.Context, r *pb.PreScoreRequest) *pb.PreScoreResponse {
 			return traced(ctx, svc, "PreScore", r.GetPlugin(), r.GetTraceparent(), cycleAttrs(r.GetCycle(), len(r.GetNodes())),
-				func(ctx context.Context) *pb.StatusResponse { return s.preScore(ctx, r) },
-				(*pb.StatusResponse).GetStatus)
+				func(ctx context.Context) *pb.PreScoreResponse { return s.preScore(ctx, r) },
+				(*pb.PreScoreResponse).GetStatus)
 		},
-		func(r *pb.PreScoreRequest, st *Status) *pb.StatusResponse {
-			return statusReply(r.GetRequestId(), r.GetGeneration(), st)
+		func(r *pb.PreScoreRequest, st *Status) *pb.PreScoreResponse {
+			return &pb.PreScoreResponse{RequestId: r.GetRequestId(), Generation: r.GetGeneration(), Status: st.toPB()}
 		})
 }
 

@@ -91,7 +91,8 @@ func checkRange(plugin string, scores []int64, nodes []*NodeInfo) *Status {
 	return nil
 }
 
-func (s *session) preScore(ctx context.Context, req *pb.PreScoreRequest) *pb.StatusResponse {
+func (s *session) preScore(ctx context.Context, req *pb.PreScoreRequest) *pb.PreScoreResponse {
+	var table *pb.LabelScores
 	st := func() *Status {
 		idx, p, st := s.plugin(req.GetPlugin())
 		if st != nil {
@@ -117,12 +118,17 @@ func (s *session) preScore(ctx context.Context, req *pb.PreScoreRequest) *pb.Sta
 			ps := e.states[idx]
 			ps.mu.Lock()
 			defer ps.mu.Unlock()
-			return guard("PreScore", func() *Status { return p.preScore.PreScore(ctx, e.view(snap), &ps.st, nodes) })
+			st = guard("PreScore", func() *Status { return p.preScore.PreScore(ctx, e.view(snap), &ps.st, nodes) })
+			if st.IsSuccess() && p.scoreLabel != "" {
+				table = labelScoresReply(&ps.st)
+			}
+			return st
 		}()
 		e.recordPreScore(idx, st)
 		return st
 	}()
-	return statusReply(req.GetRequestId(), req.GetGeneration(), st)
+	r := statusReply(req.GetRequestId(), req.GetGeneration(), st)
+	return &pb.PreScoreResponse{RequestId: r.RequestId, Status: r.Status, Generation: r.Generation, LabelScores: table}
 }
 
 // preScoreOutcome waits (bounded) for this cycle's PreScore of plugin idx, sent

@@ -226,6 +226,17 @@ func checkPlugins(plugins []Plugin) error {
 			return fmt.Errorf("plugin %q is registered twice", r.name)
 		}
 		seen[r.name] = true
+		if l, ok := p.(LabelScorePlugin); ok {
+			_, pre := p.(PreScorePlugin)
+			_, sc := p.(ScorePlugin)
+			_, ne := p.(ScoreExtensions)
+			if pre || sc || ne {
+				return fmt.Errorf("plugin %q scores by a node label and also has a PreScore, Score or NormalizeScore: the label scores are its PreScore and Score, drop the others", r.name)
+			}
+			if l.ScoreNodeLabel() == "" {
+				return fmt.Errorf("plugin %q scores by a node label but names none: return the label key from ScoreNodeLabel", r.name)
+			}
+		}
 		if r.nodeLocal && r.preFilter != nil {
 			return fmt.Errorf("plugin %q declares NodeLocal but has a PreFilter, whose state may span nodes: drop one of the two", r.name)
 		}

@@ -41,6 +41,9 @@ type registered struct {
 	nodePods      bool
 	labelKeys     []string
 	normalization ScoreNormalization
+	// scoreLabel: a LabelScorePlugin's node label (its PreScore and Score are the
+	// SDK's labelScorer).
+	scoreLabel string
 
 	preEnqueue PreEnqueuePlugin
 	queueSort  QueueSortPlugin
@@ -86,6 +89,10 @@ func register(p Plugin) *registered {
 	r.postFilter, _ = p.(PostFilterPlugin)
 	r.preScore, _ = p.(PreScorePlugin)
 	r.score, _ = p.(ScorePlugin)
+	if l, ok := p.(LabelScorePlugin); ok && r.preScore == nil && r.score == nil {
+		r.scoreLabel = l.ScoreNodeLabel()
+		r.preScore, r.score = labelScorer{l}, labelScorer{l}
+	}
 	if r.score != nil {
 		r.normalize, _ = p.(ScoreExtensions)
 	}
@@ -145,6 +152,7 @@ func (r *registered) info() *pb.PluginInfo {
 		SignatureNodePods:   r.nodePods,
 		SignatureLabelKeys:  r.labelKeys,
 		ScoreNormalization:  normalization,
+		ScoreNodeLabel:      r.scoreLabel,
 	}
 }
 

@@ -286,7 +286,7 @@ func (c *pluginClient) PreScore(ctx context.Context, opts ...grpc.CallOption) (P
 
 type Plugin_PreScoreClient interface {
 	Send(*PreScoreRequest) error
-	Recv() (*StatusResponse, error)
+	Recv() (*PreScoreResponse, error)
 	grpc.ClientStream
 }
 
@@ -298,8 +298,8 @@ func (x *pluginPreScoreClient) Send(m *PreScoreRequest) error {
 	return x.ClientStream.SendMsg(m)
 }
 
-func (x *pluginPreScoreClient) Recv() (*StatusResponse, error) {
-	m := new(StatusResponse)
+func (x *pluginPreScoreClient) Recv() (*PreScoreResponse, error) {
+	m := new(PreScoreResponse)
 	if err := x.ClientStream.RecvMsg(m); err != nil {
 		return nil, err
 	}
@@ -856,7 +856,7 @@ func _Plugin_PreScore_Handler(srv interface{}, stream grpc.ServerStream) error {
 }
 
 type Plugin_PreScoreServer interface {
-	Send(*StatusResponse) error
+	Send(*PreScoreResponse) error
 	Recv() (*PreScoreRequest, error)
 	grpc.ServerStream
 }
@@ -865,7 +865,7 @@ type pluginPreScoreServer struct {
 	grpc.ServerStream
 }
 
-func (x *pluginPreScoreServer) Send(m *StatusResponse) error {
+func (x *pluginPreScoreServer) Send(m *PreScoreResponse) error {
 	return x.ServerStream.SendMsg(m)
 }
 

@@ -47,6 +47,7 @@ Object.defineProperty(exports, "__esModule", { value: true });
 exports.Harness = exports.Outcome = exports.HarnessError = void 0;
 const node_child_process_1 = require("node:child_process");
 const fs = __importStar(require("node:fs"));
+const labelscore_js_1 = require("./labelscore.js");
 const plugin_js_1 = require("./plugin.js");
 const proto_js_1 = require("./proto.js");
 const score_js_1 = require("./service/score.js");
@@ -152,7 +153,7 @@ class Harness {
             throw new HarnessError(`no pending pod ${JSON.stringify(name)} (pending: ${this.pending().join(', ')})`);
         for (const i of plugin.indexes ?? [])
             this.snapshot.declareIndex(i);
-        return runCycle(plugin, new plugin_js_1.Cycle(e.cycle, e.pod, e.profile, this.snapshot));
+        return runCycle((0, labelscore_js_1.labelScored)(plugin), new plugin_js_1.Cycle(e.cycle, e.pod, e.profile, this.snapshot));
     }
 }
 exports.Harness = Harness;

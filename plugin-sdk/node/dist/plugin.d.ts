@@ -103,6 +103,12 @@ export interface Plugin<S = any> {
      * current as deltas arrive, so a cluster-wide count is a look-up
      * (`cycle.snapshot.podsByLabel(key)`) instead of a scan of every pod. */
     readonly indexes?: readonly Index[];
+    /** A node label key, for a plugin whose score of a node is a function of that
+     * label's value alone (a rack, a zone): it defines `labelScores` instead of
+     * preScore, score and normalizeScore, and the SDK serves that as its PreScore and
+     * Score. The scheduler asks for the table as the cycle starts, while its own
+     * Filter runs, and scores the nodes itself (see labelscore.ts). */
+    readonly scoreNodeLabel?: string;
     /** Gates a pod before it enters the active queue: anything but Success holds it
      * back (UNSCHEDULABLE_AND_UNRESOLVABLE: it waits in the unschedulable pool). */
     preEnqueue?(pod: Pod): MaybePromise<StatusResult>;
@@ -122,6 +128,10 @@ export interface Plugin<S = any> {
     filter?(cycle: Cycle<S>, node: NodeInfo): MaybePromise<StatusResult>;
     /** Runs when no node fits, with each failed node's status by name. */
     postFilter?(cycle: Cycle<S>, nodeStatuses: Map<string, Status>): MaybePromise<StatusResult | PostFilterResult>;
+    /** With `scoreNodeLabel`: the raw score of each label value for the cycle's pod,
+     * as an object or a Map (values not listed score 0), or a Status (SKIP skips
+     * Score). It reads no node list: the nodes that pass Filter are not known yet. */
+    labelScores?(cycle: Cycle<S>): MaybePromise<Record<string, number> | Map<string, number> | StatusResult>;
     /** Once over the feasible nodes before Score. SKIP skips Score for the pod. */
     preScore?(cycle: Cycle<S>, nodes: NodeInfo[]): MaybePromise<StatusResult>;
     /** A score for one feasible node: an integer, in 0..100 unless the plugin has

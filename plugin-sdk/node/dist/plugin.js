@@ -13,6 +13,7 @@ exports.extensionPoints = extensionPoints;
 exports.hasPreFilterExtensions = hasPreFilterExtensions;
 exports.pluginEvents = pluginEvents;
 exports.checkPlugins = checkPlugins;
+const labelscore_js_1 = require("./labelscore.js");
 const status_js_1 = require("./status.js");
 /** One scheduling attempt as a plugin call sees it, with the plugin's own state for
  * the attempt. The SDK keeps one Cycle per plugin per attempt, from the attempt's
@@ -279,9 +280,10 @@ function checkPlugins(plugins) {
     if (plugins.length === 0)
         throw new Error('serve: no plugins given');
     const seen = new Set();
-    for (const p of plugins) {
-        if (!p || typeof p.name !== 'string' || p.name === '')
+    for (const given of plugins) {
+        if (!given || typeof given.name !== 'string' || given.name === '')
             throw new Error('a plugin has no name (a non-empty string)');
+        const p = (0, labelscore_js_1.labelScored)(given);
         if (seen.has(p.name))
             throw new Error(`plugin ${JSON.stringify(p.name)} is registered twice`);
         seen.add(p.name);

@@ -1,5 +1,5 @@
 import type { PermitHandle, Plugin } from './plugin.js';
-import type { CycleRequest, FilterBatchRequest, FilterBatchResponse, FilterRequest, FilterResponse, NormalizeScoreRequest, PermitResponse, PodRequest, PostFilterRequest, PostFilterResponse, PreFilterRequest, PreFilterResponse, PreScoreRequest, QueueSortResponse, ReplicateRequest, ScoreRequest, ScoreResponse, StatusResponse } from './types.js';
+import type { CycleRequest, FilterBatchRequest, FilterBatchResponse, FilterRequest, FilterResponse, NormalizeScoreRequest, PermitResponse, PodRequest, PostFilterRequest, PostFilterResponse, PreFilterRequest, PreFilterResponse, PreScoreRequest, PreScoreResponse, QueueSortResponse, ReplicateRequest, ScoreRequest, ScoreResponse, StatusResponse } from './types.js';
 import { ServiceState, type ServiceOptions } from './service/state.js';
 export { CAPABILITY_FILTER_AFTER_PRE_FILTER, CAPABILITY_FILTER_BATCH, CAPABILITY_PERMIT_AFTER_RESERVE, CAPABILITY_REPLICATE_BATCH, HandshakeError, PROTOCOL_VERSION, } from './service/replicate.js';
 export { MAX_CYCLES, consoleLogger, type Logger, type ServiceOptions } from './service/state.js';
@@ -25,7 +25,7 @@ export declare class PluginService extends ServiceState {
     /** The calls of a FilterBatch message, in order; `each` wraps each call (its span). */
     filterBatch(req: FilterBatchRequest, each?: (call: FilterRequest, run: () => Promise<FilterResponse>) => Promise<FilterResponse>): Promise<FilterBatchResponse>;
     postFilter(req: PostFilterRequest): Promise<PostFilterResponse>;
-    preScore(req: PreScoreRequest): Promise<StatusResponse>;
+    preScore(req: PreScoreRequest): Promise<PreScoreResponse>;
     score(req: ScoreRequest): Promise<ScoreResponse>;
     normalizeScore(req: NormalizeScoreRequest): Promise<ScoreResponse>;
     cycleCall(req: CycleRequest, point: CyclePoint): Promise<StatusResponse>;

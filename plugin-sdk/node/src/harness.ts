@@ -12,6 +12,7 @@
 
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
+import { labelScored } from './labelscore.js';
 import { Cycle, hasNormalize, type Plugin, type PreFilterResult } from './plugin.js';
 import { load } from './proto.js';
 import { normalizeWith } from './service/score.js';
@@ -121,7 +122,7 @@ export class Harness {
     const e = this.find(name);
     if (!e) throw new HarnessError(`no pending pod ${JSON.stringify(name)} (pending: ${this.pending().join(', ')})`);
     for (const i of plugin.indexes ?? []) this.snapshot.declareIndex(i);
-    return runCycle(plugin, new Cycle(e.cycle, e.pod, e.profile, this.snapshot));
+    return runCycle(labelScored(plugin), new Cycle(e.cycle, e.pod, e.profile, this.snapshot));
   }
 }
 

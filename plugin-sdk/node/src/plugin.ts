@@ -3,6 +3,7 @@
 // points at handshake. Every method may return its value or a Promise of it.
 
 import type { Index } from './indexes.js';
+import { labelScored } from './labelscore.js';
 import type { NodeInfo, Snapshot } from './snapshot.js';
 import { CallError, describe } from './status.js';
 import type { ClusterEvent, Pod, Status } from './types.js';
@@ -137,6 +138,12 @@ export interface Plugin<S = any> {
    * current as deltas arrive, so a cluster-wide count is a look-up
    * (`cycle.snapshot.podsByLabel(key)`) instead of a scan of every pod. */
   readonly indexes?: readonly Index[];
+  /** A node label key, for a plugin whose score of a node is a function of that
+   * label's value alone (a rack, a zone): it defines `labelScores` instead of
+   * preScore, score and normalizeScore, and the SDK serves that as its PreScore and
+   * Score. The scheduler asks for the table as the cycle starts, while its own
+   * Filter runs, and scores the nodes itself (see labelscore.ts). */
+  readonly scoreNodeLabel?: string;
 
   /** Gates a pod before it enters the active queue: anything but Success holds it
    * back (UNSCHEDULABLE_AND_UNRESOLVABLE: it waits in the unschedulable pool). */
@@ -157,6 +164,10 @@ export interface Plugin<S = any> {
   filter?(cycle: Cycle<S>, node: NodeInfo): MaybePromise<StatusResult>;
   /** Runs when no node fits, with each failed node's status by name. */
   postFilter?(cycle: Cycle<S>, nodeStatuses: Map<string, Status>): MaybePromise<StatusResult | PostFilterResult>;
+  /** With `scoreNodeLabel`: the raw score of each label value for the cycle's pod,
+   * as an object or a Map (values not listed score 0), or a Status (SKIP skips
+   * Score). It reads no node list: the nodes that pass Filter are not known yet. */
+  labelScores?(cycle: Cycle<S>): MaybePromise<Record<string, number> | Map<string, number> | StatusResult>;
   /** Once over the feasible nodes before Score. SKIP skips Score for the pod. */
   preScore?(cycle: Cycle<S>, nodes: NodeInfo[]): MaybePromise<StatusResult>;
   /** A score for one feasible node: an integer, in 0..100 unless the plugin has
@@ -430,8 +441,9 @@ export function pluginEvents(p: Plugin): ClusterEvent[] {
 export function checkPlugins(plugins: readonly Plugin[]): void {
   if (plugins.length === 0) throw new Error('serve: no plugins given');
   const seen = new Set<string>();
-  for (const p of plugins) {
-    if (!p || typeof p.name !== 'string' || p.name === '') throw new Error('a plugin has no name (a non-empty string)');
+  for (const given of plugins) {
+    if (!given || typeof given.name !== 'string' || given.name === '') throw new Error('a plugin has no name (a non-empty string)');
+    const p = labelScored(given);
     if (seen.has(p.name)) throw new Error(`plugin ${JSON.stringify(p.name)} is registered twice`);
     seen.add(p.name);
     const q = JSON.stringify(p.name);

@@ -24,6 +24,7 @@ import type {
   PreFilterRequest,
   PreFilterResponse,
   PreScoreRequest,
+  PreScoreResponse,
   QueueSortResponse,
   ReplicateRequest,
   ScoreRequest,
@@ -95,7 +96,7 @@ export class PluginService extends ServiceState {
   postFilter(req: PostFilterRequest): Promise<PostFilterResponse> {
     return postFilter(this, req);
   }
-  preScore(req: PreScoreRequest): Promise<StatusResponse> {
+  preScore(req: PreScoreRequest): Promise<PreScoreResponse> {
     return preScore(this, req);
   }
   score(req: ScoreRequest): Promise<ScoreResponse> {

@@ -203,6 +203,14 @@ export interface StatusResponse {
   status: Status;
   generation: number;
 }
+/** Raw scores by node label value (PreScoreResponse.label_scores). */
+export interface LabelScores {
+  values: string[];
+  scores: number[];
+}
+export interface PreScoreResponse extends StatusResponse {
+  labelScores?: LabelScores;
+}
 export interface ScoreAhead {
   status: Status;
   scores: number[];

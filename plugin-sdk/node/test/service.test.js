@@ -468,3 +468,35 @@ test('permit-after-reserve: a Permit sent right behind its Reserve waits for the
   const hs = svc.handshake({ protocolVersions: ['v1'], capabilities: ['permit-after-reserve'] });
   assert.deepEqual(hs.capabilities, ['permit-after-reserve']);
 });
+
+test('scoreNodeLabel: labelScores served as PreScore (its table in the reply) and Score; bad declarations refused', async () => {
+  const byZone = {
+    name: 'ByZone',
+    scoreNodeLabel: 'zone',
+    scoreNormalization: 'default',
+    labelScores: (cycle) => (cycle.pod.labels.solo ? Status.skip() : { z2: 1, z1: 3 }),
+  };
+  const svc = new PluginService([byZone], { logger: quiet, generationWaitMs: 200 });
+  const info = svc.handshake({ protocolVersions: ['v1'], capabilities: [] }).plugins[0];
+  assert.equal(info.scoreNodeLabel, 'zone');
+  assert.deepEqual(info.extensionPoints, ['PRE_SCORE', 'SCORE']);
+  assert.equal(info.normalizeScore, true);
+  let next = svc.apply(msg(1, 'delta', delta({ full: true, upsertNodes: [node(1, 'a', { zone: 'z1' }), node(2, 'b', { zone: 'z2' }), node(3, 'c')] })), undefined);
+  next = svc.apply(msg(2, 'cycleStart', { cycle: 7, pod: pod('me', ''), profile: 'default-scheduler' }), next);
+  next = svc.apply(msg(3, 'cycleStart', { cycle: 8, pod: pod('solo', '', { solo: 'y' }), profile: 'default-scheduler' }), next);
+  const pre = await svc.preScore(call('ByZone', 7, 2, { nodes: [] }));
+  assert.equal(pre.status.code, 'SUCCESS');
+  assert.deepEqual(pre.labelScores, { values: ['z1', 'z2'], scores: [3, 1] });
+  const sc = await svc.score(call('ByZone', 7, 2, { nodes: [1, 2, 3], normalize: true, afterPreScore: false }));
+  assert.deepEqual([sc.scores, sc.normalized], [[100, 33, 0], true]);
+  const skipped = await svc.preScore(call('ByZone', 8, 3, { nodes: [] }));
+  assert.equal(skipped.status.code, 'SKIP');
+  assert.equal(skipped.labelScores, undefined);
+  for (const [p, words] of [
+    [{ ...byZone, score: () => 0 }, /drop the others/],
+    [{ name: 'NoTable', scoreNodeLabel: 'zone' }, /no labelScores/],
+    [{ ...byZone, scoreNodeLabel: '' }, /name a node label/],
+  ]) {
+    assert.throws(() => new PluginService([p], { logger: quiet }), words);
+  }
+});

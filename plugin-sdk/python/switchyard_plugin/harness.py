@@ -21,6 +21,7 @@ import subprocess
 from typing import Any, List, Optional, Sequence, Tuple
 
 from ._stubs import pb
+from .label_score import label_scored
 from .plugin import Cycle, PreFilterResult
 from .protocol import _score_normalization, has, normalize_scores
 from .snapshot import CycleState, Snapshot
@@ -144,7 +145,7 @@ class Harness:
         for i in getattr(plugin, "indexes", ()) or ():
             self.snapshot.declare_index(i)
         cycle_id, pod, profile = self._find(name)
-        return _run_cycle(plugin, Cycle(cycle_id, pod, profile, self.snapshot))
+        return _run_cycle(label_scored(plugin), Cycle(cycle_id, pod, profile, self.snapshot))
 
 
 def _run_cycle(p: Any, cycle: Cycle) -> Outcome:

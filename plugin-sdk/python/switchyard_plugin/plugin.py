@@ -25,6 +25,7 @@ post_filter         (cycle, state, {node name: Status}) when no node fits       
 pre_score           (cycle, state, [NodeInfo]) once over the feasible nodes       Status
 score               (cycle, state, node) per feasible node                        int
 normalize_score     (cycle, state, scores) rescale the list in place to 0..100    Status
+label_scores        (cycle) once per attempt, with score_node_label (below)      {label value: score} or Status
 reserve             (cycle, state, node_name)                                     Status
 unreserve           (cycle, state, node_name) must be idempotent                  None
 permit              (cycle, state, node_name, handle)                             Status, or (Status, timeout seconds)
@@ -110,6 +111,13 @@ class Plugin:
             DefaultNormalizeScore(100, reverse), which the SDK then applies itself
             (define no normalize_score) and the scheduler can apply to raw scores
             it reuses for alike pods.
+        score_node_label: a node label key, for a plugin whose score of a node is
+            a function of that label's value alone (a rack, a zone): it defines
+            label_scores(cycle) -> {value: raw score} (or a Status; Skip skips
+            Score) instead of pre_score, score and normalize_score, and the SDK
+            serves that as its PreScore and Score. The scheduler asks for the
+            table as the cycle starts, while its own Filter runs, and scores the
+            nodes itself (see switchyard_plugin.label_score).
     """
 
     name: str = ""

@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Optional
 import grpc
 
 from ._stubs import pb, pb_grpc
+from .label_score import LabelScored, label_scored, reply_table
 from .plugin import Cycle, PermitHandle, PreFilterResult
 from .snapshot import CycleState, NodeInfo, ReplicationError, Snapshot, placed, quote
 from .status import SUCCESS, Code, PluginError, Status, as_status
@@ -67,6 +68,7 @@ class PluginService(pb_grpc.PluginServicer):
         capabilities: bool = True,
     ):
         names = set()
+        plugins = [label_scored(p) for p in plugins]
         for p in plugins:
             name = getattr(p, "name", "")
             if not isinstance(name, str) or not name:
@@ -214,6 +216,7 @@ class PluginService(pb_grpc.PluginServicer):
                 signature_node_pods=signature_node_pods(p),
                 signature_label_keys=self.label_keys[p.name],
                 score_normalization=self.normalizations[p.name],
+                score_node_label=p.score_node_label if isinstance(p, LabelScored) else "",
             )
             for p in self.plugins.values()
         ]
@@ -632,7 +635,10 @@ class PluginService(pb_grpc.PluginServicer):
         return outcomes[name]
 
     async def pre_score_call(self, req):
+        table = None
+
         async def run():
+            nonlocal table
             p = self.plugin(req.plugin)
             relaxed = node_local(p)
             entry = await self.cycle(req.cycle, req.generation, relaxed)
@@ -644,7 +650,10 @@ class PluginService(pb_grpc.PluginServicer):
                 try:
                     replica = self.replica_at(entry, relaxed)
                     nodes = self.nodes_by_id(replica, req.nodes)
-                    s = as_status(p.pre_score(entry.view(replica), entry.state(p.name), nodes), "pre_score")
+                    state = entry.state(p.name)
+                    s = as_status(p.pre_score(entry.view(replica), state, nodes), "pre_score")
+                    if s.is_success:
+                        table = reply_table(p, state)
                 except (CallError, PluginError) as e:
                     s = e.status
                 except Exception as e:  # noqa: BLE001
@@ -654,7 +663,12 @@ class PluginService(pb_grpc.PluginServicer):
             return s
 
         s, err = await self.outcome("PreScore", run)
-        return pb.StatusResponse(request_id=req.request_id, status=(s or err).to_pb(), generation=req.generation)
+        out = pb.PreScoreResponse(request_id=req.request_id, status=(s or err).to_pb(), generation=req.generation)
+        if table is not None and s is not None and s.is_success:
+            values = sorted(table)
+            out.label_scores.values.extend(values)
+            out.label_scores.scores.extend(table[v] for v in values)
+        return out
 
     async def normalize_score_call(self, req):
         out = pb.ScoreResponse(request_id=req.request_id, generation=req.generation)

@@ -627,6 +627,84 @@ class AlikeTest(unittest.TestCase):
         self.assertIn("has no NormalizeScore", r.status.reasons[0])
 
 
+class ByZone(Plugin):
+    """Scores a node by its zone: z1 3, z2 1; pods labelled solo skip."""
+
+    name = "ByZone"
+    score_node_label = "zone"
+    score_normalization = "default"
+
+    def label_scores(self, cycle):
+        if "solo" in cycle.pod.labels:
+            return Status.skip()
+        return {"z2": 1, "z1": 3}
+
+
+class LabelScoreTest(unittest.TestCase):
+    """A plugin that scores by a node label: declared at handshake with PreScore and
+    Score, its table in the PreScore reply (sorted), and Score answered from it for a
+    scheduler that calls Score anyway."""
+
+    def test_table_in_the_reply_and_score_from_it(self):
+        svc = PluginService([ByZone()])
+        info = run(svc.Handshake(pb.HandshakeRequest(protocol_versions=["v1"]), None)).plugins[0]
+        self.assertEqual(info.score_node_label, "zone")
+        self.assertEqual(list(info.extension_points), [pb.PRE_SCORE, pb.SCORE])
+        self.assertTrue(info.normalize_score)
+        expect = None
+        for m in [
+            pb.ReplicateRequest(
+                generation=1,
+                delta=delta(True, upsert_nodes=[node(1, "a", zone="z1"), node(2, "b", zone="z2"), node(3, "c")]),
+            ),
+            pb.ReplicateRequest(generation=2, cycle_start=pb.CycleStart(cycle=7, pod=pod("me"), profile="p")),
+            pb.ReplicateRequest(generation=3, cycle_start=pb.CycleStart(cycle=8, pod=pod("solo", solo="y"), profile="p")),
+        ]:
+            expect = svc.apply(m, expect)
+
+        async def go():
+            r = await svc.pre_score_call(pb.PreScoreRequest(request_id=1, plugin="ByZone", cycle=7, generation=2))
+            self.assertEqual(r.status.code, pb.SUCCESS, r)
+            self.assertEqual((list(r.label_scores.values), list(r.label_scores.scores)), (["z1", "z2"], [3, 1]))
+            sc = await svc.score_call(
+                pb.ScoreRequest(request_id=2, plugin="ByZone", cycle=7, generation=2, nodes=[1, 2, 3], normalize=True)
+            )
+            self.assertEqual((list(sc.scores), sc.normalized), ([100, 33, 0], True))
+            r = await svc.pre_score_call(pb.PreScoreRequest(request_id=3, plugin="ByZone", cycle=8, generation=3))
+            self.assertEqual(r.status.code, pb.SKIP, r)
+            self.assertFalse(r.HasField("label_scores"))
+
+        run(go())
+
+    def test_bad_declarations_are_refused(self):
+        class WithScore(ByZone):
+            def score(self, cycle, state, node):
+                return 0
+
+        class NoTable(Plugin):
+            name = "NoTable"
+            score_node_label = "zone"
+
+        class NoLabel(ByZone):
+            score_node_label = ""
+
+        for p, words in ((WithScore(), "drop the others"), (NoTable(), "no label_scores"), (NoLabel(), "name a node label")):
+            with self.assertRaises(ValueError) as e:
+                PluginService([p])
+            self.assertIn(words, str(e.exception))
+
+    def test_the_harness_scores_by_label(self):
+        from switchyard_plugin.harness import _run_cycle
+        from switchyard_plugin.label_score import label_scored
+        from switchyard_plugin.plugin import Cycle
+
+        snap = Snapshot()
+        snap.apply(1, delta(True, upsert_nodes=[node(1, "a", zone="z1"), node(2, "b", zone="z2")]))
+        out = _run_cycle(label_scored(ByZone()), Cycle(1, pod("me"), "p", snap))
+        self.assertEqual(out.scores, [("a", 100), ("b", 33)])
+        self.assertEqual(out.raw_scores, [("a", 3), ("b", 1)])
+
+
 class CapabilitiesTest(unittest.TestCase):
     """The optional capabilities: an option of PluginService, serve and main, set from
     --no-optional-capabilities or its environment fallback by parse_args alone."""

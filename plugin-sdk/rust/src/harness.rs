@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 use prost::Message;
 
+use crate::label_score;
 use crate::plugin::{Cycle, Plugin, PreFilterResult};
 use crate::service::has_normalize;
 use crate::snapshot::{NodeInfo, Snapshot};
@@ -277,6 +278,25 @@ fn run_cycle(plugin: &dyn Plugin, cycle: &Cycle) -> Outcome {
         .map(|(n, _)| *n)
         .collect();
     if feasible.is_empty() {
+        out.state = state;
+        return out;
+    }
+    if let Some(lp) = plugin.as_label_score() {
+        let s = label_score::pre_score(lp, cycle, &mut state);
+        let go_on = s.is_success();
+        out.pre_score = Some(s);
+        if go_on {
+            let names = || feasible.iter().map(|n| n.name().to_string());
+            match label_score::scores(lp, &state, &feasible, false) {
+                Ok((raw, _)) => {
+                    let mut scores = raw.clone();
+                    switchyard_proto::normalize_scores(lp.score_normalization(), &mut scores);
+                    out.raw_scores = names().zip(raw).collect();
+                    out.scores = names().zip(scores).collect();
+                }
+                Err(s) => out.error = Some(s),
+            }
+        }
         out.state = state;
         return out;
     }

@@ -42,6 +42,7 @@ mod cli;
 pub mod harness;
 mod health;
 mod index;
+mod label_score;
 mod plugin;
 mod serve;
 mod service;

@@ -123,6 +123,11 @@ pub trait Plugin: Send + Sync + 'static {
     fn as_post_bind(&self) -> Option<&dyn PostBindPlugin> {
         None
     }
+    /// PreScore and Score by one node label (instead of `as_pre_score` and
+    /// `as_score`, which `serve` refuses beside it).
+    fn as_label_score(&self) -> Option<&dyn LabelScorePlugin> {
+        None
+    }
 }
 
 /// Gates a pod before it enters the active queue: anything but Success holds it back.
@@ -219,6 +224,30 @@ pub trait ScorePlugin: Plugin {
     /// the SDK applies it (`switchyard_proto::normalize_scores`), and a scheduler that
     /// reuses raw scores for alike pods can apply it too. `Custom` (the default) means
     /// `normalize` when `has_normalize`, else none.
+    fn score_normalization(&self) -> pb::ScoreNormalization {
+        pb::ScoreNormalization::Custom
+    }
+}
+
+/// Scores a node by the value of one of its labels alone (a topology domain: rack,
+/// zone, GPU island), from a table computed once per attempt: the SDK serves it as
+/// PreScore and Score. A scheduler that knows `score_node_label` sends that PreScore
+/// as the cycle starts, while Filter runs, and scores the nodes itself from the
+/// table, with no Score call: one round trip that overlaps the scheduler's own work,
+/// and no per-node work here.
+pub trait LabelScorePlugin: Plugin {
+    /// The node label whose value a node's score depends on.
+    fn score_node_label(&self) -> &str;
+
+    /// The raw score of each label value for the cycle's pod (values not listed, and
+    /// nodes without the label, score 0). It reads no node list: the nodes that
+    /// passed Filter are not known yet when the scheduler asks. A Skip status skips
+    /// Score for the pod.
+    fn label_scores(&self, cycle: &Cycle) -> Result<HashMap<String, i64>, Status>;
+
+    /// How raw scores are normalised over the feasible nodes: `Default` or
+    /// `DefaultReverse` (upstream's DefaultNormalizeScore), or `Custom` for none
+    /// (the raw scores are in 0..=100 already).
     fn score_normalization(&self) -> pb::ScoreNormalization {
         pb::ScoreNormalization::Custom
     }

@@ -206,6 +206,22 @@ fn check_plugins(plugins: &[Arc<dyn Plugin>]) -> Result<(), Error> {
                 p.name()
             )));
         }
+        if let Some(l) = p.as_label_score() {
+            if p.as_pre_score().is_some() || p.as_score().is_some() {
+                return Err(Error::Usage(format!(
+                    "plugin {:?} scores by a node label and also has a PreScore or Score: \
+                     the label scores are its PreScore and Score, drop the others",
+                    p.name()
+                )));
+            }
+            if l.score_node_label().is_empty() {
+                return Err(Error::Usage(format!(
+                    "plugin {:?} scores by a node label but names none: return the label \
+                     key from score_node_label",
+                    p.name()
+                )));
+            }
+        }
         if p.signature_node_pods() && p.signature().is_empty() {
             return Err(Error::Usage(format!(
                 "plugin {:?} declares signature_node_pods without a signature: list the \

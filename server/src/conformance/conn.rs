@@ -34,6 +34,7 @@ request!(
 );
 reply!(
     pb::StatusResponse,
+    pb::PreScoreResponse,
     pb::QueueSortResponse,
     pb::PreFilterResponse,
     pb::FilterResponse,
@@ -171,7 +172,7 @@ pub(super) struct Conn {
     pub(super) pre_filter: Lane<pb::PreFilterRequest, pb::PreFilterResponse>,
     pub(super) filter: Lane<pb::FilterRequest, pb::FilterResponse>,
     pub(super) filter_batch: Option<Lane<pb::FilterBatchRequest, pb::FilterBatchResponse>>,
-    pub(super) pre_score: Lane<pb::PreScoreRequest, pb::StatusResponse>,
+    pub(super) pre_score: Lane<pb::PreScoreRequest, pb::PreScoreResponse>,
     pub(super) score: Lane<pb::ScoreRequest, pb::ScoreResponse>,
     pub(super) normalize: Lane<pb::NormalizeScoreRequest, pb::ScoreResponse>,
     pub(super) reserve: Lane<pb::CycleRequest, pb::StatusResponse>,

@@ -485,6 +485,12 @@ pub trait PreScorePlugin: Plugin {
     fn deferrable(&self) -> bool {
         false
     }
+
+    /// Starts this attempt's PreScore as the cycle starts, before Filter, for a
+    /// plugin whose PreScore reads no node list (a remote plugin that scores by a
+    /// node label): its call travels while Filter runs, and `pre_score` takes the
+    /// reply.
+    fn start_pre_score(&self, _state: &mut CycleState) {}
 }
 
 pub trait ScorePlugin: Plugin {

@@ -45,6 +45,7 @@ pub fn seeds() -> Vec<String> {
             signature_node_pods: false,
             signature_label_keys: Vec::new(),
             score_normalization: pb::ScoreNormalization::DefaultReverse as i32,
+            score_node_label: String::new(),
         }],
         max_batch_nodes: 512,
         capabilities: vec!["filter-batch".into()],

@@ -160,6 +160,10 @@ pub struct RemoteReport {
     /// used.
     #[serde(default)]
     pub permit_behind_reserve: u64,
+    /// Score rounds scored by the scheduler from a PreScore's scores by node label
+    /// (no Score call).
+    #[serde(default)]
+    pub label_scored: u64,
     /// Calls of a `FilterBatch` message that failed as a whole, asked again alone.
     #[serde(default)]
     pub batch_retried_apart: u64,
@@ -194,6 +198,7 @@ impl RemoteReport {
             alike_partly: s.alike_partly.load(Relaxed),
             filter_behind_pre_filter: s.filter_behind_pre_filter.load(Relaxed),
             permit_behind_reserve: s.permit_behind_reserve.load(Relaxed),
+            label_scored: s.label_scored.load(Relaxed),
             batch_retried_apart: s.batch_retried_apart.load(Relaxed),
             stray_replies: s.stray_replies.load(Relaxed),
             last_error: s.last_error.lock().map(|e| e.clone()).unwrap_or_default(),
@@ -612,7 +617,7 @@ impl Report {
         for r in &self.remote {
             let _ = writeln!(
                 s,
-                "Sidecar {} ({}): {} calls, {} errors, {} reconnects, {} KiB sent, {} KiB received, lookahead {} used / {} dropped, {} answered from alike pods' answers ({} partly), {} Filter rounds sent behind their PreFilter, {} Permits behind their Reserve",
+                "Sidecar {} ({}): {} calls, {} errors, {} reconnects, {} KiB sent, {} KiB received, lookahead {} used / {} dropped, {} answered from alike pods' answers ({} partly), {} Filter rounds sent behind their PreFilter, {} Permits behind their Reserve, {} Score rounds from label scores",
                 r.endpoint,
                 r.plugins.join(", "),
                 r.calls,
@@ -625,7 +630,8 @@ impl Report {
                 r.alike_reused,
                 r.alike_partly,
                 r.filter_behind_pre_filter,
-                r.permit_behind_reserve
+                r.permit_behind_reserve,
+                r.label_scored
             );
             if r.stray_replies > 0 {
                 let _ = writeln!(s, "  {} replies to no outstanding call", r.stray_replies);

@@ -42,6 +42,7 @@ function handshake(st, req) {
             signatureNodePods: !!p.signatureNodePods,
             signatureLabelKeys: (0, plugin_js_1.pluginSignatureLabelKeys)(p),
             scoreNormalization: plugin_js_1.SCORE_NORMALIZATIONS.get(typeof p.score === 'function' ? (0, plugin_js_1.scoreNormalizationOf)(p) : 'custom'),
+            scoreNodeLabel: typeof p.scoreNodeLabel === 'string' ? p.scoreNodeLabel : '',
         })),
         maxBatchNodes: st.maxBatchNodes,
         capabilities: st.capabilities

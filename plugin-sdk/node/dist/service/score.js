@@ -7,6 +7,7 @@ exports.normalizeWith = normalizeWith;
 exports.score = score;
 exports.preScore = preScore;
 exports.normalizeScore = normalizeScore;
+const labelscore_js_1 = require("../labelscore.js");
 const plugin_js_1 = require("../plugin.js");
 const status_js_1 = require("../status.js");
 const state_js_1 = require("./state.js");
@@ -135,6 +136,7 @@ function preScoreOutcome(st, e, idx) {
 }
 async function preScore(st, req) {
     let status;
+    let labelScores;
     try {
         (0, state_js_1.malformed)(req);
         const [idx, p] = st.plugin(req.plugin);
@@ -146,12 +148,15 @@ async function preScore(st, req) {
             st.replicaAt(e, local);
             const version = st.replica.version;
             const nodes = st.nodes(req.nodes);
-            let r = p.preScore(st.cycleOf(e, idx), nodes);
+            const cycle = st.cycleOf(e, idx);
+            let r = p.preScore(cycle, nodes);
             if ((0, state_js_1.isThenable)(r)) {
                 r = await r;
                 st.unmoved(e, local, version);
             }
             status = e.recordPreScore(idx, (0, status_js_1.toStatus)(r, `PreScore of plugin ${(0, state_js_1.q)(req.plugin)}`));
+            if (status_js_1.Status.isSuccess(status))
+                labelScores = (0, labelscore_js_1.labelScoresReply)(cycle);
         }
         catch (err) {
             status = e.recordPreScore(idx, st.failure('PreScore', req.plugin, err));
@@ -160,7 +165,7 @@ async function preScore(st, req) {
     catch (e) {
         status = st.failure('PreScore', req.plugin, e);
     }
-    return { requestId: req.requestId, status, generation: req.generation };
+    return { requestId: req.requestId, status, generation: req.generation, labelScores };
 }
 async function normalizeScore(st, req) {
     const out = {

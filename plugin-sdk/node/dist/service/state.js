@@ -9,6 +9,7 @@ exports.pointOutcome = pointOutcome;
 exports.isThenable = isThenable;
 exports.malformed = malformed;
 exports.consoleLogger = consoleLogger;
+const labelscore_js_1 = require("../labelscore.js");
 const plugin_js_1 = require("../plugin.js");
 const snapshot_js_1 = require("../snapshot.js");
 const status_js_1 = require("../status.js");
@@ -119,6 +120,7 @@ class ServiceState {
     #logged = { window: 0, count: 0, dropped: 0 };
     constructor(plugins, options = {}) {
         (0, plugin_js_1.checkPlugins)(plugins);
+        plugins = plugins.map(labelscore_js_1.labelScored);
         this.plugins = plugins;
         this.replica = new snapshot_js_1.Snapshot().withIndexes(plugins.flatMap((p) => p.indexes ?? []));
         plugins.forEach((p, i) => this.byName.set(p.name, i));

@@ -51,6 +51,7 @@ export function handshake(st: ServiceState, req: { protocolVersions?: string[]; 
       signatureNodePods: !!p.signatureNodePods,
       signatureLabelKeys: pluginSignatureLabelKeys(p),
       scoreNormalization: SCORE_NORMALIZATIONS.get(typeof p.score === 'function' ? scoreNormalizationOf(p) : 'custom'),
+      scoreNodeLabel: typeof p.scoreNodeLabel === 'string' ? p.scoreNodeLabel : '',
     })),
     maxBatchNodes: st.maxBatchNodes,
     capabilities: st.capabilities

@@ -1,6 +1,7 @@
 // PreScore, Score and NormalizeScore, and the score-ahead a Filter call may ask for
 // (its first passing nodes scored in the same exchange).
 
+import { labelScoresReply } from '../labelscore.js';
 import { hasNormalize, normalizeScores, scoreNormalizationOf, type Cycle, type Plugin } from '../plugin.js';
 import type { NodeInfo } from '../snapshot.js';
 import { CallError, Status, describe, toStatus } from '../status.js';
@@ -9,7 +10,9 @@ import type {
   NodeDelta,
   NodeStatus,
   NormalizeScoreRequest,
+  LabelScores,
   PreScoreRequest,
+  PreScoreResponse,
   ScoreAhead,
   ScoreRequest,
   ScoreResponse,
@@ -145,8 +148,9 @@ function preScoreOutcome(st: ServiceState, e: Entry, idx: number): Promise<Statu
   return pointOutcome(st, e, e.preScores, idx, 'Score named a PreScore');
 }
 
-export async function preScore(st: ServiceState, req: PreScoreRequest): Promise<StatusResponse> {
+export async function preScore(st: ServiceState, req: PreScoreRequest): Promise<PreScoreResponse> {
   let status: StatusT;
+  let labelScores: LabelScores | undefined;
   try {
     malformed(req);
     const [idx, p] = st.plugin(req.plugin);
@@ -157,19 +161,21 @@ export async function preScore(st: ServiceState, req: PreScoreRequest): Promise<
       st.replicaAt(e, local);
       const version = st.replica.version;
       const nodes = st.nodes(req.nodes);
-      let r: unknown = p.preScore(st.cycleOf(e, idx), nodes);
+      const cycle = st.cycleOf(e, idx);
+      let r: unknown = p.preScore(cycle, nodes);
       if (isThenable(r)) {
         r = await r;
         st.unmoved(e, local, version);
       }
       status = e.recordPreScore(idx, toStatus(r, `PreScore of plugin ${q(req.plugin)}`));
+      if (Status.isSuccess(status)) labelScores = labelScoresReply(cycle);
     } catch (err) {
       status = e.recordPreScore(idx, st.failure('PreScore', req.plugin, err));
     }
   } catch (e) {
     status = st.failure('PreScore', req.plugin, e);
   }
-  return { requestId: req.requestId, status, generation: req.generation };
+  return { requestId: req.requestId, status, generation: req.generation, labelScores };
 }
 
 export async function normalizeScore(st: ServiceState, req: NormalizeScoreRequest): Promise<ScoreResponse> {

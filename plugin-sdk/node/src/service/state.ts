@@ -3,6 +3,7 @@
 // with (find the plugin, wait for the generation, find the cycle). The calls
 // themselves are functions over it, one file per group of extension points.
 
+import { labelScored } from '../labelscore.js';
 import { Cycle, checkPlugins, type PermitHandle, type Plugin } from '../plugin.js';
 import { NodeInfo, Snapshot } from '../snapshot.js';
 import { CallError, Status, describe } from '../status.js';
@@ -139,6 +140,7 @@ export class ServiceState {
 
   constructor(plugins: readonly Plugin[], options: ServiceOptions = {}) {
     checkPlugins(plugins);
+    plugins = plugins.map(labelScored);
     this.plugins = plugins;
     this.replica = new Snapshot().withIndexes(plugins.flatMap((p) => p.indexes ?? []));
     plugins.forEach((p, i) => this.byName.set(p.name, i));

@@ -8,6 +8,7 @@ use switchyard_proto::{
 
 use super::score::has_normalize;
 use super::Shared;
+use crate::label_score;
 use crate::plugin::Plugin;
 use crate::{pb, PROTOCOL_VERSION};
 
@@ -29,16 +30,22 @@ impl Shared {
                 name: p.name().to_string(),
                 extension_points: points(p.as_ref()),
                 pre_filter_extensions: p.as_pre_filter().is_some_and(|f| f.has_extensions()),
-                normalize_score: p.as_score().is_some_and(has_normalize),
+                normalize_score: p.as_score().is_some_and(has_normalize)
+                    || p.as_label_score().is_some_and(label_score::has_normalize),
                 events: p.events(),
                 node_local: p.node_local(),
                 signature: p.signature().into_iter().map(|f| f as i32).collect(),
                 signature_node_pods: p.signature_node_pods(),
                 signature_label_keys: p.signature_label_keys(),
-                score_normalization: p
-                    .as_score()
-                    .map_or(pb::ScoreNormalization::Custom, |s| s.score_normalization())
-                    as i32,
+                score_normalization: match (p.as_score(), p.as_label_score()) {
+                    (Some(s), _) => s.score_normalization(),
+                    (None, Some(l)) => l.score_normalization(),
+                    (None, None) => pb::ScoreNormalization::Custom,
+                } as i32,
+                score_node_label: p
+                    .as_label_score()
+                    .map(|l| l.score_node_label().to_string())
+                    .unwrap_or_default(),
             })
             .collect();
         Ok(pb::HandshakeResponse {
@@ -75,8 +82,9 @@ fn points(p: &dyn Plugin) -> Vec<i32> {
     add(p.as_pre_filter().is_some(), E::PreFilter);
     add(p.as_filter().is_some(), E::Filter);
     add(p.as_post_filter().is_some(), E::PostFilter);
-    add(p.as_pre_score().is_some(), E::PreScore);
-    add(p.as_score().is_some(), E::Score);
+    let label = p.as_label_score().is_some();
+    add(p.as_pre_score().is_some() || label, E::PreScore);
+    add(p.as_score().is_some() || label, E::Score);
     add(p.as_reserve().is_some(), E::Reserve);
     add(p.as_permit().is_some(), E::Permit);
     add(p.as_pre_bind().is_some(), E::PreBind);

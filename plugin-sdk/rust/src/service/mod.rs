@@ -327,7 +327,7 @@ impl pb::plugin_server::Plugin for PluginService {
         })
     }
 
-    type PreScoreStream = ReplyStream<pb::StatusResponse>;
+    type PreScoreStream = ReplyStream<pb::PreScoreResponse>;
     async fn pre_score(
         &self,
         request: Request<Streaming<pb::PreScoreRequest>>,

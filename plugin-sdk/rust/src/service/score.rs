@@ -11,6 +11,7 @@ use tokio::sync::Notify;
 
 use super::replica::nodes_by_id;
 use super::{lock, read, write, CycleEntry, Shared};
+use crate::label_score;
 use crate::pb;
 use crate::plugin::{Cycle, Plugin, ScorePlugin};
 use crate::snapshot::NodeInfo;
@@ -135,9 +136,13 @@ impl Shared {
         let entry = self
             .cycle(req.cycle, req.generation, plugin.node_local())
             .await?;
-        let sp = plugin
-            .as_score()
-            .ok_or_else(|| Status::error(format!("plugin {:?} has no Score", req.plugin)))?;
+        let (label, sp) = (plugin.as_label_score(), plugin.as_score());
+        if label.is_none() && sp.is_none() {
+            return Err(Status::error(format!(
+                "plugin {:?} has no Score",
+                req.plugin
+            )));
+        }
         if req.after_pre_score {
             let s = self.pre_score_outcome(&entry, idx).await?;
             if !s.is_success() {
@@ -146,9 +151,18 @@ impl Shared {
         }
         let replica = self.replica_at(&entry, plugin.node_local())?;
         let state = read(&entry.states[idx]);
-        let cycle = entry.view(&replica);
         let nodes = nodes_by_id(&replica, &req.nodes)?;
-        self.score_nodes(sp, &cycle, &state, &nodes, req.normalize)
+        match (label, sp) {
+            (Some(lp), _) => label_score::scores(lp, &state, &nodes, req.normalize),
+            (None, Some(sp)) => {
+                let cycle = entry.view(&replica);
+                self.score_nodes(sp, &cycle, &state, &nodes, req.normalize)
+            }
+            (None, None) => Err(Status::error(format!(
+                "plugin {:?} has no Score",
+                req.plugin
+            ))),
+        }
     }
 
     /// Waits for this cycle's PreScore of plugin `idx` (sent just before the Score).
@@ -192,14 +206,25 @@ impl Shared {
             })
     }
 
-    pub(super) async fn pre_score(&self, req: pb::PreScoreRequest) -> pb::StatusResponse {
-        let s = match self.pre_score_inner(&req).await {
-            Ok(s) | Err(s) => s,
+    pub(super) async fn pre_score(&self, req: pb::PreScoreRequest) -> pb::PreScoreResponse {
+        let (s, label_scores) = match self.pre_score_inner(&req).await {
+            Ok(r) => r,
+            Err(s) => (s, None),
         };
-        Self::status_reply(req.request_id, req.generation, s)
+        let r = Self::status_reply(req.request_id, req.generation, s);
+        pb::PreScoreResponse {
+            request_id: r.request_id,
+            status: r.status,
+            generation: r.generation,
+            label_scores,
+        }
     }
 
-    async fn pre_score_inner(&self, req: &pb::PreScoreRequest) -> Result<Status, Status> {
+    /// The status, and a label-scoring plugin's table when it succeeded.
+    async fn pre_score_inner(
+        &self,
+        req: &pb::PreScoreRequest,
+    ) -> Result<(Status, Option<pb::LabelScores>), Status> {
         let (idx, plugin) = self.plugin(&req.plugin)?;
         let entry = self
             .cycle(req.cycle, req.generation, plugin.node_local())
@@ -209,23 +234,37 @@ impl Shared {
             entry.pre_score_done.notify_waiters();
             s
         };
+        if let Some(lp) = plugin.as_label_score() {
+            let replica = match self.replica_at(&entry, plugin.node_local()) {
+                Ok(r) => r,
+                Err(s) => return Ok((record(s), None)),
+            };
+            let cycle = entry.view(&replica);
+            let mut state = write(&entry.states[idx]);
+            let s = label_score::pre_score(lp, &cycle, &mut state);
+            let table = s.is_success().then(|| label_score::reply(&state)).flatten();
+            return Ok((record(s), table));
+        }
         let Some(p) = plugin.as_pre_score() else {
-            return Ok(record(Status::error(format!(
-                "plugin {:?} has no PreScore",
-                req.plugin
-            ))));
+            return Ok((
+                record(Status::error(format!(
+                    "plugin {:?} has no PreScore",
+                    req.plugin
+                ))),
+                None,
+            ));
         };
         let replica = match self.replica_at(&entry, plugin.node_local()) {
             Ok(r) => r,
-            Err(s) => return Ok(record(s)),
+            Err(s) => return Ok((record(s), None)),
         };
         let nodes = match nodes_by_id(&replica, &req.nodes) {
             Ok(n) => n,
-            Err(s) => return Ok(record(s)),
+            Err(s) => return Ok((record(s), None)),
         };
         let cycle = entry.view(&replica);
         let s = p.pre_score(&cycle, &mut write(&entry.states[idx]), &nodes);
-        Ok(record(s))
+        Ok((record(s), None))
     }
 
     pub(super) async fn normalize_score(

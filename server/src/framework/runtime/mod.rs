@@ -121,6 +121,11 @@ impl Framework {
         for h in &self.cycle_hooks {
             h.cycle_start(state, pod, snapshot, &self.profile_name);
         }
+        for e in &self.pre_score {
+            if let Some(p) = e.plugin.as_pre_score() {
+                p.start_pre_score(state);
+            }
+        }
     }
 
     /// Tells sidecars an attempt is over.

@@ -289,7 +289,7 @@ pub(super) fn open_streams(
         filter_batch: serves(hs, switchyard_proto::CAPABILITY_FILTER_BATCH)
             .then(|| open!(filter_batch, FilterBatch)),
         post_filter: open!(post_filter, PostFilter),
-        pre_score: open!(pre_score, Status),
+        pre_score: open!(pre_score, PreScore),
         score: open!(score, Score),
         normalize_score: open!(normalize_score, Score),
         reserve: open!(reserve, Status),
@@ -322,6 +322,7 @@ answers!(
     pb::FilterResponse,
     pb::FilterBatchResponse,
     pb::PostFilterResponse,
+    pb::PreScoreResponse,
     pb::ScoreResponse,
     pb::PermitResponse
 );

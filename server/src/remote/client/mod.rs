@@ -134,6 +134,9 @@ pub struct EndpointStats {
     pub filter_behind_pre_filter: AtomicU64,
     /// Permit calls sent right behind their Reserve and used.
     pub permit_behind_reserve: AtomicU64,
+    /// Score rounds answered here from a PreScore's scores by node label, without a
+    /// Score call.
+    pub label_scored: AtomicU64,
     /// Calls of a failed `FilterBatch` message asked again alone.
     pub batch_retried_apart: AtomicU64,
     /// Replies to no outstanding call (late, unknown id, or flooding).

@@ -36,6 +36,7 @@ pub enum Reply {
     Filter(pb::FilterResponse),
     FilterBatch(pb::FilterBatchResponse),
     PostFilter(pb::PostFilterResponse),
+    PreScore(pb::PreScoreResponse),
     Score(pb::ScoreResponse),
     Permit(pb::PermitResponse),
 }

@@ -4,10 +4,12 @@
 //! what it does to the attempt.
 //!
 //! By concern: `hooks` (attempt boundaries), `policy` (failures), `signatures` (alike
-//! pods), `filter`, `score`, and `points` (the other extension points).
+//! pods), `filter`, `score`, `label_score` (plugins that score by a node label), and
+//! `points` (the other extension points).
 
 mod filter;
 mod hooks;
+mod label_score;
 mod points;
 mod policy;
 mod score;
@@ -222,9 +224,14 @@ impl RemotePlugin {
 
     fn status_reply(&self, reply: Reply, g: u64) -> Result<Status, Status> {
         match reply {
-            Reply::Status(r) => {
-                self.meta.check_generation(r.generation, g)?;
-                let s = convert::status_from_pb(r.status.as_ref());
+            Reply::Status(pb::StatusResponse {
+                generation, status, ..
+            })
+            | Reply::PreScore(pb::PreScoreResponse {
+                generation, status, ..
+            }) => {
+                self.meta.check_generation(generation, g)?;
+                let s = convert::status_from_pb(status.as_ref());
                 if s.code() == Code::Error {
                     return Err(self.meta.plugin_failed("plugin error", s.message()));
                 }

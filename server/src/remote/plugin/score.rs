@@ -141,6 +141,9 @@ impl PreScorePlugin for RemotePlugin {
         if self.absent(pb::ExtensionPoint::PreScore) {
             return Status::skip();
         }
+        if self.score_label().is_some() {
+            return self.label_pre_score(state);
+        }
         let (_span, traceparent) = self.call_trace(state, "PreScore", nodes.len());
         let r = (|| {
             let (cycle, g, streams) = self.cycle(state)?;
@@ -166,7 +169,13 @@ impl PreScorePlugin for RemotePlugin {
     }
 
     fn deferrable(&self) -> bool {
-        true
+        self.score_label().is_none()
+    }
+
+    fn start_pre_score(&self, state: &mut CycleState) {
+        if self.score_label().is_some() && !self.absent(pb::ExtensionPoint::PreScore) {
+            self.start_label_pre_score(state);
+        }
     }
 }
 
@@ -176,6 +185,17 @@ impl ScorePlugin for RemotePlugin {
             return Ok(0);
         }
         // One node outside the batched path: score it un-normalised.
+        if let Some(key) = self.score_label() {
+            if let Some(table) = self.label_table(state) {
+                return Ok(node
+                    .node()
+                    .labels
+                    .get(key)
+                    .and_then(|v| table.get(v))
+                    .copied()
+                    .unwrap_or(0));
+            }
+        }
         let (cycle, g, streams) = self.cycle(state)?;
         let (_span, traceparent) = self.call_trace(state, "Score", 1);
         let req = |id| {
@@ -296,6 +316,12 @@ impl BatchScore for RemotePlugin {
                 ignored: Some(state.ignored.clone()),
                 fill: None,
             };
+            if let Some(ready) = self
+                .score_label()
+                .and_then(|key| self.label_scores(state, key, nodes))
+            {
+                return Ok(answered(ready));
+            }
             if let Some(ready) = self.take_ahead(cycle, nodes) {
                 return Ok(answered(ready));
             }

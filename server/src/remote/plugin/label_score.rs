@@ -1,0 +1,174 @@
+//! Plugins that score by a node label (`PluginInfo.score_node_label`): their PreScore
+//! reads no node list, so it is sent as the cycle starts and travels while Filter
+//! runs; its reply carries a raw score per label value, and Score is computed here
+//! from each node's label, normalised as the plugin declared, without a call.
+
+use super::score::{check_scores, AheadResult};
+use super::*;
+
+/// This attempt's PreScore calls to label-scored plugins, by plugin name (a profile
+/// rarely has more than one).
+#[derive(Clone, Default)]
+struct LabelScoreCalls(SmallVec<[(Arc<str>, LabelCall); 1]>);
+
+#[derive(Clone)]
+enum LabelCall {
+    /// Sent as the cycle started; PreScore waits for its reply.
+    Sent(Arc<Mutex<Option<Pending>>>),
+    /// The reply's raw scores by label value.
+    Scored(Arc<HashMap<String, i64>>),
+}
+
+impl LabelScoreCalls {
+    fn get(state: &CycleState, plugin: &str) -> Option<LabelCall> {
+        let calls = state.read::<LabelScoreCalls>()?;
+        calls
+            .0
+            .iter()
+            .find(|(p, _)| **p == *plugin)
+            .map(|(_, c)| c.clone())
+    }
+
+    fn set(state: &mut CycleState, plugin: &Arc<str>, call: LabelCall) {
+        if state.read::<LabelScoreCalls>().is_none() {
+            state.write(LabelScoreCalls::default());
+        }
+        let Some(calls) = state.read_mut::<LabelScoreCalls>() else {
+            return;
+        };
+        match calls.0.iter_mut().find(|(p, _)| **p == **plugin) {
+            Some(e) => e.1 = call,
+            None => calls.0.push((plugin.clone(), call)),
+        }
+    }
+}
+
+impl RemotePlugin {
+    /// The node label this plugin scores by, when the scheduler can score for it: it
+    /// declared one, has PreScore and Score, and normalises (if at all) in one of the
+    /// standard ways this scheduler applies itself.
+    pub(super) fn score_label(&self) -> Option<&str> {
+        let i = self.info.as_ref()?;
+        let custom = i.normalize_score
+            && pb::ScoreNormalization::try_from(i.score_normalization)
+                .map_or(true, |k| k == pb::ScoreNormalization::Custom);
+        let ok = !i.score_node_label.is_empty()
+            && !custom
+            && self.implements(pb::ExtensionPoint::PreScore)
+            && self.implements(pb::ExtensionPoint::Score);
+        ok.then_some(i.score_node_label.as_str())
+    }
+
+    fn label_pre_score_request(&self, state: &CycleState) -> Result<Pending, Status> {
+        let (cycle, g, streams) = self.cycle(state)?;
+        let (_span, traceparent) = self.call_trace(state, "PreScore", 0);
+        self.send(&streams, |id| {
+            Outbound::PreScore(pb::PreScoreRequest {
+                request_id: id,
+                plugin: self.meta.name.to_string(),
+                cycle,
+                generation: g,
+                nodes: Vec::new(),
+                traceparent,
+            })
+        })
+    }
+
+    /// Sends this cycle's PreScore now (the cycle has started; Filter has not run).
+    /// A failure to send is met again, and judged by the policy, at PreScore.
+    pub(super) fn start_label_pre_score(&self, state: &mut CycleState) {
+        if let Ok(p) = self.label_pre_score_request(state) {
+            let sent = LabelCall::Sent(Arc::new(Mutex::new(Some(p))));
+            LabelScoreCalls::set(state, &self.meta.name, sent);
+        }
+    }
+
+    /// PreScore of a label-scored plugin: waits for the call sent as the cycle
+    /// started (or sends it now) and keeps the reply's scores for Score.
+    pub(super) fn label_pre_score(&self, state: &mut CycleState) -> Status {
+        let sent = match LabelScoreCalls::get(state, &self.meta.name) {
+            Some(LabelCall::Sent(p)) => p.lock().ok().and_then(|mut p| p.take()),
+            _ => None,
+        };
+        let r = (|| {
+            let (_, g, _) = self.cycle(state)?;
+            let pending = match sent {
+                Some(p) => p,
+                None => self.label_pre_score_request(state)?,
+            };
+            let reply = pending
+                .wait()
+                .map_err(|e| self.meta.call_failed("PreScore", e))?;
+            let Reply::PreScore(r) = reply else {
+                return Err(self.meta.unexpected(reply));
+            };
+            self.meta.check_generation(r.generation, g)?;
+            let s = convert::status_from_pb(r.status.as_ref());
+            if s.code() == Code::Error {
+                return Err(self.meta.plugin_failed("plugin error", s.message()));
+            }
+            if !s.is_success() {
+                return Ok(s);
+            }
+            let table = r.label_scores.unwrap_or_default();
+            if table.values.len() != table.scores.len() {
+                return Err(self.meta.bad_reply(format!(
+                    "label_scores has {} values and {} scores",
+                    table.values.len(),
+                    table.scores.len()
+                )));
+            }
+            let table: HashMap<String, i64> = table.values.into_iter().zip(table.scores).collect();
+            LabelScoreCalls::set(state, &self.meta.name, LabelCall::Scored(Arc::new(table)));
+            Ok(s)
+        })();
+        match self.policy(Some(state), "PreScore", r, Status::skip) {
+            Ok(s) | Err(s) => s,
+        }
+    }
+
+    /// This cycle's raw scores by label value, once its PreScore reply is in.
+    pub(super) fn label_table(&self, state: &CycleState) -> Option<Arc<HashMap<String, i64>>> {
+        match LabelScoreCalls::get(state, &self.meta.name)? {
+            LabelCall::Scored(t) => Some(t),
+            LabelCall::Sent(_) => None,
+        }
+    }
+
+    /// The scores of `nodes` from this cycle's PreScore reply, normalised as the
+    /// plugin declared; `None` when there is no reply to score from (the call is
+    /// then made as for any plugin).
+    pub(super) fn label_scores(
+        &self,
+        state: &CycleState,
+        key: &str,
+        nodes: &[Arc<NodeInfo>],
+    ) -> Option<AheadResult> {
+        let table = self.label_table(state)?;
+        let mut scores: Vec<i64> = nodes
+            .iter()
+            .map(|n| {
+                n.node()
+                    .labels
+                    .get(key)
+                    .and_then(|v| table.get(v))
+                    .copied()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let info = self.info.as_ref()?;
+        if info.normalize_score {
+            let kind = pb::ScoreNormalization::try_from(info.score_normalization)
+                .unwrap_or(pb::ScoreNormalization::Custom);
+            if !switchyard_proto::normalize_scores(kind, &mut scores) {
+                return None;
+            }
+        }
+        self.ep()
+            .inner
+            .stats
+            .label_scored
+            .fetch_add(1, Ordering::Relaxed);
+        Some(check_scores(&self.meta, &scores, true).map(|()| Some((scores, true))))
+    }
+}
