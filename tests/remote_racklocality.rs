@@ -158,7 +158,10 @@ fn through_sidecar(command: &str, socket: &str) -> Placements {
     assert!(ep.calls > 0, "{ep:?}");
     // The plugin scores by a node label: the scheduler scored every round from its
     // PreScore's table, sent as the cycle started, and made no Score call.
-    assert!(ep.label_scored > 0, "no round scored from label scores: {ep:?}");
+    assert!(
+        ep.label_scored > 0,
+        "no round scored from label scores: {ep:?}"
+    );
     drop(sidecar);
     placements(&r)
 }

@@ -49,6 +49,9 @@ pub struct CycleState {
     entries: Vec<(TypeId, Box<dyn StateData>)>,
     /// Filter plugins whose PreFilter returned Skip.
     pub skip_filter_plugins: PluginSet,
+    /// PreFilter plugins (by their index in the profile's PreFilter list) started
+    /// without waiting for their outcome, until the framework confirms it.
+    pub started_pre_filter: PluginSet,
     /// Score plugins whose PreScore returned Skip.
     pub skip_score_plugins: PluginSet,
     /// Whether per-plugin durations are recorded in this cycle (sampled, as upstream).
@@ -139,6 +142,7 @@ impl Clone for CycleState {
                 .map(|(k, v)| (*k, (**v).clone_box()))
                 .collect(),
             skip_filter_plugins: self.skip_filter_plugins,
+            started_pre_filter: self.started_pre_filter,
             skip_score_plugins: self.skip_score_plugins,
             record_plugin_metrics: self.record_plugin_metrics,
             cycle_id: self.cycle_id,

@@ -430,6 +430,22 @@ pub trait PreFilterPlugin: Plugin {
     fn pre_filter_extensions(&self) -> Option<&dyn PreFilterExtensions> {
         None
     }
+
+    /// Starts PreFilter without waiting for its outcome (a remote plugin: the call
+    /// travels while the scheduler's own plugins run), for [`Self::finish_pre_filter`]
+    /// to take; `pre_filter` later in the same attempt returns that outcome again.
+    /// False: not started, call `pre_filter`. The plugin's Filter in that attempt must
+    /// take the outcome first and pass every node when it is not Success: a Skip then
+    /// stands as if the Filter had not run (any other outcome redoes the phase).
+    fn start_pre_filter(&self, _state: &mut CycleState, _pod: &Pod, _snapshot: &Snapshot) -> bool {
+        false
+    }
+
+    /// The outcome of the PreFilter [`Self::start_pre_filter`] started in this
+    /// attempt (waiting for it), if one was.
+    fn finish_pre_filter(&self, _state: &CycleState) -> Option<(Option<PreFilterResult>, Status)> {
+        None
+    }
 }
 
 pub trait PreFilterExtensions: Send + Sync {

@@ -36,6 +36,8 @@ pub fn num_feasible_nodes_to_find(percentage: i32, num_all_nodes: usize) -> usiz
     num.max(MIN_FEASIBLE_NODES_TO_FIND)
 }
 
+/// The feasible nodes of a Filter phase and what it learnt about the others.
+type Found = (Vec<Arc<NodeInfo>>, Diagnosis);
 impl Scheduler {
     /// Upstream `schedulePod`.
     pub(super) fn schedule_pod(
@@ -78,7 +80,10 @@ impl Scheduler {
         })
     }
 
-    /// Upstream `findNodesThatFitPod`.
+    /// Upstream `findNodesThatFitPod`. Remote PreFilters are started without waiting
+    /// (their calls travel while the in-process plugins and Filter run) unless the
+    /// pod or others are nominated; when one did not turn out a plain Success, the
+    /// phase is redone as upstream runs it, with their outcomes.
     fn find_nodes_that_fit_pod(
         &self,
         st: &mut LoopState,
@@ -87,6 +92,27 @@ impl Scheduler {
         pod: &Arc<Pod>,
         nominated: &NominatedPods,
     ) -> Result<(Vec<Arc<NodeInfo>>, Diagnosis), ScheduleError> {
+        let start = nominated.is_empty() && pod.nominated_node_name.is_none();
+        if let Some(found) = self.find_nodes_once(st, fw, state, pod, nominated, start)? {
+            return Ok(found);
+        }
+        let found = self.find_nodes_once(st, fw, state, pod, nominated, false)?;
+        found.ok_or_else(|| {
+            ScheduleError::Error(Status::error("the PreFilter phase could not be confirmed"))
+        })
+    }
+
+    /// One Filter phase: the feasible nodes and the diagnosis; `None` when PreFilters were started (`start`) and the phase
+    /// must be redone without starting them.
+    fn find_nodes_once(
+        &self,
+        st: &mut LoopState,
+        fw: &Framework,
+        state: &mut CycleState,
+        pod: &Arc<Pod>,
+        nominated: &NominatedPods,
+        start: bool,
+    ) -> Result<Option<Found>, ScheduleError> {
         let mut diag = Diagnosis::default();
         let pre_filter = state.trace.extension_point("PreFilter").entered();
         let t = Instant::now();
@@ -94,9 +120,19 @@ impl Scheduler {
         if let Some(fr) = first {
             state.write(fr);
         }
-        let (pre_res, s, plugins_with_nodes) = fw.run_pre_filter_plugins(state, pod, &st.snapshot);
+        let (pre_res, s, plugins_with_nodes) = if start {
+            fw.run_pre_filter_plugins_started(state, pod, &st.snapshot)
+        } else {
+            fw.run_pre_filter_plugins(state, pod, &st.snapshot)
+        };
         if first.is_some() {
             state.delete::<FirstRound>();
+        }
+        let started = !state.started_pre_filter.is_empty();
+        if started && !s.is_success() {
+            // A started PreFilter earlier in the order may decide instead.
+            state.started_pre_filter = Default::default();
+            return Ok(None);
         }
         extension_point_metric("PreFilter", s.code(), fw, t);
         drop(pre_filter);
@@ -108,7 +144,7 @@ impl Scheduler {
             diag.pre_filter_msg = s.message();
             diag.add_plugin_status(&s);
             diag.node_to_status.set_absent(s);
-            return Ok((Vec::new(), diag));
+            return Ok(Some((Vec::new(), diag)));
         }
 
         // A pod nominated by an earlier preemption tries its nominated node first.
@@ -121,7 +157,7 @@ impl Scheduler {
                     nominated.get(nnn).map_or(&[][..], |v| &v[..]),
                 );
                 if s.is_success() {
-                    return Ok((vec![ni], diag));
+                    return Ok(Some((vec![ni], diag)));
                 }
                 if s.code() == Code::Error {
                     tracing::error!(pod = %pod.key(), node = %nnn, status = %s, "evaluation failed on nominated node");
@@ -174,6 +210,9 @@ impl Scheduler {
             .map_or_else(|s| s.code(), |_| Code::Success);
         extension_point_metric("Filter", code, fw, t);
         drop(filter);
+        if started && !fw.confirm_started_pre_filters(state) {
+            return Ok(None);
+        }
         match feasible {
             Ok(feasible) => {
                 let processed = feasible.len() + diag.node_to_status.len();
@@ -184,7 +223,7 @@ impl Scheduler {
                     self.lookahead(st, processed);
                 }
                 st.last_processed = processed;
-                Ok((feasible, diag))
+                Ok(Some((feasible, diag)))
             }
             Err(s) => Err(ScheduleError::Error(s)),
         }

@@ -56,6 +56,64 @@ impl Framework {
         pod: &Pod,
         snapshot: &Snapshot,
     ) -> (PreFilterResult, Status, Vec<Arc<str>>) {
+        self.pre_filter_plugins(state, pod, snapshot, false)
+    }
+
+    /// [`Self::run_pre_filter_plugins`], but a plugin that can start its PreFilter
+    /// without waiting (a remote one) does, and counts as a plain Success for now:
+    /// its call travels while the other plugins and Filter run. The caller must then
+    /// call [`Self::confirm_started_pre_filters`] before it uses the Filter phase's
+    /// outcome, and redo the phase with `run_pre_filter_plugins` when that says so,
+    /// or when this returns anything but Success while some were started.
+    /// Switchyard's; upstream waits for each PreFilter in turn.
+    pub fn run_pre_filter_plugins_started(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        snapshot: &Snapshot,
+    ) -> (PreFilterResult, Status, Vec<Arc<str>>) {
+        self.pre_filter_plugins(state, pod, snapshot, true)
+    }
+
+    /// Takes the outcomes of the PreFilters started by
+    /// [`Self::run_pre_filter_plugins_started`] (waiting for them): true when each
+    /// was Success without narrowing the nodes, or Skip (its Filter plugin is then
+    /// marked skipped), so the Filter phase that ran meanwhile stands as it would
+    /// have run after them; false when the phase must be redone.
+    pub fn confirm_started_pre_filters(&self, state: &mut CycleState) -> bool {
+        let started = std::mem::take(&mut state.started_pre_filter);
+        for (i, e) in self.pre_filter.iter().enumerate() {
+            if !started.contains(i) {
+                continue;
+            }
+            let Some((r, s)) = e
+                .plugin
+                .as_pre_filter()
+                .and_then(|p| p.finish_pre_filter(state))
+            else {
+                return false;
+            };
+            if s.is_skip() {
+                if let Some(fi) = self.pre_filter_to_filter[i] {
+                    state.skip_filter_plugins.insert(fi);
+                }
+                continue;
+            }
+            if !s.is_success() || r.is_some_and(|r| !r.all_nodes()) {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn pre_filter_plugins(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        snapshot: &Snapshot,
+        start: bool,
+    ) -> (PreFilterResult, Status, Vec<Arc<str>>) {
+        state.started_pre_filter = PluginSet::default();
         let mut result = PreFilterResult::default();
         let mut plugins_with_nodes: Vec<Arc<str>> = Vec::new();
         let mut return_status = Status::success();
@@ -71,6 +129,10 @@ impl Framework {
                 state.write(fr);
             }
             let span = state.trace.plugin("PreFilter", &e.name);
+            if start && span.in_scope(|| p.start_pre_filter(state, pod, snapshot)) {
+                state.started_pre_filter.insert(i);
+                continue;
+            }
             let t = state.record_plugin_metrics.then(Instant::now);
             let (r, s) = span.in_scope(|| p.pre_filter(state, pod, snapshot));
             plugin_metric(&e.name, "PreFilter", s.code(), t);

@@ -4,6 +4,7 @@
 //! the score-ahead a Filter reply may bring.
 
 use super::score::{check_scores, keep_raw_scores};
+use super::started::StartedPreFilter;
 use super::*;
 
 impl RemotePlugin {
@@ -144,6 +145,7 @@ impl RemotePlugin {
             partial: None,
             pod: RemoteCycles::of(state, self.ep().config().index).map(|c| c.pod),
             retry: retry.map(|r| (r, streams.epoch)),
+            pre_filter: self.started(state),
         })
     }
 }
@@ -191,6 +193,11 @@ pub(super) struct RemoteFilterCall {
     /// A call in a `FilterBatch` message: itself, to be asked again alone on the same
     /// connection (`.1`, its epoch) if the whole message fails.
     pub(super) retry: Option<(pb::FilterRequest, u64)>,
+    /// The plugin's PreFilter of this attempt, started without waiting: read before
+    /// the reply. When it did not succeed the reply is not the plugin's verdict, and
+    /// the call passes every node (the framework then skips the plugin's Filter or
+    /// redoes the phase).
+    pub(super) pre_filter: Option<StartedPreFilter>,
 }
 
 /// A round answered partly from alike pods' answers: the call asks for the nodes at
@@ -201,7 +208,34 @@ pub(super) struct Partial {
 }
 
 impl RemoteFilterCall {
+    /// A call that passes every one of `n` nodes without asking.
+    pub(super) fn passing(p: &RemotePlugin, n: usize) -> Self {
+        RemoteFilterCall {
+            _span: tracing::Span::none(),
+            pending: None,
+            n,
+            g: 0,
+            meta: p.meta.clone(),
+            ahead: None,
+            ignored: None,
+            reused: None,
+            fill: None,
+            partial: None,
+            pod: None,
+            retry: None,
+            pre_filter: None,
+        }
+    }
+
     pub(super) fn result(&mut self) -> Result<Vec<(usize, Status)>, Status> {
+        if let Some(p) = self.pre_filter.take() {
+            if !p.succeeded() {
+                // Its reply is owed, and dropped on arrival.
+                self.pending = None;
+                self.partial = None;
+                return Ok(Vec::new());
+            }
+        }
         if let Some(r) = self.reused.take() {
             return Ok(r);
         }
@@ -578,6 +612,15 @@ impl BatchFilter for RemotePlugin {
         source: NodeSource,
     ) -> Result<Box<dyn PendingFilter>, Status> {
         let from_snapshot = source == NodeSource::Snapshot;
+        // A PreFilter of this attempt that was started early and did not succeed: the
+        // plugin's Filter does not decide (see RemoteFilterCall::pre_filter).
+        let started = self.started(state);
+        if started
+            .as_ref()
+            .is_some_and(|s| s.is_done() && !s.succeeded())
+        {
+            return Ok(Box::new(RemoteFilterCall::passing(self, nodes.len())));
+        }
         if let Some(call) = self.take_lookahead(state, nodes, ahead) {
             return Ok(Box::new(call));
         }
@@ -594,6 +637,9 @@ impl BatchFilter for RemotePlugin {
                 .ok()
                 .and_then(|a| a.filter(sig, nodes));
             if let Some(failures) = reused {
+                if started.as_ref().is_some_and(|s| !s.succeeded()) {
+                    return Ok(Box::new(RemoteFilterCall::passing(self, nodes.len())));
+                }
                 self.ep()
                     .inner
                     .stats
@@ -612,26 +658,12 @@ impl BatchFilter for RemotePlugin {
                     partial: None,
                     pod: None,
                     retry: None,
+                    pre_filter: None,
                 }));
             }
         }
         // Passes every node: the plugin does not filter, or its failure is ignored.
-        let passes = || {
-            Box::new(RemoteFilterCall {
-                _span: tracing::Span::none(),
-                pending: None,
-                n: nodes.len(),
-                g: 0,
-                meta: self.meta.clone(),
-                ahead: None,
-                ignored: None,
-                reused: None,
-                fill: None,
-                partial: None,
-                pod: None,
-                retry: None,
-            })
-        };
+        let passes = || Box::new(RemoteFilterCall::passing(self, nodes.len()));
         if absent {
             return Ok(passes());
         }

@@ -19,6 +19,58 @@ enum LabelCall {
     Scored(Arc<HashMap<String, i64>>),
 }
 
+/// Each node's value of the plugin's label, kept across attempts: scoring 500 nodes
+/// by looking each label up in its Node object costs three cache misses a node
+/// (about 300 µs a pod, measured), this a read of a dense array by node id.
+#[derive(Default)]
+pub(super) struct LabelDomains {
+    /// Label values seen, numbered from 1 (0: the node has no such label).
+    values: HashMap<Arc<str>, u32>,
+    /// By node id: the NodeInfo generation the value was read at (generations are
+    /// process-wide and never reused, so an equal one means the same Node object),
+    /// and the value's number.
+    by_node: Vec<(u64, u32)>,
+}
+
+impl LabelDomains {
+    /// The number of `node`'s value of label `key`.
+    fn domain(&mut self, key: &str, node: &NodeInfo) -> u32 {
+        let id = node.id as usize;
+        if let Some(&(g, d)) = self.by_node.get(id) {
+            if g == node.generation {
+                return d;
+            }
+        }
+        let d = match node.node().labels.get(key) {
+            None => 0,
+            Some(v) => match self.values.get(v) {
+                Some(&d) => d,
+                None => {
+                    let d = self.values.len() as u32 + 1;
+                    self.values.insert(Arc::from(v), d);
+                    d
+                }
+            },
+        };
+        if self.by_node.len() <= id {
+            self.by_node.resize(id + 1, (0, 0));
+        }
+        self.by_node[id] = (node.generation, d);
+        d
+    }
+
+    /// Raw scores by value number (0 and values not in `table` score 0).
+    fn scores(&self, table: &HashMap<String, i64>) -> Vec<i64> {
+        let mut out = vec![0; self.values.len() + 1];
+        for (v, &d) in &self.values {
+            if let Some(&s) = table.get(&**v) {
+                out[d as usize] = s;
+            }
+        }
+        out
+    }
+}
+
 impl LabelScoreCalls {
     fn get(state: &CycleState, plugin: &str) -> Option<LabelCall> {
         let calls = state.read::<LabelScoreCalls>()?;
@@ -145,17 +197,12 @@ impl RemotePlugin {
         nodes: &[Arc<NodeInfo>],
     ) -> Option<AheadResult> {
         let table = self.label_table(state)?;
-        let mut scores: Vec<i64> = nodes
-            .iter()
-            .map(|n| {
-                n.node()
-                    .labels
-                    .get(key)
-                    .and_then(|v| table.get(v))
-                    .copied()
-                    .unwrap_or(0)
-            })
-            .collect();
+        let mut scores: Vec<i64> = {
+            let mut domains = self.meta.label_domains.lock().ok()?;
+            let domain: Vec<u32> = nodes.iter().map(|n| domains.domain(key, n)).collect();
+            let by_domain = domains.scores(&table);
+            domain.iter().map(|&d| by_domain[d as usize]).collect()
+        };
         let info = self.info.as_ref()?;
         if info.normalize_score {
             let kind = pb::ScoreNormalization::try_from(info.score_normalization)
@@ -170,5 +217,36 @@ impl RemotePlugin {
             .label_scored
             .fetch_add(1, Ordering::Relaxed);
         Some(check_scores(&self.meta, &scores, true).map(|()| Some((scores, true))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::node;
+
+    #[test]
+    fn domains_follow_node_changes() {
+        let mut d = LabelDomains::default();
+        let mut a = NodeInfo::new(node("a").label("rack", "r1").build());
+        a.id = 0;
+        let mut b = NodeInfo::new(node("b").label("rack", "r2").build());
+        b.id = 3;
+        let mut c = NodeInfo::new(node("c").build());
+        c.id = 1;
+        let table = HashMap::from([("r1".to_string(), 5), ("r9".to_string(), 7)]);
+        let score = |d: &mut LabelDomains, n: &NodeInfo| {
+            let x = d.domain("rack", n);
+            d.scores(&table)[x as usize]
+        };
+        assert_eq!(
+            [score(&mut d, &a), score(&mut d, &b), score(&mut d, &c)],
+            [5, 0, 0]
+        );
+        // Relabelled: a new Node object, a new generation; the old value is not kept.
+        a.set_node(node("a").label("rack", "r9").build());
+        assert_eq!(score(&mut d, &a), 7);
+        assert_eq!(d.domain("rack", &b), d.domain("rack", &b));
+        assert_eq!(d.domain("rack", &c), 0);
     }
 }

@@ -4,8 +4,9 @@
 //! what it does to the attempt.
 //!
 //! By concern: `hooks` (attempt boundaries), `policy` (failures), `signatures` (alike
-//! pods), `filter`, `score`, `label_score` (plugins that score by a node label), and
-//! `points` (the other extension points).
+//! pods), `filter`, `started` (a PreFilter that travels while Filter runs), `score`,
+//! `label_score` (plugins that score by a node label), and `points` (the other
+//! extension points).
 
 mod filter;
 mod hooks;
@@ -14,6 +15,7 @@ mod points;
 mod policy;
 mod score;
 mod signatures;
+mod started;
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -77,6 +79,7 @@ impl RemotePlugin {
                 ahead: Mutex::new(None),
                 alike: Mutex::new(AlikeAnswers::default()),
                 signatures: Mutex::new(Vec::new()),
+                label_domains: Mutex::new(Default::default()),
             }),
             hooks,
             info,

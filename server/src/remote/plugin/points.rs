@@ -1,6 +1,7 @@
 //! The other extension points over the wire, one call each: PreEnqueue, QueueSort
 //! keys, PreFilter, PostFilter, Reserve/Unreserve, Permit, PreBind, Bind, PostBind.
 
+use super::started::{pre_filter_policy, pre_filter_reply};
 use super::*;
 
 impl PreEnqueuePlugin for RemotePlugin {
@@ -85,6 +86,10 @@ impl PreFilterPlugin for RemotePlugin {
         if self.absent(pb::ExtensionPoint::PreFilter) {
             return (None, Status::success());
         }
+        // Started earlier in this attempt (the phase is being redone): its outcome.
+        if let Some(started) = self.started(state) {
+            return started.outcome();
+        }
         let (_span, traceparent) = self.call_trace(state, "PreFilter", 0);
         let r = (|| {
             let (cycle, g, streams) = self.cycle(state)?;
@@ -99,29 +104,21 @@ impl PreFilterPlugin for RemotePlugin {
             };
             let pending = self.send(&streams, req)?;
             self.filter_behind_pre_filter(state, pod, snapshot);
-            match pending
+            let reply = pending
                 .wait()
-                .map_err(|e| self.meta.call_failed("PreFilter", e))?
-            {
-                Reply::PreFilter(r) => {
-                    self.meta.check_generation(r.generation, g)?;
-                    let s = convert::status_from_pb(r.status.as_ref());
-                    if s.code() == Code::Error {
-                        return Err(self.meta.plugin_failed("PreFilter failed", s.message()));
-                    }
-                    let res = r.has_node_names.then(|| {
-                        PreFilterResult::nodes(r.node_names.iter().map(|n| Arc::from(n.as_str())))
-                    });
-                    Ok((res, s))
-                }
-                other => Err(self.meta.unexpected(other)),
-            }
+                .map_err(|e| self.meta.call_failed("PreFilter", e))?;
+            pre_filter_reply(&self.meta, reply, g)
         })();
-        // Ignoring a failed PreFilter skips the plugin's Filter too.
-        match self.policy(Some(state), "PreFilter", r, || (None, Status::skip())) {
-            Ok(x) => x,
-            Err(s) => (None, s),
-        }
+        pre_filter_policy(&self.meta, &state.ignored, r)
+    }
+
+    fn start_pre_filter(&self, state: &mut CycleState, pod: &Pod, snapshot: &Snapshot) -> bool {
+        !self.absent(pb::ExtensionPoint::PreFilter)
+            && self.start_remote_pre_filter(state, pod, snapshot)
+    }
+
+    fn finish_pre_filter(&self, state: &CycleState) -> Option<(Option<PreFilterResult>, Status)> {
+        self.started(state).map(|s| s.outcome())
     }
 
     fn pre_filter_extensions(&self) -> Option<&dyn PreFilterExtensions> {

@@ -16,6 +16,8 @@ pub(super) struct Meta {
     /// The last pods' signatures (the current attempt's and the lookaheads'), by
     /// spec (held, so its address is not reused) and name; newest last.
     pub(super) signatures: Mutex<Vec<SignedPod>>,
+    /// Nodes' values of the label a label-scored plugin scores by.
+    pub(super) label_domains: Mutex<super::label_score::LabelDomains>,
 }
 
 impl Meta {
