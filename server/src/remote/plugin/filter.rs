@@ -111,7 +111,11 @@ impl RemotePlugin {
             pre_score,
             group_failures: true,
             raw_scores,
-            after_pre_filter: send == SendAs::BehindPreFilter,
+            // Behind this attempt's PreFilter, or while a started one has not answered:
+            // the sidecar evaluates it after that PreFilter, whatever the order the
+            // streams are read in (start_pre_filter needs the capability).
+            after_pre_filter: send == SendAs::BehindPreFilter
+                || self.started(state).is_some_and(|s| !s.is_done()),
             traceparent,
         };
         let id = req.request_id;
