@@ -215,7 +215,7 @@ conformance accelerator "$work/accelerator" "$repo/examples/conformance/accelera
 conformance tenantquota "$work/tenantquota" "$here/examples/tenantquota/cluster.yaml" \
   H1 H2 H3 S1 S2 R1 R2 R3 R4 R5 R6 P1 F1 F2 F4 F5 F8 Q1 E1 X1 HL1
 conformance racklocality "$work/racklocality" "$here/examples/racklocality/cluster.yaml" \
-  H1 H2 H3 S1 S2 R1 R2 R3 R4 R5 R6 F2 SC1 SC2 L2 HL1
+  H1 H2 H3 S1 S2 R1 R2 R3 R4 R5 R6 F2 SC1 SC2 SC4 L2 HL1
 # T1: the Accelerator exports a span per traced call over OTLP/gRPC; the kit runs the
 # OTLP receiver and checks each span's parent is the call's traceparent.
 otlp_port="$(free_port)"

@@ -60,6 +60,8 @@ pub const CLAUSES: &[Clause] = &[
         fix: "run the same normalization in both paths", unexercised: "no plugin declares NormalizeScore" },
     Clause { id: "SC3", title: "Score ahead: scores sent with a Filter reply equal a Score call over the same nodes",
         fix: "score exactly the first `score_first` passing items, after PreScore when `pre_score`, normalized", unexercised: "the sidecar does not score ahead, or no plugin has Filter and Score" },
+    Clause { id: "SC4", title: "Scores by node label: a plugin declaring score_node_label answers a PreScore sent with no nodes with its table (values unique, one score each), and its Score is that table looked up by each node's label, normalized as declared",
+        fix: "return label_scores from PreScore without reading its nodes; score a node table[node.labels[score_node_label]], 0 when absent", unexercised: "no plugin declares score_node_label" },
     Clause { id: "Q1", title: "QueueSort gives every pod a key, the same key for the same pod",
         fix: "derive the key from the pod only", unexercised: "no plugin declares QueueSort" },
     Clause { id: "E1", title: "PreEnqueue answers every pod with a valid status",

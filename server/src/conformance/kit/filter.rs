@@ -186,7 +186,9 @@ impl Kit {
             if passing.is_empty() {
                 continue;
             }
-            let s = self.score(c, p, pod, cycle, g, &passing).await?;
+            let s = self
+                .score(c, p, pod, (cycle, g), &passing, &f.nodes)
+                .await?;
             if has(p, Ep::Filter) {
                 self.score_ahead(c, p, pod, cycle, g, &nodes, &passing, &s)
                     .await?;

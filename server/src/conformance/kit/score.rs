@@ -8,9 +8,9 @@ impl Kit {
         c: &mut Conn,
         p: &pb::PluginInfo,
         pod: &pb::Pod,
-        cycle: u64,
-        g: u64,
+        (cycle, g): (u64, u64),
         nodes: &[u32],
+        replica: &[pb::Node],
     ) -> Result<(i32, Vec<i64>), String> {
         let t = self.timeout;
         let who = format!("plugin {} pod {}", p.name, pod.name);
@@ -132,7 +132,89 @@ impl Kit {
                 });
             }
         }
+        if pre && !p.score_node_label.is_empty() {
+            let labels: Vec<Option<&str>> = nodes
+                .iter()
+                .map(|&id| {
+                    let n = replica.iter().find(|n| n.id == id)?;
+                    n.labels.get(&p.score_node_label).map(String::as_str)
+                })
+                .collect();
+            self.label_scores(c, p, &who, (cycle, g), &labels, code, &first.scores)
+                .await?;
+        }
         Ok((code, first.scores.clone()))
+    }
+
+    /// SC4: the PreScore a scheduler that knows `score_node_label` sends (no nodes),
+    /// and the Score of nodes whose label values are `labels` (`scores`, answered
+    /// with `code`) against its table.
+    #[allow(clippy::too_many_arguments)]
+    async fn label_scores(
+        &mut self,
+        c: &mut Conn,
+        p: &pb::PluginInfo,
+        who: &str,
+        (cycle, g): (u64, u64),
+        labels: &[Option<&str>],
+        code: i32,
+        scores: &[i64],
+    ) -> Result<(), String> {
+        let id = c.id();
+        let pr = pb::PreScoreRequest {
+            request_id: id,
+            plugin: p.name.clone(),
+            cycle,
+            generation: g,
+            nodes: Vec::new(),
+            traceparent: String::new(),
+        };
+        let r = c.pre_score.call(id, pr, self.timeout).await?;
+        let got = r.status.as_ref().map(|s| s.code).unwrap_or(0);
+        if got != pb::Code::Success as i32 {
+            self.checks.check("SC4", got == code, || {
+                format!(
+                    "{who}: PreScore without nodes answered {}, Score {}",
+                    code_name(got),
+                    code_name(code)
+                )
+            });
+            return Ok(());
+        }
+        let table = r.label_scores.unwrap_or_default();
+        let unique: std::collections::HashSet<&String> = table.values.iter().collect();
+        let well_formed =
+            table.values.len() == table.scores.len() && unique.len() == table.values.len();
+        self.checks.check("SC4", well_formed, || {
+            format!(
+                "{who}: label_scores has {} values ({} distinct) and {} scores",
+                table.values.len(),
+                unique.len(),
+                table.scores.len()
+            )
+        });
+        if !well_formed || code != pb::Code::Success as i32 {
+            return Ok(());
+        }
+        let by_value: HashMap<&str, i64> = table
+            .values
+            .iter()
+            .map(String::as_str)
+            .zip(table.scores.iter().copied())
+            .collect();
+        let mut want: Vec<i64> = labels
+            .iter()
+            .map(|v| v.and_then(|v| by_value.get(v)).copied().unwrap_or(0))
+            .collect();
+        if p.normalize_score {
+            let kind = pb::ScoreNormalization::try_from(p.score_normalization)
+                .unwrap_or(pb::ScoreNormalization::Custom);
+            switchyard_proto::normalize_scores(kind, &mut want);
+        }
+        self.checks.check("SC4", want == scores, || {
+            format!("{who}: Score gave {scores:?}; its label_scores give {want:?}")
+        });
+        Ok(())
     }
 
     #[allow(clippy::too_many_arguments)]

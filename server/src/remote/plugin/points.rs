@@ -115,8 +115,8 @@ impl PreFilterPlugin for RemotePlugin {
     /// Only where the plugin's Filter calls can be marked to wait for it
     /// (`filter-after-pre-filter`): the sidecar reads its streams in any order.
     fn start_pre_filter(&self, state: &mut CycleState, pod: &Pod, snapshot: &Snapshot) -> bool {
-        let filters = self.implements(pb::ExtensionPoint::Filter)
-            && !self.absent(pb::ExtensionPoint::Filter);
+        let filters =
+            self.implements(pb::ExtensionPoint::Filter) && !self.absent(pb::ExtensionPoint::Filter);
         !self.absent(pb::ExtensionPoint::PreFilter)
             && (!filters || self.ep().filters_after_pre_filter())
             && self.start_remote_pre_filter(state, pod, snapshot)
