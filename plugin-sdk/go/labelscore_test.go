@@ -67,6 +67,13 @@ func (scoresToo) Score(context.Context, *Cycle, *CycleState, *NodeInfo) (int64, 
 	return 0, nil
 }
 
+// preFiltered is a LabelScorePlugin with a PreFilter.
+type preFiltered struct{ byZone }
+
+func (preFiltered) PreFilter(context.Context, *Cycle, *CycleState) (*PreFilterResult, *Status) {
+	return nil, nil
+}
+
 type noLabel struct{ byZone }
 
 func (noLabel) ScoreNodeLabel() string { return "" }
@@ -74,6 +81,9 @@ func (noLabel) ScoreNodeLabel() string { return "" }
 func TestLabelScorePluginsAreChecked(t *testing.T) {
 	if err := checkPlugins([]Plugin{scoresToo{}}); err == nil || !strings.Contains(err.Error(), "drop the others") {
 		t.Errorf("a label scorer with a Score: %v", err)
+	}
+	if err := checkPlugins([]Plugin{preFiltered{}}); err == nil || !strings.Contains(err.Error(), "has a PreFilter") {
+		t.Errorf("a label scorer with a PreFilter: %v", err)
 	}
 	if err := checkPlugins([]Plugin{noLabel{}}); err == nil || !strings.Contains(err.Error(), "names none") {
 		t.Errorf("a label scorer without a label: %v", err)

@@ -233,6 +233,9 @@ func checkPlugins(plugins []Plugin) error {
 			if pre || sc || ne {
 				return fmt.Errorf("plugin %q scores by a node label and also has a PreScore, Score or NormalizeScore: the label scores are its PreScore and Score, drop the others", r.name)
 			}
+			if _, pf := p.(PreFilterPlugin); pf {
+				return fmt.Errorf("plugin %q scores by a node label and has a PreFilter: its label scores are asked for as the cycle starts, before PreFilter, and keep the cycle state; serve the PreFilter from a plugin of its own", r.name)
+			}
 			if l.ScoreNodeLabel() == "" {
 				return fmt.Errorf("plugin %q scores by a node label but names none: return the label key from ScoreNodeLabel", r.name)
 			}

@@ -45,6 +45,11 @@ export function labelScored(p: Plugin): Plugin {
   if (typeof p.labelScores !== 'function') {
     throw new Error(`plugin ${q} declares scoreNodeLabel but has no labelScores(cycle)`);
   }
+  if (typeof p.preFilter === 'function') {
+    throw new Error(
+      `plugin ${q} scores by a node label and has preFilter: its label scores are asked for as the cycle starts, before PreFilter, and keep the cycle state; serve preFilter from a plugin of its own`,
+    );
+  }
   for (const m of ['preScore', 'score', 'normalizeScore'] as const) {
     if (typeof p[m] === 'function') {
       throw new Error(

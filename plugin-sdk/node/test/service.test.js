@@ -494,6 +494,7 @@ test('scoreNodeLabel: labelScores served as PreScore (its table in the reply) an
   assert.equal(skipped.labelScores, undefined);
   for (const [p, words] of [
     [{ ...byZone, score: () => 0 }, /drop the others/],
+    [{ ...byZone, preFilter: () => undefined }, /has preFilter/],
     [{ name: 'NoTable', scoreNodeLabel: 'zone' }, /no labelScores/],
     [{ ...byZone, scoreNodeLabel: '' }, /name a node label/],
   ]) {

@@ -70,6 +70,12 @@ def label_scored(plugin: Any) -> Any:
         raise ValueError(f"plugin {quote(name)} declares score_node_label = {label!r}: name a node label key")
     if not callable(getattr(plugin, "label_scores", None)):
         raise ValueError(f"plugin {quote(name)} declares score_node_label but defines no label_scores(cycle)")
+    if callable(getattr(plugin, "pre_filter", None)):
+        raise ValueError(
+            f"plugin {quote(name)} scores by a node label and has a pre_filter: its label scores are "
+            "asked for as the cycle starts, before PreFilter, and keep the cycle state; serve the "
+            "pre_filter from a plugin of its own"
+        )
     for m in ("pre_score", "score", "normalize_score"):
         if callable(getattr(plugin, m, None)):
             raise ValueError(

@@ -681,6 +681,10 @@ class LabelScoreTest(unittest.TestCase):
             def score(self, cycle, state, node):
                 return 0
 
+        class WithPreFilter(ByZone):
+            def pre_filter(self, cycle, state):
+                return None
+
         class NoTable(Plugin):
             name = "NoTable"
             score_node_label = "zone"
@@ -688,7 +692,12 @@ class LabelScoreTest(unittest.TestCase):
         class NoLabel(ByZone):
             score_node_label = ""
 
-        for p, words in ((WithScore(), "drop the others"), (NoTable(), "no label_scores"), (NoLabel(), "name a node label")):
+        for p, words in (
+            (WithScore(), "drop the others"),
+            (WithPreFilter(), "has a pre_filter"),
+            (NoTable(), "no label_scores"),
+            (NoLabel(), "name a node label"),
+        ):
             with self.assertRaises(ValueError) as e:
                 PluginService([p])
             self.assertIn(words, str(e.exception))

@@ -207,6 +207,14 @@ fn check_plugins(plugins: &[Arc<dyn Plugin>]) -> Result<(), Error> {
             )));
         }
         if let Some(l) = p.as_label_score() {
+            if p.as_pre_filter().is_some() {
+                return Err(Error::Usage(format!(
+                    "plugin {:?} scores by a node label and has a PreFilter: its label scores \
+                     are asked for as the cycle starts, before PreFilter, and keep the cycle \
+                     state; serve the PreFilter from a plugin of its own",
+                    p.name()
+                )));
+            }
             if p.as_pre_score().is_some() || p.as_score().is_some() {
                 return Err(Error::Usage(format!(
                     "plugin {:?} scores by a node label and also has a PreScore or Score: \
@@ -491,6 +499,100 @@ mod tests {
         );
         let e = check_plugins(&[Arc::new(Local(false)), Arc::new(Local(false))]).unwrap_err();
         assert!(matches!(e, Error::Duplicate(_)), "{e}");
+    }
+
+    /// Scores by zone: z1 3, z2 1. `.0`: also a PreFilter; `.1` the label.
+    struct ByZone(bool, &'static str);
+
+    impl Plugin for ByZone {
+        fn name(&self) -> &str {
+            "ByZone"
+        }
+        fn as_pre_filter(&self) -> Option<&dyn crate::plugin::PreFilterPlugin> {
+            self.0
+                .then_some(self as &dyn crate::plugin::PreFilterPlugin)
+        }
+        fn as_label_score(&self) -> Option<&dyn crate::plugin::LabelScorePlugin> {
+            Some(self)
+        }
+    }
+
+    impl crate::plugin::PreFilterPlugin for ByZone {
+        fn pre_filter(
+            &self,
+            _cycle: &crate::Cycle,
+            _state: &mut crate::CycleState,
+        ) -> crate::plugin::PreFilterResult {
+            crate::Status::success().into()
+        }
+    }
+
+    impl crate::plugin::LabelScorePlugin for ByZone {
+        fn score_node_label(&self) -> &str {
+            self.1
+        }
+        fn label_scores(
+            &self,
+            _cycle: &crate::Cycle,
+        ) -> Result<std::collections::HashMap<String, i64>, crate::Status> {
+            Ok([("z1".to_string(), 3), ("z2".to_string(), 1)].into())
+        }
+        fn score_normalization(&self) -> crate::pb::ScoreNormalization {
+            crate::pb::ScoreNormalization::Default
+        }
+    }
+
+    #[test]
+    fn label_scores_are_served_as_pre_score_and_score() {
+        use crate::label_score;
+        assert!(check_plugins(&[Arc::new(ByZone(false, "zone"))]).is_ok());
+        let e = check_plugins(&[Arc::new(ByZone(true, "zone"))]).unwrap_err();
+        assert!(e.to_string().contains("has a PreFilter"), "{e}");
+        let e = check_plugins(&[Arc::new(ByZone(false, ""))]).unwrap_err();
+        assert!(e.to_string().contains("names none"), "{e}");
+
+        let p = ByZone(false, "zone");
+        let node = |name: &str, zone: Option<&str>| crate::NodeInfo {
+            node: crate::pb::Node {
+                name: name.into(),
+                labels: zone
+                    .map(|z| [("zone".to_string(), z.to_string())].into())
+                    .unwrap_or_default(),
+                ..Default::default()
+            },
+            pods: Vec::new(),
+        };
+        let (a, b, c) = (
+            node("a", Some("z1")),
+            node("b", Some("z2")),
+            node("c", None),
+        );
+        let pod = Arc::new(crate::Pod::default());
+        let snapshot = crate::Snapshot::default();
+        let cycle = crate::Cycle {
+            id: 1,
+            pod: &pod,
+            profile: "p",
+            snapshot: &snapshot,
+        };
+        let mut state = crate::CycleState::default();
+        assert!(label_score::pre_score(&p, &cycle, &mut state).is_success());
+        let table = label_score::reply(&state).expect("the table for the reply");
+        assert_eq!(
+            (table.values, table.scores),
+            (vec!["z1".into(), "z2".into()], vec![3, 1])
+        );
+        let nodes = [&a, &b, &c];
+        assert_eq!(
+            label_score::scores(&p, &state, &nodes, true).unwrap(),
+            (vec![100, 33, 0], true)
+        );
+        assert_eq!(
+            label_score::scores(&p, &state, &nodes, false).unwrap(),
+            (vec![3, 1, 0], false)
+        );
+        let empty = crate::CycleState::default();
+        assert!(label_score::scores(&p, &empty, &nodes, true).is_err());
     }
 
     #[test]

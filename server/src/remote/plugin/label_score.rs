@@ -97,8 +97,9 @@ impl LabelScoreCalls {
 
 impl RemotePlugin {
     /// The node label this plugin scores by, when the scheduler can score for it: it
-    /// declared one, has PreScore and Score, and normalises (if at all) in one of the
-    /// standard ways this scheduler applies itself.
+    /// declared one, has PreScore and Score and no PreFilter (its PreScore goes out
+    /// before PreFilter would), and normalises (if at all) in one of the standard
+    /// ways this scheduler applies itself. Otherwise it is called as any plugin.
     pub(super) fn score_label(&self) -> Option<&str> {
         let i = self.info.as_ref()?;
         let custom = i.normalize_score
@@ -107,7 +108,8 @@ impl RemotePlugin {
         let ok = !i.score_node_label.is_empty()
             && !custom
             && self.implements(pb::ExtensionPoint::PreScore)
-            && self.implements(pb::ExtensionPoint::Score);
+            && self.implements(pb::ExtensionPoint::Score)
+            && !self.implements(pb::ExtensionPoint::PreFilter);
         ok.then_some(i.score_node_label.as_str())
     }
 
