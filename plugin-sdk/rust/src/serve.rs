@@ -509,21 +509,13 @@ mod tests {
             "ByZone"
         }
         fn as_pre_filter(&self) -> Option<&dyn crate::plugin::PreFilterPlugin> {
+            // Local's PreFilter: any one will do.
+            static PRE_FILTER: Local = Local(true);
             self.0
-                .then_some(self as &dyn crate::plugin::PreFilterPlugin)
+                .then_some(&PRE_FILTER as &dyn crate::plugin::PreFilterPlugin)
         }
         fn as_label_score(&self) -> Option<&dyn crate::plugin::LabelScorePlugin> {
             Some(self)
-        }
-    }
-
-    impl crate::plugin::PreFilterPlugin for ByZone {
-        fn pre_filter(
-            &self,
-            _cycle: &crate::Cycle,
-            _state: &mut crate::CycleState,
-        ) -> crate::plugin::PreFilterResult {
-            crate::Status::success().into()
         }
     }
 
