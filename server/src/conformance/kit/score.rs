@@ -21,14 +21,7 @@ impl Kit {
         for normalize in [true, true, false] {
             if pre {
                 let id = c.id();
-                let pr = pb::PreScoreRequest {
-                    request_id: id,
-                    plugin: p.name.clone(),
-                    cycle,
-                    generation: g,
-                    nodes: nodes.to_vec(),
-                    traceparent: String::new(),
-                };
+                let pr = pre_score_request(id, p, (cycle, g), nodes.to_vec());
                 let r = c.pre_score.call(id, pr, t).await?;
                 let code = r.status.as_ref().map(|s| s.code).unwrap_or(0);
                 self.checks
@@ -161,14 +154,7 @@ impl Kit {
         scores: &[i64],
     ) -> Result<(), String> {
         let id = c.id();
-        let pr = pb::PreScoreRequest {
-            request_id: id,
-            plugin: p.name.clone(),
-            cycle,
-            generation: g,
-            nodes: Vec::new(),
-            traceparent: String::new(),
-        };
+        let pr = pre_score_request(id, p, (cycle, g), Vec::new());
         let r = c.pre_score.call(id, pr, self.timeout).await?;
         let got = r.status.as_ref().map(|s| s.code).unwrap_or(0);
         if got != pb::Code::Success as i32 {
@@ -251,5 +237,22 @@ impl Kit {
                 });
         }
         Ok(())
+    }
+}
+
+/// A PreScore call of plugin `p` in cycle `cycle` at generation `g`, untraced.
+fn pre_score_request(
+    request_id: u64,
+    p: &pb::PluginInfo,
+    (cycle, g): (u64, u64),
+    nodes: Vec<u32>,
+) -> pb::PreScoreRequest {
+    pb::PreScoreRequest {
+        request_id,
+        plugin: p.name.clone(),
+        cycle,
+        generation: g,
+        nodes,
+        traceparent: String::new(),
     }
 }

@@ -100,6 +100,7 @@ impl RemotePlugin {
             d.scores && d.normalize
         };
         let (span, traceparent) = self.call_trace(state, "Filter", nodes.len());
+        let started = self.started(state);
         let req = pb::FilterRequest {
             request_id: self.ep().next_request_id(),
             plugin: self.meta.name.to_string(),
@@ -115,7 +116,7 @@ impl RemotePlugin {
             // the sidecar evaluates it after that PreFilter, whatever the order the
             // streams are read in (start_pre_filter needs the capability).
             after_pre_filter: send == SendAs::BehindPreFilter
-                || self.started(state).is_some_and(|s| !s.is_done()),
+                || started.as_ref().is_some_and(|s| !s.is_done()),
             traceparent,
         };
         let id = req.request_id;
@@ -149,7 +150,7 @@ impl RemotePlugin {
             partial: None,
             pod: RemoteCycles::of(state, self.ep().config().index).map(|c| c.pod),
             retry: retry.map(|r| (r, streams.epoch)),
-            pre_filter: self.started(state),
+            pre_filter: started,
         })
     }
 }

@@ -6,11 +6,7 @@
 use super::score::{check_scores, AheadResult};
 use super::*;
 
-/// This attempt's PreScore calls to label-scored plugins, by plugin name (a profile
-/// rarely has more than one).
-#[derive(Clone, Default)]
-struct LabelScoreCalls(SmallVec<[(Arc<str>, LabelCall); 1]>);
-
+/// This attempt's PreScore call to a label-scored plugin.
 #[derive(Clone)]
 enum LabelCall {
     /// Sent as the cycle started; PreScore waits for its reply.
@@ -71,30 +67,6 @@ impl LabelDomains {
     }
 }
 
-impl LabelScoreCalls {
-    fn get(state: &CycleState, plugin: &str) -> Option<LabelCall> {
-        let calls = state.read::<LabelScoreCalls>()?;
-        calls
-            .0
-            .iter()
-            .find(|(p, _)| **p == *plugin)
-            .map(|(_, c)| c.clone())
-    }
-
-    fn set(state: &mut CycleState, plugin: &Arc<str>, call: LabelCall) {
-        if state.read::<LabelScoreCalls>().is_none() {
-            state.write(LabelScoreCalls::default());
-        }
-        let Some(calls) = state.read_mut::<LabelScoreCalls>() else {
-            return;
-        };
-        match calls.0.iter_mut().find(|(p, _)| **p == **plugin) {
-            Some(e) => e.1 = call,
-            None => calls.0.push((plugin.clone(), call)),
-        }
-    }
-}
-
 impl RemotePlugin {
     /// The node label this plugin scores by, when the scheduler can score for it: it
     /// declared one, has PreScore and Score and no PreFilter (its PreScore goes out
@@ -133,14 +105,14 @@ impl RemotePlugin {
     pub(super) fn start_label_pre_score(&self, state: &mut CycleState) {
         if let Ok(p) = self.label_pre_score_request(state) {
             let sent = LabelCall::Sent(Arc::new(Mutex::new(Some(p))));
-            LabelScoreCalls::set(state, &self.meta.name, sent);
+            ByPlugin::<LabelCall>::set(state, &self.meta.name, sent);
         }
     }
 
     /// PreScore of a label-scored plugin: waits for the call sent as the cycle
     /// started (or sends it now) and keeps the reply's scores for Score.
     pub(super) fn label_pre_score(&self, state: &mut CycleState) -> Status {
-        let sent = match LabelScoreCalls::get(state, &self.meta.name) {
+        let sent = match ByPlugin::<LabelCall>::get(state, &self.meta.name) {
             Some(LabelCall::Sent(p)) => p.lock().ok().and_then(|mut p| p.take()),
             _ => None,
         };
@@ -173,7 +145,7 @@ impl RemotePlugin {
                 )));
             }
             let table: HashMap<String, i64> = table.values.into_iter().zip(table.scores).collect();
-            LabelScoreCalls::set(state, &self.meta.name, LabelCall::Scored(Arc::new(table)));
+            ByPlugin::<LabelCall>::set(state, &self.meta.name, LabelCall::Scored(Arc::new(table)));
             Ok(s)
         })();
         match self.policy(Some(state), "PreScore", r, Status::skip) {
@@ -183,7 +155,7 @@ impl RemotePlugin {
 
     /// This cycle's raw scores by label value, once its PreScore reply is in.
     pub(super) fn label_table(&self, state: &CycleState) -> Option<Arc<HashMap<String, i64>>> {
-        match LabelScoreCalls::get(state, &self.meta.name)? {
+        match ByPlugin::<LabelCall>::get(state, &self.meta.name)? {
             LabelCall::Scored(t) => Some(t),
             LabelCall::Sent(_) => None,
         }

@@ -43,6 +43,34 @@ use policy::Meta;
 use score::Ahead;
 use signatures::{Fill, SignedPod};
 
+/// Values of one kind kept in an attempt's state per remote plugin (by name): a
+/// profile rarely has more than one remote plugin at a point.
+#[derive(Clone)]
+struct ByPlugin<T>(SmallVec<[(Arc<str>, T); 1]>);
+
+impl<T: Clone + Send + Sync + 'static> ByPlugin<T> {
+    fn get(state: &CycleState, plugin: &str) -> Option<T> {
+        let all = state.read::<ByPlugin<T>>()?;
+        all.0
+            .iter()
+            .find(|(p, _)| **p == *plugin)
+            .map(|(_, v)| v.clone())
+    }
+
+    fn set(state: &mut CycleState, plugin: &Arc<str>, value: T) {
+        if state.read::<ByPlugin<T>>().is_none() {
+            state.write(ByPlugin::<T>(SmallVec::new()));
+        }
+        let Some(all) = state.read_mut::<ByPlugin<T>>() else {
+            return;
+        };
+        match all.0.iter_mut().find(|(p, _)| **p == **plugin) {
+            Some(e) => e.1 = value,
+            None => all.0.push((plugin.clone(), value)),
+        }
+    }
+}
+
 pub struct RemotePlugin {
     meta: Arc<Meta>,
     hooks: Arc<EndpointHooks>,

@@ -92,17 +92,7 @@ impl PreFilterPlugin for RemotePlugin {
         }
         let (_span, traceparent) = self.call_trace(state, "PreFilter", 0);
         let r = (|| {
-            let (cycle, g, streams) = self.cycle(state)?;
-            let req = |id| {
-                Outbound::PreFilter(pb::PreFilterRequest {
-                    request_id: id,
-                    plugin: self.meta.name.to_string(),
-                    cycle,
-                    generation: g,
-                    traceparent,
-                })
-            };
-            let pending = self.send(&streams, req)?;
+            let (pending, g) = self.send_pre_filter(state, traceparent)?;
             self.filter_behind_pre_filter(state, pod, snapshot);
             let reply = pending
                 .wait()

@@ -26,10 +26,6 @@ enum Started {
     Waiting,
 }
 
-/// The attempt's started PreFilters, by plugin name.
-#[derive(Clone, Default)]
-struct StartedPreFilters(SmallVec<[(Arc<str>, StartedPreFilter); 1]>);
-
 /// A PreFilter reply as the plugin's outcome; an error status is a plugin failure.
 pub(super) fn pre_filter_reply(
     meta: &Meta,
@@ -113,11 +109,27 @@ impl StartedPreFilter {
 impl RemotePlugin {
     /// This attempt's started PreFilter of this plugin, if any.
     pub(super) fn started(&self, state: &CycleState) -> Option<StartedPreFilter> {
-        let all = state.read::<StartedPreFilters>()?;
-        all.0
-            .iter()
-            .find(|(p, _)| **p == *self.meta.name)
-            .map(|(_, s)| s.clone())
+        ByPlugin::<StartedPreFilter>::get(state, &self.meta.name)
+    }
+
+    /// Sends this attempt's PreFilter (`traceparent`: its span's); the call and the
+    /// generation it names.
+    pub(super) fn send_pre_filter(
+        &self,
+        state: &CycleState,
+        traceparent: String,
+    ) -> Result<(Pending, u64), Status> {
+        let (cycle, g, streams) = self.cycle(state)?;
+        let req = |id| {
+            Outbound::PreFilter(pb::PreFilterRequest {
+                request_id: id,
+                plugin: self.meta.name.to_string(),
+                cycle,
+                generation: g,
+                traceparent,
+            })
+        };
+        self.send(&streams, req).map(|p| (p, g))
     }
 
     /// Sends the PreFilter (and the first Filter round behind it, as `pre_filter`
@@ -129,18 +141,7 @@ impl RemotePlugin {
         snapshot: &Snapshot,
     ) -> bool {
         let (_span, traceparent) = self.call_trace(state, "PreFilter", 0);
-        let sent = self.cycle(state).and_then(|(cycle, g, streams)| {
-            let req = |id| {
-                Outbound::PreFilter(pb::PreFilterRequest {
-                    request_id: id,
-                    plugin: self.meta.name.to_string(),
-                    cycle,
-                    generation: g,
-                    traceparent,
-                })
-            };
-            self.send(&streams, req).map(|p| (p, g))
-        });
+        let sent = self.send_pre_filter(state, traceparent);
         let sent_ok = sent.is_ok();
         let slot = match sent {
             Ok((pending, g)) => Started::Sent { pending, g },
@@ -151,13 +152,8 @@ impl RemotePlugin {
             meta: self.meta.clone(),
             ignored: state.ignored.clone(),
         };
-        let mut all = state
-            .read::<StartedPreFilters>()
-            .cloned()
-            .unwrap_or_default();
-        all.0.retain(|(p, _)| **p != *self.meta.name);
-        all.0.push((self.meta.name.clone(), started));
-        state.write(all);
+        // Kept before the Filter round behind it is sent, which reads it.
+        ByPlugin::set(state, &self.meta.name, started);
         if sent_ok {
             self.filter_behind_pre_filter(state, pod, snapshot);
         }
