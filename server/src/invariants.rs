@@ -103,34 +103,149 @@ fn sum_into(into: &mut BTreeMap<String, i64>, other: &BTreeMap<String, i64>) {
     }
 }
 
+/// One container's list in one of upstream's views: its spec (limits standing in for
+/// absent requests), or what the kubelet reports it allocated or actuated.
+type ContainerFn<'a> = &'a dyn Fn(&core::Container) -> BTreeMap<String, i64>;
+
+/// Upstream `aggregateContainerResourcesByFn`: app containers and sidecars (restartable
+/// init containers) run together; each classic init container runs alone beside the
+/// sidecars started before it; the pod needs the larger.
+fn aggregate(spec: &core::PodSpec, f: ContainerFn) -> BTreeMap<String, i64> {
+    let mut running = BTreeMap::new();
+    for c in &spec.containers {
+        sum_into(&mut running, &f(c));
+    }
+    let mut sidecars = BTreeMap::new();
+    let mut init_peak = BTreeMap::new();
+    for c in spec.init_containers.iter().flatten() {
+        let r = f(c);
+        if c.restart_policy.as_deref() == Some("Always") {
+            sum_into(&mut sidecars, &r);
+            max_into(&mut init_peak, &sidecars);
+        } else {
+            let mut alone = sidecars.clone();
+            sum_into(&mut alone, &r);
+            max_into(&mut init_peak, &alone);
+        }
+    }
+    sum_into(&mut running, &sidecars);
+    max_into(&mut running, &init_peak);
+    running
+}
+
+fn list_of(
+    list: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+) -> BTreeMap<String, i64> {
+    let mut r = BTreeMap::new();
+    add_into(&mut r, list);
+    r
+}
+
+/// Upstream `resource.PodRequests` as kube-scheduler v1.36 calls it (in-place resize
+/// on, pod-level resources and their in-place resize on): the larger of the spec,
+/// the kubelet's allocated and its actuated requests (only the last two when the
+/// resize is infeasible), pod-level requests replacing the containers' sum for CPU,
+/// memory and huge pages, then the overhead.
+fn pod_requests(spec: &core::PodSpec, status: Option<&core::PodStatus>) -> BTreeMap<String, i64> {
+    let infeasible = status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "PodResizePending"))
+        .is_some_and(|c| c.reason.as_deref() == Some("Infeasible"));
+    let status_of = |c: &core::Container| {
+        let s = status?;
+        s.container_statuses
+            .iter()
+            .flatten()
+            .chain(s.init_container_statuses.iter().flatten())
+            .find(|cs| cs.name == c.name)
+    };
+    let spec_reqs = aggregate(spec, &container_requests);
+    let mut reqs = spec_reqs.clone();
+    if let Some(st) = status {
+        let pod_actuated = st.resources.as_ref().and_then(|r| r.requests.as_ref());
+        let (allocated, actuated) = match (st.allocated_resources.as_ref(), pod_actuated) {
+            (Some(a), Some(r)) => (list_of(Some(a)), list_of(Some(r))),
+            _ => {
+                let allocated = |c: &core::Container| match status_of(c) {
+                    Some(cs) if cs.allocated_resources.is_some() => {
+                        list_of(cs.allocated_resources.as_ref())
+                    }
+                    _ if infeasible => BTreeMap::new(),
+                    _ => container_requests(c),
+                };
+                let actuated = |c: &core::Container| {
+                    let cs = status_of(c);
+                    if let Some(r) = cs
+                        .and_then(|cs| cs.resources.as_ref())
+                        .and_then(|r| r.requests.as_ref())
+                    {
+                        return list_of(Some(r));
+                    }
+                    match cs {
+                        Some(cs) if cs.allocated_resources.is_some() => {
+                            list_of(cs.allocated_resources.as_ref())
+                        }
+                        _ if infeasible => BTreeMap::new(),
+                        _ => container_requests(c),
+                    }
+                };
+                (aggregate(spec, &allocated), aggregate(spec, &actuated))
+            }
+        };
+        reqs = if infeasible {
+            BTreeMap::new()
+        } else {
+            spec_reqs
+        };
+        max_into(&mut reqs, &allocated);
+        max_into(&mut reqs, &actuated);
+    }
+    let pod_level_name = |k: &str| k == "cpu" || k == "memory" || k.starts_with("hugepages-");
+    if let Some(level) = spec
+        .resources
+        .as_ref()
+        .and_then(|r| r.requests.as_ref())
+        .filter(|l| l.keys().any(|k| pod_level_name(k)))
+    {
+        let mut effective = list_of(Some(level));
+        if let Some(st) =
+            status.filter(|s| s.resources.is_some() || s.allocated_resources.is_some())
+        {
+            let overhead = list_of(spec.overhead.as_ref());
+            let minus_overhead = |mut l: BTreeMap<String, i64>| {
+                for (k, v) in &overhead {
+                    if let Some(x) = l.get_mut(k) {
+                        *x = x.saturating_sub(*v).max(0);
+                    }
+                }
+                l
+            };
+            if infeasible {
+                effective.clear();
+            }
+            let actuated = st.resources.as_ref().and_then(|r| r.requests.as_ref());
+            max_into(&mut effective, &minus_overhead(list_of(actuated)));
+            max_into(
+                &mut effective,
+                &minus_overhead(list_of(st.allocated_resources.as_ref())),
+            );
+        }
+        for (k, v) in effective {
+            if pod_level_name(&k) {
+                reqs.insert(k, v);
+            }
+        }
+    }
+    add_into(&mut reqs, spec.overhead.as_ref());
+    reqs
+}
+
 impl PodFacts {
     pub fn of(pod: &core::Pod) -> PodFacts {
         let Some(spec) = &pod.spec else {
             return PodFacts::default();
         };
-        // Upstream PodRequests: regular containers plus restartable init containers
-        // (sidecars) run together; each classic init container runs alone beside the
-        // sidecars started before it; the pod needs the larger; then overhead.
-        let mut running = BTreeMap::new();
-        for c in &spec.containers {
-            sum_into(&mut running, &container_requests(c));
-        }
-        let mut sidecars = BTreeMap::new();
-        let mut init_peak = BTreeMap::new();
-        for c in spec.init_containers.iter().flatten() {
-            let r = container_requests(c);
-            if c.restart_policy.as_deref() == Some("Always") {
-                sum_into(&mut sidecars, &r);
-                max_into(&mut init_peak, &sidecars);
-            } else {
-                let mut alone = sidecars.clone();
-                sum_into(&mut alone, &r);
-                max_into(&mut init_peak, &alone);
-            }
-        }
-        sum_into(&mut running, &sidecars);
-        max_into(&mut running, &init_peak);
-        add_into(&mut running, spec.overhead.as_ref());
+        let mut running = pod_requests(spec, pod.status.as_ref());
         running.insert("pods".into(), 1);
         let host_ports = spec
             .containers
@@ -657,6 +772,20 @@ mod tests {
         assert_eq!(f.requests["cpu"], 2010);
         assert_eq!(f.requests["memory"], 1 << 30);
         assert_eq!(f.requests["pods"], 1);
+    }
+
+    #[test]
+    fn requests_agree_with_the_table_of_v1_36_rules() {
+        for (what, yaml, cpu, memory, _) in crate::model::convert::REQUEST_CASES {
+            let f = pod(&format!("metadata: {{name: p}}\n{yaml}"));
+            assert_eq!(
+                f.requests.get("cpu").copied().unwrap_or(0),
+                *cpu,
+                "{what}: cpu"
+            );
+            let m = f.requests.get("memory").copied().unwrap_or(0);
+            assert_eq!(m, *memory, "{what}: memory");
+        }
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod disruption;
 mod node;
 mod pod;
 mod priority;
+mod requests;
 mod selectors;
 mod storage;
 mod workloads;
@@ -18,6 +19,9 @@ pub use disruption::*;
 pub use node::*;
 pub use pod::*;
 pub use priority::*;
+use requests::pod_requests;
+#[cfg(test)]
+pub(crate) use requests::CASES as REQUEST_CASES;
 pub use selectors::*;
 pub use storage::*;
 pub use workloads::*;

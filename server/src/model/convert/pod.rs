@@ -149,7 +149,7 @@ pub fn pod_from_k8s(
     let status = pod.status.as_ref();
 
     let (priority, preemption_policy, class_name) = resolve_priority(spec, resolver)?;
-    let (requests, non_zero_milli_cpu, non_zero_memory) = pod_requests(spec)?;
+    let (requests, non_zero_milli_cpu, non_zero_memory) = pod_requests(spec, status)?;
 
     let host_ports = host_ports(spec)?;
     let (images, image_slots) = images(spec);
@@ -470,113 +470,4 @@ pub fn resource_list(list: &BTreeMap<String, K8sQuantity>, field: &str) -> Resul
         }
     }
     Ok(r)
-}
-
-/// A container's effective requests: `requests`, with any resource that has only a
-/// limit defaulted to the limit (what the API server's defaulting does).
-pub(super) fn container_requests(
-    c: &core::Container,
-    field: &str,
-) -> Result<(Resource, bool, bool)> {
-    let Some(res) = &c.resources else {
-        return Ok((Resource::default(), false, false));
-    };
-    let mut merged: BTreeMap<String, K8sQuantity> = res.requests.clone().unwrap_or_default();
-    for (k, v) in res.limits.iter().flatten() {
-        merged.entry(k.clone()).or_insert_with(|| v.clone());
-    }
-    let has_cpu = merged.contains_key(CPU);
-    let has_mem = merged.contains_key(MEMORY);
-    Ok((
-        resource_list(&merged, &format!("{field}.resources.requests"))?,
-        has_cpu,
-        has_mem,
-    ))
-}
-
-/// Upstream `resourcehelper.PodRequests`: containers summed; init containers max'd,
-/// each regular init container on top of the sidecars started before it; sidecars
-/// (restartable init containers) also run beside the app containers; pod-level
-/// requests replace the aggregate for the resources they name; overhead added.
-/// Returns the requests and the non-zero CPU and memory used for spreading, where
-/// containers without a CPU or memory request count the upstream defaults.
-pub(super) fn pod_requests(spec: &core::PodSpec) -> Result<(Resource, i64, i64)> {
-    let mut reqs = Resource::default();
-    let mut nz = (0i64, 0i64);
-    for (i, c) in spec.containers.iter().enumerate() {
-        let (r, has_cpu, has_mem) = container_requests(c, &format!("spec.containers[{i}]"))?;
-        nz.0 =
-            nz.0.saturating_add(non_zero(r.milli_cpu, has_cpu, DEFAULT_MILLI_CPU_REQUEST));
-        nz.1 =
-            nz.1.saturating_add(non_zero(r.memory, has_mem, DEFAULT_MEMORY_REQUEST));
-        reqs.add(&r);
-    }
-    let mut sidecars = Resource::default();
-    let mut sidecars_nz = (0i64, 0i64);
-    let mut init_max = Resource::default();
-    let mut init_max_nz = (0i64, 0i64);
-    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
-        let (r, has_cpu, has_mem) = container_requests(c, &format!("spec.initContainers[{i}]"))?;
-        let rnz = (
-            non_zero(r.milli_cpu, has_cpu, DEFAULT_MILLI_CPU_REQUEST),
-            non_zero(r.memory, has_mem, DEFAULT_MEMORY_REQUEST),
-        );
-        let (effective, effective_nz) = if c.restart_policy.as_deref() == Some("Always") {
-            reqs.add(&r);
-            nz.0 = nz.0.saturating_add(rnz.0);
-            nz.1 = nz.1.saturating_add(rnz.1);
-            sidecars.add(&r);
-            sidecars_nz.0 = sidecars_nz.0.saturating_add(rnz.0);
-            sidecars_nz.1 = sidecars_nz.1.saturating_add(rnz.1);
-            (sidecars.clone(), sidecars_nz)
-        } else {
-            let mut t = r.clone();
-            t.add(&sidecars);
-            (
-                t,
-                (
-                    rnz.0.saturating_add(sidecars_nz.0),
-                    rnz.1.saturating_add(sidecars_nz.1),
-                ),
-            )
-        };
-        init_max.set_max(&effective);
-        init_max_nz.0 = init_max_nz.0.max(effective_nz.0);
-        init_max_nz.1 = init_max_nz.1.max(effective_nz.1);
-    }
-    reqs.set_max(&init_max);
-    nz.0 = nz.0.max(init_max_nz.0);
-    nz.1 = nz.1.max(init_max_nz.1);
-
-    if let Some(pod_level) = spec.resources.as_ref().and_then(|r| r.requests.as_ref()) {
-        let r = resource_list(pod_level, "spec.resources.requests")?;
-        if pod_level.contains_key(CPU) {
-            reqs.milli_cpu = r.milli_cpu;
-            nz.0 = r.milli_cpu;
-        }
-        if pod_level.contains_key(MEMORY) {
-            reqs.memory = r.memory;
-            nz.1 = r.memory;
-        }
-        for (n, v) in r.scalar.iter() {
-            if n.starts_with(crate::model::resource::HUGEPAGES_PREFIX) {
-                reqs.scalar.set(n, v);
-            }
-        }
-    }
-    if let Some(overhead) = &spec.overhead {
-        let o = resource_list(overhead, "spec.overhead")?;
-        nz.0 = nz.0.saturating_add(o.milli_cpu);
-        nz.1 = nz.1.saturating_add(o.memory);
-        reqs.add(&o);
-    }
-    Ok((reqs, nz.0, nz.1))
-}
-
-pub(super) fn non_zero(value: i64, present: bool, default: i64) -> i64 {
-    if present {
-        value
-    } else {
-        default
-    }
 }
