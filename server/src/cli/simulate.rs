@@ -15,7 +15,8 @@ use super::OutputFormat;
 #[derive(clap::Args, Debug)]
 pub struct SimulateArgs {
     /// Kubernetes manifests to load: files or directories of multi-document YAML/JSON
-    /// (Nodes, Pods, Namespaces, PriorityClasses, PodDisruptionBudgets;
+    /// (Nodes, Pods, Namespaces, PriorityClasses, PodDisruptionBudgets; RuntimeClasses,
+    /// whose overhead and scheduling pods naming them get as admission gives them;
     /// PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes, CSIDrivers
     /// and CSIStorageCapacities, bound and provisioned by an embedded PV controller;
     /// StatefulSets, whose pods and claims are created as their controller would;

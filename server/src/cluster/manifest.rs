@@ -38,6 +38,8 @@ pub enum Object {
     Pod(Box<core::Pod>),
     Namespace(Box<core::Namespace>),
     PriorityClass(Box<scheduling::PriorityClass>),
+    /// Read for what the API server's RuntimeClass admission does to pods.
+    RuntimeClass(Box<k8s_openapi::api::node::v1::RuntimeClass>),
     PodDisruptionBudget(Box<policy::PodDisruptionBudget>),
     /// Services and workload controllers: only their selectors are read (default
     /// topology spreading).
@@ -60,6 +62,7 @@ impl Object {
             Object::Pod(_) => "Pod",
             Object::Namespace(_) => "Namespace",
             Object::PriorityClass(_) => "PriorityClass",
+            Object::RuntimeClass(_) => "RuntimeClass",
             Object::PodDisruptionBudget(_) => "PodDisruptionBudget",
             Object::Service(_) => "Service",
             Object::ReplicationController(_) => "ReplicationController",
@@ -279,6 +282,7 @@ fn parse_value(
         "Pod" => Object::Pod(Box::new(decode(doc, &source)?)),
         "Namespace" => Object::Namespace(Box::new(decode(doc, &source)?)),
         "PriorityClass" => Object::PriorityClass(Box::new(decode(doc, &source)?)),
+        "RuntimeClass" => Object::RuntimeClass(Box::new(decode(doc, &source)?)),
         "PodDisruptionBudget" => Object::PodDisruptionBudget(Box::new(decode(doc, &source)?)),
         "Service" => Object::Service(Box::new(decode(doc, &source)?)),
         "ReplicationController" => Object::ReplicationController(Box::new(decode(doc, &source)?)),

@@ -2,6 +2,7 @@
 //! memory: simulations, demos, tests) and [`kubernetes`] (the `kube` crate against an
 //! API server), with manifest loading and Lease leader election.
 
+pub mod admission;
 pub mod embedded;
 pub mod embedded_volumes;
 pub mod kubeproto;

@@ -61,6 +61,8 @@ struct State {
     names: FxHashMap<(Arc<str>, Arc<str>), Uid>,
     namespaces: BTreeMap<Arc<str>, Namespace>,
     priority_classes: BTreeMap<Arc<str>, PriorityClass>,
+    /// RuntimeClasses by name, for what admission does to the pods that name one.
+    runtime_classes: BTreeMap<String, k8s_openapi::api::node::v1::RuntimeClass>,
     pdbs: BTreeMap<(Arc<str>, Arc<str>), Arc<PodDisruptionBudget>>,
     selectors: Vec<Arc<WorkloadSelector>>,
     evictions: Vec<Eviction>,
@@ -200,8 +202,8 @@ impl EmbeddedCluster {
         }
     }
 
-    /// Builds a cluster from manifests. PriorityClasses and Namespaces are taken first
-    /// so pods can refer to them wherever they appear.
+    /// Builds a cluster from manifests. PriorityClasses, RuntimeClasses and Namespaces
+    /// are taken first so pods can refer to them wherever they appear.
     pub fn from_manifests(objects: &[ManifestObject]) -> Result<Self, ManifestError> {
         let c = EmbeddedCluster::new();
         for o in objects {
@@ -213,6 +215,10 @@ impl EmbeddedCluster {
                 Object::Namespace(ns) => {
                     let ns = namespace_from_k8s(ns).map_err(|e| field_err(&o.source, e))?;
                     c.lock().namespaces.insert(ns.name.clone(), ns);
+                }
+                Object::RuntimeClass(rc) => {
+                    c.create_runtime_class(rc)
+                        .map_err(|e| field_err(&o.source, e))?;
                 }
                 _ => {}
             }
@@ -500,8 +506,30 @@ impl EmbeddedCluster {
         Ok(())
     }
 
+    /// Adds a RuntimeClass (validated as the API server validates it) for the pods
+    /// created after it.
+    pub fn create_runtime_class(
+        &self,
+        rc: &k8s_openapi::api::node::v1::RuntimeClass,
+    ) -> Result<(), FieldError> {
+        crate::cluster::admission::validate_runtime_class(rc)?;
+        let name = rc.metadata.name.clone().unwrap_or_default();
+        let mut st = self.lock();
+        if st.runtime_classes.contains_key(&name) {
+            return Err(FieldError {
+                field: "metadata.name".into(),
+                message: format!(
+                    "AlreadyExists: runtimeclasses.node.k8s.io {name:?} already exists"
+                ),
+            });
+        }
+        st.runtime_classes.insert(name, rc.clone());
+        Ok(())
+    }
+
     /// Creates a pod (a name is generated from `generateName` when missing; the
-    /// namespace is created implicitly). Returns `namespace/name`.
+    /// namespace is created implicitly; RuntimeClass admission applies). Returns
+    /// `namespace/name`.
     pub fn create_pod(&self, pod: &core::Pod) -> Result<String, FieldError> {
         let mut st = self.lock();
         let mut pod = pod.clone();
@@ -529,6 +557,7 @@ impl EmbeddedCluster {
             }
             pod.metadata.name = Some(name);
         }
+        crate::cluster::admission::admit_runtime_class(&mut pod, &st.runtime_classes)?;
         crate::model::convert::validate_pod(&pod)?;
         let uid = st.gen_uid();
         let mut p = pod_from_k8s(&pod, &*st, || uid)?;

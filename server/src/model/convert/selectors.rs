@@ -296,7 +296,7 @@ pub(super) fn spread_constraint(
     })
 }
 
-pub(super) fn toleration_from_k8s(t: &core::Toleration, field: &str) -> Result<Toleration> {
+pub fn toleration_from_k8s(t: &core::Toleration, field: &str) -> Result<Toleration> {
     let key = t.key.clone().unwrap_or_default();
     let operator = match t.operator.as_deref() {
         None | Some("") | Some("Equal") => TolerationOperator::Equal,
