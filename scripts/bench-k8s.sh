@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SchedulingBasic through a real API server, kube-scheduler and Switchyard side by
-# side: for each, a fresh control plane from $K8S_CONTROL_PLANE_DIR (default
-# ../shared/k8s), 5000 nodes and 10000 pending pods created before the scheduler
+# side: for each, a fresh control plane (scripts/control-plane.sh, from the binaries in
+# $SWITCHYARD_K8S_BIN; kube-scheduler too), 5000 nodes and 10000 pending pods created before the scheduler
 # starts, every binding timed by a pod watch. Prints both throughputs (first to last
 # bind), the ratio, the time from start to first bind, and the CPU seconds of the API
 # server, etcd and the scheduler per 1000 pods. A benchmark, not a test (about three

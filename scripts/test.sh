@@ -12,8 +12,12 @@
 # registry here ships (kube-apiserver): without them it is listed as not run, with
 # the reason and how to run it, and never counted as passed.
 #
-# K8S_CONTROL_PLANE_DIR  the folder holding control-plane.sh (starts etcd,
-#                        kube-apiserver, ...) for the control-plane suite
+# SWITCHYARD_K8S_BIN     a folder with etcd, kube-apiserver, kube-controller-manager,
+#                        kube-scheduler and kubectl for the control-plane suite
+#                        (scripts/control-plane.sh starts them), or
+# KUBEBUILDER_ASSETS     envtest's assets (etcd, kube-apiserver, kubectl): the tests
+#                        that need kube-scheduler beside Switchyard then fail saying so
+# K8S_CONTROL_PLANE_DIR  another folder holding a control-plane.sh to use instead
 set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -175,12 +179,24 @@ nextest_counts "$log" Rust "$rc"
 
 # ---------------------------------------------------------------- control plane
 banner "real Kubernetes control plane (${control_plane_binaries[*]})"
-k8s_dir="${K8S_CONTROL_PLANE_DIR:-$(cd .. && pwd)/shared/k8s}"
 log=$logs/control-plane.log
-if [[ -f "$k8s_dir/control-plane.sh" ]]; then
-  echo "control plane at $k8s_dir"
+# The project's launcher starts the user's binaries (SWITCHYARD_K8S_BIN or envtest's
+# KUBEBUILDER_ASSETS); K8S_CONTROL_PLANE_DIR names another folder with a
+# control-plane.sh.
+k8s_script="${K8S_CONTROL_PLANE_DIR:+$K8S_CONTROL_PLANE_DIR/control-plane.sh}"
+k8s_script="${k8s_script:-scripts/control-plane.sh}"
+# `check` exits 3 only when etcd or kube-apiserver is missing; anything else the
+# user gave runs, and a test that lacks something fails saying what.
+k8s_rc=0
+if [[ -n ${K8S_CONTROL_PLANE_DIR:-} ]]; then
+  [[ -f $k8s_script ]] || k8s_rc=3
+else
+  scripts/control-plane.sh check || k8s_rc=$?
+fi
+if [[ $k8s_rc != 3 ]]; then
+  echo "control plane from $k8s_script"
   rc=0
-  K8S_CONTROL_PLANE_DIR=$k8s_dir cargo nextest run --workspace --no-fail-fast -E "$control_plane_filter" 2>&1 |
+  cargo nextest run --workspace --no-fail-fast -E "$control_plane_filter" 2>&1 |
     tee "$log" || rc=$?
   nextest_counts "$log" "control plane" "$rc"
 else
@@ -188,7 +204,7 @@ else
     python3 -c 'import json, sys
 suites = json.load(sys.stdin)["rust-suites"].values()
 print(sum(t["filter-match"]["status"] == "matches" for s in suites for t in s["testcases"].values()))' || echo "?")
-  reason="no kube-apiserver here ($k8s_dir/control-plane.sh absent; no registry ships one): set K8S_CONTROL_PLANE_DIR and rerun"
+  reason="no kube-apiserver here (no registry ships one): set KUBEBUILDER_ASSETS (envtest) or SWITCHYARD_K8S_BIN to a folder with etcd and kube-apiserver (and kube-scheduler, kube-controller-manager, kubectl) and rerun; see docs/testing.md"
   echo "not run: $reason"
   record "control plane" 0 0 "${n:-0}" "$reason"
 fi

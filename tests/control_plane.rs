@@ -1,6 +1,6 @@
 //! `switchyard run` against a real Kubernetes v1.26 control plane (etcd,
 //! kube-apiserver and, where a test needs them, kube-controller-manager and
-//! kube-scheduler) from `$K8S_CONTROL_PLANE_DIR` (default `../shared/k8s`): binding,
+//! kube-scheduler) from the user's binaries (`scripts/control-plane.sh`): binding,
 //! events, status, preemption, least privilege with the ServiceAccount's own token,
 //! leader election on a real Lease, and API server and etcd faults. Each test starts
 //! its own control plane on its own ports and stops it at the end; each fails, saying

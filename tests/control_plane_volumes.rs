@@ -1,5 +1,5 @@
-//! Volumes against a real control plane (`$K8S_CONTROL_PLANE_DIR`, default
-//! `../shared/k8s`) with its kube-controller-manager, whose PV controller binds claims
+//! Volumes against a real control plane (`scripts/control-plane.sh` from the user's
+//! binaries) with its kube-controller-manager, whose PV controller binds claims
 //! and whose StatefulSet controller creates pods and their claims:
 //!
 //! * a StatefulSet with static local PVs on specific nodes ends with every pod on its

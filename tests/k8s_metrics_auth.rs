@@ -1,5 +1,5 @@
 //! `/metrics` on `switchyard run`'s secure port, against a real Kubernetes v1.26
-//! control plane (`$K8S_CONTROL_PLANE_DIR`, default `../shared/k8s`): HTTPS with a
+//! control plane (`scripts/control-plane.sh` from the user's binaries): HTTPS with a
 //! self-signed certificate, the bearer token checked with a TokenReview and its user
 //! with a SubjectAccessReview, as kube-scheduler's secure serving does. The scheduler
 //! runs as the `switchyard` ServiceAccount of deploy/rbac.yaml (so its

@@ -1,7 +1,9 @@
 //! A real Kubernetes control plane for end-to-end tests: etcd, kube-apiserver and,
-//! when asked, kube-controller-manager and kube-scheduler, started through
-//! `control-plane.sh` from `$K8S_CONTROL_PLANE_DIR` (default: `../shared/k8s` beside
-//! the workspace). The binaries are never copied into the project.
+//! when asked, kube-controller-manager and kube-scheduler, started by the project's
+//! `scripts/control-plane.sh` from the user's binaries (`$SWITCHYARD_K8S_BIN`, or
+//! `$KUBEBUILDER_ASSETS` as controller-runtime's envtest has them), or by another
+//! `control-plane.sh` in `$K8S_CONTROL_PLANE_DIR`. The binaries are never copied into
+//! the project.
 //!
 //! Every control plane gets its own state directory and its own five ports, so tests
 //! run side by side; it is stopped (SIGKILL, data removed) when the value is dropped,
@@ -17,20 +19,36 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-/// Where `control-plane.sh` is: `$K8S_CONTROL_PLANE_DIR`, else `../shared/k8s`.
+/// Where `control-plane.sh` is: `$K8S_CONTROL_PLANE_DIR`, else the project's
+/// `scripts/`.
 pub fn control_plane_dir() -> PathBuf {
     match std::env::var_os("K8S_CONTROL_PLANE_DIR") {
         Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => crate::workspace_root().join("../shared/k8s"),
+        _ => crate::workspace_root().join("scripts"),
     }
 }
 
-/// `kubectl` on the PATH, if any.
-pub fn kubectl_path() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join("kubectl"))
+/// The user's Kubernetes binary `name` (`kube-scheduler`, ...) from
+/// `$SWITCHYARD_K8S_BIN` or `$KUBEBUILDER_ASSETS`, as `scripts/control-plane.sh`
+/// finds them.
+pub fn k8s_binary(name: &str) -> Option<PathBuf> {
+    ["SWITCHYARD_K8S_BIN", "KUBEBUILDER_ASSETS"]
+        .iter()
+        .filter_map(std::env::var_os)
+        .filter(|d| !d.is_empty())
+        .map(|d| PathBuf::from(d).join(name))
         .find(|p| p.is_file())
+}
+
+/// `kubectl` from `$SWITCHYARD_K8S_BIN`, `$KUBEBUILDER_ASSETS` (envtest ships it) or
+/// the PATH, if any.
+pub fn kubectl_path() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    k8s_binary("kubectl").or_else(|| {
+        std::env::split_paths(&path)
+            .map(|d| d.join("kubectl"))
+            .find(|p| p.is_file())
+    })
 }
 
 /// What to start besides etcd and the API server.
@@ -86,7 +104,7 @@ impl ControlPlane {
         let script = dir.join("control-plane.sh");
         assert!(
             script.is_file(),
-            "no Kubernetes control plane at {} (set K8S_CONTROL_PLANE_DIR to the folder holding control-plane.sh)",
+            "no control-plane.sh in {} (K8S_CONTROL_PLANE_DIR names a folder holding one; unset, the project's scripts/ is used)",
             dir.display()
         );
         let root = crate::workspace_root().join("target/k8s-tests");
@@ -107,6 +125,16 @@ impl ControlPlane {
                 cmd.arg("--with-scheduler");
             }
             let out = cmd.output().expect("run control-plane.sh start");
+            // 3: a binary is missing; trying other ports will not find it.
+            if out.status.code() == Some(3) {
+                let _ = script_command(&script, &state_dir, &root.join("bin"), port_base)
+                    .arg("stop")
+                    .output();
+                panic!(
+                    "no Kubernetes control plane: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+            }
             if out.status.success() {
                 let kubeconfig = state_dir.join("kubeconfig");
                 let url = format!("https://127.0.0.1:{port_base}");
@@ -165,7 +193,7 @@ impl ControlPlane {
     pub fn start_with_kubectl(name: &str, components: Components) -> ControlPlane {
         assert!(
             kubectl_path().is_some(),
-            "kubectl is not installed (Debian package `kubectl`): this test needs it"
+            "kubectl not found in SWITCHYARD_K8S_BIN, KUBEBUILDER_ASSETS or the PATH: this test needs it"
         );
         Self::start(name, components)
     }
@@ -231,8 +259,9 @@ impl ControlPlane {
     /// `kubectl` against this control plane as admin; panics when kubectl is not
     /// installed.
     pub fn kubectl_cmd(&self) -> Command {
-        let k = kubectl_path()
-            .expect("kubectl is not installed (Debian package `kubectl`): this test needs it");
+        let k = kubectl_path().expect(
+            "kubectl not found in SWITCHYARD_K8S_BIN, KUBEBUILDER_ASSETS or the PATH: this test needs it",
+        );
         let mut cmd = Command::new(k);
         cmd.env("KUBECONFIG", &self.kubeconfig)
             .arg("--request-timeout=30s")

@@ -36,8 +36,8 @@ const USAGE: &str = "usage: switchyard-k8s-bench [--nodes N (5000)] [--pods N (1
 [--schedulers kube-scheduler,switchyard] [--repeat N (1)] [--timeout SECONDS (600)] [--auth token|cert (token)]
 [--output-format table|json]
 
-Runs SchedulingBasic through a fresh real control plane per run ($K8S_CONTROL_PLANE_DIR,
-default ../shared/k8s): the nodes and pending pods are created first, then the scheduler
+Runs SchedulingBasic through a fresh real control plane per run (scripts/control-plane.sh,
+from $SWITCHYARD_K8S_BIN or $KUBEBUILDER_ASSETS): the nodes and pending pods are created first, then the scheduler
 starts; a pod watch times each binding. Prints pods/s first to last bind, the time from
 the scheduler's start to its first bind, and the CPU seconds per 1000 pods of the API
 server, etcd and the scheduler. Both schedulers get the same credential: the control
@@ -198,11 +198,8 @@ fn start_scheduler(cp: &ControlPlane, which: &str, dir: &std::path::Path, token:
     let kubeconfig = scheduler_kubeconfig(cp, dir, token);
     match which {
         "kube-scheduler" => {
-            let bin = cp
-                .state_dir()
-                .parent()
-                .map(|p| p.join("bin/kube-scheduler"))
-                .unwrap_or_default();
+            let bin = switchyard_e2e::controlplane::k8s_binary("kube-scheduler")
+                .expect("kube-scheduler not found: set SWITCHYARD_K8S_BIN to a folder holding it");
             // The control plane's scheduler-config.yaml (qps and burst 5000, no leader
             // election), with the chosen kubeconfig.
             let config = dir.join("kube-scheduler-config.yaml");
