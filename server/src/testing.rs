@@ -26,6 +26,7 @@ pub fn node(name: &str) -> NodeBuilder {
         taints: Box::new([]),
         unschedulable: false,
         images: Box::new([]),
+        declared_features: Default::default(),
     })
 }
 
@@ -80,6 +81,11 @@ impl NodeBuilder {
         });
         v.sort_by(|a, b| a.name.cmp(&b.name));
         self.0.images = v.into();
+        self
+    }
+    pub fn declared_features(mut self, names: &[&str]) -> Self {
+        self.0.declared_features =
+            crate::model::features::FeatureSet::of_names(names.iter().copied());
         self
     }
     pub fn build(self) -> Arc<Node> {
@@ -243,6 +249,11 @@ impl PodBuilder {
     }
     pub fn spec(mut self, f: impl FnOnce(&mut PodSpec)) -> Self {
         f(&mut self.spec);
+        self
+    }
+    pub fn required_features(mut self, names: &[&str]) -> Self {
+        self.spec.required_features =
+            crate::model::features::FeatureSet::of_names(names.iter().copied());
         self
     }
     pub fn build(mut self) -> Arc<Pod> {

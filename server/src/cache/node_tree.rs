@@ -114,6 +114,7 @@ mod tests {
             taints: Box::new([]),
             unschedulable: false,
             images: Box::new([]),
+            declared_features: Default::default(),
         }
     }
 

@@ -15,7 +15,8 @@ pub const API_VERSION: &str = "kubescheduler.config.k8s.io/v1";
 pub const KIND: &str = "KubeSchedulerConfiguration";
 pub const DEFAULT_SCHEDULER_NAME: &str = crate::model::convert::DEFAULT_SCHEDULER_NAME;
 
-/// The default profile's plugins (upstream `getDefaultPlugins`, MultiPoint only), minus
+/// The default profile's plugins (upstream `getDefaultPlugins`, MultiPoint only, with
+/// v1.36's default feature gates: NodeDeclaredFeatures appended last), minus
 /// DynamicResources.
 pub const DEFAULT_MULTI_POINT: &[(&str, Option<i32>)] = &[
     ("SchedulingGates", None),
@@ -36,6 +37,7 @@ pub const DEFAULT_MULTI_POINT: &[(&str, Option<i32>)] = &[
     ("NodeResourcesBalancedAllocation", Some(1)),
     ("ImageLocality", Some(1)),
     ("DefaultBinder", None),
+    ("NodeDeclaredFeatures", None),
 ];
 
 /// Upstream plugins Switchyard does not implement (DRA, and the in-tree volume limit
@@ -625,8 +627,10 @@ profiles:
         assert!(!mp.iter().any(|p| p.name == "NodePorts"));
         let il = mp.iter().position(|p| p.name == "ImageLocality").unwrap();
         assert_eq!(mp[il].weight, Some(5));
-        // Kept at its default position, before DefaultBinder.
-        assert_eq!(mp.last().unwrap().name, "DefaultBinder");
+        // Kept at its default position, before DefaultBinder (NodeDeclaredFeatures is
+        // appended after it, as v1.36 does).
+        assert_eq!(mp[mp.len() - 2].name, "DefaultBinder");
+        assert_eq!(mp.last().unwrap().name, "NodeDeclaredFeatures");
         assert!(c.profiles[0].plugin_args.contains_key("NodeResourcesFit"));
     }
 

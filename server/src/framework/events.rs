@@ -362,6 +362,9 @@ pub fn node_scheduling_properties_change(old: &Node, new: &Node) -> Vec<ClusterE
     if old.taints != new.taints {
         push(ActionType::UPDATE_NODE_TAINT);
     }
+    if old.declared_features != new.declared_features {
+        push(ActionType::UPDATE_NODE_DECLARED_FEATURE);
+    }
     events
 }
 

@@ -316,6 +316,7 @@ static EMPTY_NODE: std::sync::LazyLock<Node> = std::sync::LazyLock::new(|| Node 
     taints: Box::new([]),
     unschedulable: false,
     images: Box::new([]),
+    declared_features: Default::default(),
 });
 
 #[cfg(test)]

@@ -20,6 +20,8 @@ pub struct Node {
     /// Images present on the node, one entry per name in `status.images[].names`
     /// (verbatim, as upstream keys them), sorted by name.
     pub images: Box<[NodeImage]>,
+    /// `status.declaredFeatures` the scheduler knows (NodeDeclaredFeatures).
+    pub declared_features: super::features::FeatureSet,
 }
 
 impl Node {

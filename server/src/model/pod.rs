@@ -149,6 +149,8 @@ pub struct PodSpec {
     /// Volumes the volume plugins look at (claims, generic ephemeral volumes, and the
     /// in-tree kinds with disk conflicts or attach limits); others are left out.
     pub volumes: Box<[super::storage::PodVolume]>,
+    /// The node features the pod needs (NodeDeclaredFeatures), inferred from its spec.
+    pub required_features: super::features::FeatureSet,
 }
 
 impl PodSpec {

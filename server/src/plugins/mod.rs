@@ -6,6 +6,7 @@ pub mod helper;
 pub mod imagelocality;
 pub mod interpodaffinity;
 pub mod nodeaffinity;
+pub mod nodedeclaredfeatures;
 pub mod nodename;
 pub mod nodeports;
 pub mod noderesources;
@@ -45,5 +46,6 @@ pub fn in_tree_registry() -> Registry {
     r.register(podtopologyspread::NAME, podtopologyspread::factory());
     r.register(defaultpreemption::NAME, defaultpreemption::factory());
     r.register(defaultbinder::NAME, defaultbinder::factory());
+    r.register(nodedeclaredfeatures::NAME, nodedeclaredfeatures::factory());
     r
 }

@@ -77,6 +77,13 @@ pub fn node_from_k8s(node: &core::Node, generated_uid: impl FnOnce() -> String) 
         taints: taints.into(),
         unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
         images: images.into(),
+        declared_features: crate::model::features::FeatureSet::of_names(
+            status
+                .and_then(|s| s.declared_features.as_ref())
+                .into_iter()
+                .flatten()
+                .map(String::as_str),
+        ),
     })
 }
 

@@ -244,6 +244,7 @@ pub fn pod_from_k8s(
         topology_spread_constraints: topology_spread_constraints.into(),
         owner_references,
         volumes: pod_volumes(name, spec)?,
+        required_features: crate::model::features::required_by_pod(spec),
     };
     Ok(Pod {
         uid: uid.into(),
