@@ -11,6 +11,9 @@ use serde_json::{json, Value};
 use switchyard::client::{event_channel, ClusterBackend};
 use switchyard::cluster::kubernetes::{KubernetesCluster, KubernetesOptions};
 use switchyard::config::SchedulerConfig;
+use switchyard::framework::interface::{PermitPlugin, Plugin};
+use switchyard::framework::{Code, CycleState, Handle, Registry, Status};
+use switchyard::model::Pod;
 use switchyard::plugins::in_tree_registry;
 use switchyard::scheduler::{Options, Scheduler};
 use switchyard_e2e::apiserver::{ApiServer, EVENTS, PODS};
@@ -50,6 +53,14 @@ impl Drop for Running {
 }
 
 fn start(api: &ApiServer) -> Running {
+    start_with(
+        api,
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: switchyard\n- schedulerName: switchyard-batch\n",
+        &in_tree_registry(),
+    )
+}
+
+fn start_with(api: &ApiServer, config: &str, registry: &Registry) -> Running {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -68,14 +79,10 @@ fn start(api: &ApiServer) -> Running {
         runtime.handle().clone(),
         KubernetesOptions::default(),
     ));
-    let config = SchedulerConfig::from_yaml(
-        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: switchyard\n- schedulerName: switchyard-batch\n",
-        "test",
-    )
-    .expect("config");
+    let config = SchedulerConfig::from_yaml(config, "test").expect("config");
     let sched = Scheduler::new(
         &config,
-        &in_tree_registry(),
+        registry,
         cluster.clone(),
         runtime.handle().clone(),
         Options::default(),
@@ -354,5 +361,76 @@ fn preemption_nominates_marks_and_deletes_the_victim() {
     assert!(
         forbidden.is_empty(),
         "deploy/rbac.yaml does not allow: {forbidden:#?}"
+    );
+}
+
+/// A Permit plugin that parks every pod until the test allows it.
+struct Hold;
+impl Plugin for Hold {
+    fn name(&self) -> &str {
+        "Hold"
+    }
+    fn as_permit(&self) -> Option<&dyn PermitPlugin> {
+        Some(self)
+    }
+}
+impl PermitPlugin for Hold {
+    fn permit(&self, _s: &mut CycleState, _p: &Pod, _n: &str) -> (Status, Duration) {
+        (Status::code_only(Code::Wait), Duration::from_secs(30))
+    }
+}
+
+#[test]
+fn a_pod_waiting_in_permit_is_nominated_to_its_node_until_bound() {
+    let api = ApiServer::start();
+    api.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}));
+    api.apply(node("only", "2"));
+    let handle: Arc<std::sync::OnceLock<Arc<Handle>>> = Arc::default();
+    let mut registry = in_tree_registry();
+    let h = handle.clone();
+    registry.register(
+        "Hold",
+        Arc::new(move |_a, hd: &Arc<Handle>| {
+            let _ = h.set(hd.clone());
+            Ok(Arc::new(Hold) as Arc<dyn Plugin>)
+        }),
+    );
+    let _s = start_with(
+        &api,
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: switchyard\n- schedulerName: switchyard-hold\n  plugins:\n    permit:\n      enabled: [{name: Hold}]\n",
+        &registry,
+    );
+    api.apply(pod("plain", "switchyard", "100m", None));
+    api.apply(pod("held", "switchyard-hold", "100m", None));
+    // KEP-5278: the binding cycle writes the chosen node before it waits in Permit.
+    wait_for(
+        "held nominated while it waits",
+        Duration::from_secs(20),
+        || {
+            api.get(PODS, "default", "held")
+                .is_some_and(|p| p["status"]["nominatedNodeName"] == "only")
+        },
+    );
+    assert!(api.node_of("held").is_none(), "still waiting in Permit");
+    let waiting = handle.get().expect("Hold built").waiting_pods.list();
+    assert_eq!(waiting.len(), 1);
+    waiting[0].allow("Hold");
+    wait_for("held bound", Duration::from_secs(20), || {
+        api.node_of("held").as_deref() == Some("only")
+    });
+    let held = api.get(PODS, "default", "held").expect("held");
+    assert!(
+        held["status"]["nominatedNodeName"].is_null(),
+        "the binding clears the nomination: {held}"
+    );
+    // A pod with no Permit wait and no PreBind work gets no status write at all.
+    wait_for("plain bound", Duration::from_secs(20), || {
+        api.node_of("plain").is_some()
+    });
+    assert!(
+        !api.calls().iter().any(|c| c.method == "PATCH"
+            && c.path
+                .starts_with("/api/v1/namespaces/default/pods/plain/status")),
+        "no nomination written for a pod bound at once"
     );
 }

@@ -54,6 +54,8 @@ pub struct CycleState {
     pub started_pre_filter: PluginSet,
     /// Score plugins whose PreScore returned Skip.
     pub skip_score_plugins: PluginSet,
+    /// PreBind plugins whose PreBindPreFlight returned Skip.
+    pub skip_pre_bind_plugins: PluginSet,
     /// Whether per-plugin durations are recorded in this cycle (sampled, as upstream).
     pub record_plugin_metrics: bool,
     /// The attempt's number, unique in this process (sidecars key their state by it).
@@ -144,6 +146,7 @@ impl Clone for CycleState {
             skip_filter_plugins: self.skip_filter_plugins,
             started_pre_filter: self.started_pre_filter,
             skip_score_plugins: self.skip_score_plugins,
+            skip_pre_bind_plugins: self.skip_pre_bind_plugins,
             record_plugin_metrics: self.record_plugin_metrics,
             cycle_id: self.cycle_id,
             deferred_pre_score: self.deferred_pre_score,

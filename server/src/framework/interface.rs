@@ -563,6 +563,13 @@ pub trait PermitPlugin: Plugin {
 }
 
 pub trait PreBindPlugin: Plugin {
+    /// Upstream `PreBindPreFlight` (KEP-5278): whether PreBind has work for the pod on
+    /// `node`, cheaply and without doing it: Success (it has), Skip (PreBind is not
+    /// called for this pod) or an error. A plugin that cannot tell says Success.
+    fn pre_bind_pre_flight(&self, _state: &CycleState, _pod: &Pod, _node: &str) -> Status {
+        Status::success()
+    }
+
     fn pre_bind<'a>(
         &'a self,
         state: &'a CycleState,

@@ -1,5 +1,6 @@
 //! The binding cycle (upstream `bindingCycle`), on tokio, concurrent with the next
-//! scheduling cycles: wait on Permit, PreBind, Bind, PostBind. Failures after Permit
+//! scheduling cycles: PreBind pre-flight and the nomination, wait on Permit, PreBind,
+//! Bind, PostBind. Failures after Permit
 //! are errors, never "unschedulable".
 
 use std::sync::Arc;
@@ -9,9 +10,9 @@ use super::cycle::ScheduledPod;
 use super::failure::SchedulingFailure;
 use super::observer::{extension_point_metric, permit_waited, AttemptObserver};
 use super::Scheduler;
-use crate::client::{EventType, PodEvent};
+use crate::client::{EventType, PodEvent, PodStatusUpdate};
 use crate::framework::interface::QueuedPodInfo;
-use crate::framework::{CycleState, Framework, Status};
+use crate::framework::{Code, CycleState, Framework, Status};
 
 impl Scheduler {
     /// Starts `scheduled`'s binding cycle off the scheduling thread, under the
@@ -63,6 +64,28 @@ impl Scheduler {
     ) -> bool {
         let ScheduledPod { assumed, host } = &scheduled;
         let start = Instant::now();
+        // KEP-5278 (NominatedNodeNameForExpectation, on since v1.35): PreBind's
+        // pre-flight first; when the binding will take a while (a Permit wait, or
+        // PreBind work), the chosen node is written as the pod's nomination so that
+        // others see where it is going meanwhile. The API server clears it on bind.
+        let pre_flight = fw.run_pre_bind_pre_flights(state, assumed, host);
+        if pre_flight.code() == Code::Error || pre_flight.is_rejected() {
+            let failure = SchedulingFailure::error(pre_flight);
+            self.handle_binding_cycle_error(fw, state, &scheduled, pinfo, failure, start);
+            return false;
+        }
+        if (pre_flight.is_success() || fw.will_wait_on_permit(assumed))
+            && assumed.nominated_node_name.as_deref() != Some(&**host)
+        {
+            let update = PodStatusUpdate {
+                condition: None,
+                nominated_node_name: Some(Some(host.clone())),
+            };
+            if let Err(e) = self.client.update_pod_status(assumed, update).await {
+                tracing::error!(pod = %assumed.key(), node = %host, error = %e,
+                    "Failed to update the nominated node name in the binding cycle");
+            }
+        }
         let s = fw.wait_on_permit(assumed).await;
         permit_waited(s.is_success(), start);
         if !s.is_success() {

@@ -297,6 +297,12 @@ impl Shared {
             &mut pod,
             &json!({"status": {"conditions": [{"type": "PodScheduled", "status": "True"}]}}),
         );
+        // ClearingNominatedNodeNameAfterBinding (beta, on since v1.35): the binding's
+        // own write clears the nomination (pkg/registry/core/pod/storage/storage.go,
+        // setPodNodeAndMetadata).
+        if let Some(status) = pod["status"].as_object_mut() {
+            status.remove("nominatedNodeName");
+        }
         self.put(PODS, pod);
         json_response(
             StatusCode::CREATED,

@@ -26,6 +26,9 @@ impl ClusterClient for EmbeddedCluster {
             let ts = now_micros();
             EmbeddedCluster::update_pod(&mut st, &pod.uid, |p| {
                 p.node_name = Some(node);
+                // The API server clears the nomination in the binding's own write
+                // (ClearingNominatedNodeNameAfterBinding, on since v1.35).
+                p.nominated_node_name = None;
                 p.phase = crate::model::pod::PodPhase::Running;
                 let mut spec = (*p.spec).clone();
                 spec.start_time = Some(ts);

@@ -126,16 +126,59 @@ impl Framework {
 
     // ---- binding cycle -------------------------------------------------------
 
+    /// Upstream `RunPreBindPreFlights`: asks each PreBind plugin whether it has work
+    /// for the pod; those that say Skip are left out of PreBind. Success when one
+    /// has, Skip when none has, an error as soon as one fails.
+    pub fn run_pre_bind_pre_flights(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        node: &str,
+    ) -> Status {
+        let mut result = Status::skip();
+        let mut skip = crate::framework::cycle_state::PluginSet::default();
+        for (i, e) in self.pre_bind.iter().enumerate() {
+            let Some(p) = e.plugin.as_pre_bind() else {
+                continue;
+            };
+            let s = p.pre_bind_pre_flight(state, pod, node);
+            match s.code() {
+                Code::Success => result = Status::success(),
+                Code::Skip => skip.insert(i),
+                Code::Error => {
+                    return wrap(format!(
+                        "running PreBindPreFlight {:?}: {}",
+                        e.name,
+                        s.message()
+                    ))
+                    .with_plugin(&e.name)
+                }
+                other => {
+                    return wrap(format!(
+                        "PreBindPreFlight {} returned {other:?}, which is unsupported. It is supposed to return Success, Skip, or Error status",
+                        e.name
+                    ))
+                    .with_plugin(&e.name)
+                }
+            }
+        }
+        state.skip_pre_bind_plugins = skip;
+        result
+    }
+
     pub async fn run_pre_bind_plugins(
         &self,
         state: &CycleState,
         pod: &Arc<Pod>,
         node: &str,
     ) -> Status {
-        for e in &self.pre_bind {
+        for (i, e) in self.pre_bind.iter().enumerate() {
             let Some(p) = e.plugin.as_pre_bind() else {
                 continue;
             };
+            if state.skip_pre_bind_plugins.contains(i) {
+                continue;
+            }
             let span = state.trace.plugin("PreBind", &e.name);
             let s = tracing::Instrument::instrument(p.pre_bind(state, pod, node), span).await;
             if s.is_success() || s.is_skip() {
@@ -188,5 +231,107 @@ impl Framework {
                 tracing::Instrument::instrument(p.post_bind(state, pod, node), span).await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::framework::interface::{Plugin, PreBindPlugin};
+    use crate::framework::{BoxFuture, Handle};
+
+    /// A PreBind plugin whose pre-flight answers `answer` and which counts PreBinds.
+    struct Flight {
+        answer: Mutex<Status>,
+        pre_binds: AtomicUsize,
+    }
+    impl Plugin for Flight {
+        fn name(&self) -> &str {
+            "Flight"
+        }
+        fn as_pre_bind(&self) -> Option<&dyn PreBindPlugin> {
+            Some(self)
+        }
+    }
+    impl PreBindPlugin for Flight {
+        fn pre_bind_pre_flight(&self, _s: &CycleState, _p: &Pod, _n: &str) -> Status {
+            self.answer.lock().unwrap().clone()
+        }
+        fn pre_bind<'a>(
+            &'a self,
+            _s: &'a CycleState,
+            _p: &'a Arc<Pod>,
+            _n: &'a str,
+        ) -> BoxFuture<'a, Status> {
+            self.pre_binds.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async { Status::success() })
+        }
+    }
+
+    #[test]
+    fn pre_flights_decide_which_pre_binds_run() {
+        let flight = Arc::new(Flight {
+            answer: Mutex::new(Status::skip()),
+            pre_binds: AtomicUsize::new(0),
+        });
+        let mut registry = crate::plugins::in_tree_registry();
+        let f = flight.clone();
+        registry.register(
+            "Flight",
+            Arc::new(move |_a, _h: &Arc<Handle>| Ok(f.clone() as Arc<dyn Plugin>)),
+        );
+        let config = crate::config::SchedulerConfig::from_yaml(
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: default-scheduler\n  plugins:\n    multiPoint:\n      enabled: [{name: Flight}]\n",
+            "config",
+        )
+        .unwrap();
+        let handle = Arc::new(Handle::new(
+            Arc::new(crate::framework::waiting_pods::WaitingPods::default()),
+            Arc::new(crate::testing::NoopClient),
+        ));
+        let fw = Framework::new(&config.profiles[0], &registry, handle).unwrap();
+        let pod = crate::testing::pod("p").build();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+
+        // Every PreBind plugin (VolumeBinding with no claims too) says Skip: nothing runs.
+        let mut state = CycleState::new();
+        assert!(fw.run_pre_bind_pre_flights(&mut state, &pod, "n").is_skip());
+        assert!(rt
+            .block_on(fw.run_pre_bind_plugins(&state, &pod, "n"))
+            .is_success());
+        assert_eq!(flight.pre_binds.load(Ordering::SeqCst), 0);
+
+        *flight.answer.lock().unwrap() = Status::success();
+        let mut state = CycleState::new();
+        assert!(fw
+            .run_pre_bind_pre_flights(&mut state, &pod, "n")
+            .is_success());
+        assert!(rt
+            .block_on(fw.run_pre_bind_plugins(&state, &pod, "n"))
+            .is_success());
+        assert_eq!(flight.pre_binds.load(Ordering::SeqCst), 1);
+
+        *flight.answer.lock().unwrap() = Status::error("no volumes");
+        let s = fw.run_pre_bind_pre_flights(&mut CycleState::new(), &pod, "n");
+        assert_eq!(s.code(), Code::Error);
+        assert!(
+            s.message()
+                .contains("running PreBindPreFlight \"Flight\": no volumes"),
+            "{}",
+            s.message()
+        );
+
+        *flight.answer.lock().unwrap() = Status::unschedulable("nope");
+        let s = fw.run_pre_bind_pre_flights(&mut CycleState::new(), &pod, "n");
+        assert!(
+            s.message().contains("which is unsupported"),
+            "{}",
+            s.message()
+        );
     }
 }

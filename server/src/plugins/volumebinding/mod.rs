@@ -367,6 +367,15 @@ impl ReservePlugin for VolumeBinding {
 }
 
 impl PreBindPlugin for VolumeBinding {
+    /// Work only when Reserve assumed bindings or provisions for the node (upstream:
+    /// Skip when every claim is bound).
+    fn pre_bind_pre_flight(&self, state: &CycleState, _pod: &Pod, _node: &str) -> Status {
+        match state.read::<StateData>().and_then(|s| s.reserved.as_ref()) {
+            Some(_) => Status::success(),
+            None => Status::skip(),
+        }
+    }
+
     fn pre_bind<'a>(
         &'a self,
         state: &'a CycleState,
