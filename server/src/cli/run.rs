@@ -15,7 +15,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
 
-    /// The kubeconfig to use. Without it: $KUBECONFIG or ~/.kube/config if present,
+    /// The kubeconfig to use. Without it: the --config file's
+    /// clientConnection.kubeconfig, else $KUBECONFIG or ~/.kube/config if present,
     /// else the in-cluster service account (in a pod).
     #[arg(long, value_name = "PATH")]
     kubeconfig: Option<PathBuf>,

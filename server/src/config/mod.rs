@@ -40,11 +40,15 @@ pub const DEFAULT_MULTI_POINT: &[(&str, Option<i32>)] = &[
     ("NodeDeclaredFeatures", None),
 ];
 
-/// Upstream plugins Switchyard does not implement (DRA, and the in-tree volume limit
-/// plugins upstream removed in favour of NodeVolumeLimits). Disabling them is
-/// accepted; enabling them is an error that says so.
+/// Upstream plugins Switchyard does not implement (DRA; the Workload API's gang and
+/// topology plugins, alpha and off in v1.36; and the in-tree volume limit plugins
+/// upstream removed in favour of NodeVolumeLimits). Disabling them is accepted;
+/// enabling them is an error that says so.
 pub const UNSUPPORTED_UPSTREAM_PLUGINS: &[&str] = &[
     "DynamicResources",
+    "GangScheduling",
+    "TopologyPlacement",
+    "PodGroupPodsCount",
     "EBSLimits",
     "GCEPDLimits",
     "AzureDiskLimits",
@@ -98,6 +102,9 @@ pub struct SchedulerConfig {
     pub leader_election: LeaderElectionConfig,
     pub client_qps: f32,
     pub client_burst: i32,
+    /// `clientConnection.kubeconfig`: the cluster to talk to when `--kubeconfig` does
+    /// not name one (kube-scheduler takes it from its config file).
+    pub client_kubeconfig: Option<std::path::PathBuf>,
     /// Sidecar endpoints serving remote plugins.
     pub remote_plugins: Vec<remote::EndpointConfig>,
 }
@@ -422,6 +429,58 @@ impl SchedulerConfig {
                 .and_then(|l| l.resource_namespace.clone())
                 .unwrap_or_else(|| "kube-system".into()),
         };
+        // component-base `ValidateLeaderElectionConfiguration`, as v1.36 runs it.
+        if leader_election.leader_elect {
+            let zero = Duration::ZERO;
+            for (d, field, raw_value) in [
+                (
+                    leader_election.lease_duration,
+                    "leaseDuration",
+                    le.and_then(|l| l.lease_duration.clone()),
+                ),
+                (
+                    leader_election.renew_deadline,
+                    "renewDeadline",
+                    le.and_then(|l| l.renew_deadline.clone()),
+                ),
+                (
+                    leader_election.retry_period,
+                    "retryPeriod",
+                    le.and_then(|l| l.retry_period.clone()),
+                ),
+            ] {
+                if d <= zero {
+                    return Err(invalid(
+                        &format!("leaderElection.{field}"),
+                        format!(
+                            "Invalid value: {:?}: must be greater than zero",
+                            raw_value.unwrap_or_default()
+                        ),
+                    ));
+                }
+            }
+            if leader_election.lease_duration <= leader_election.renew_deadline {
+                return Err(invalid(
+                    "leaderElection.leaseDuration",
+                    format!(
+                        "Invalid value: {:?}: LeaseDuration must be greater than RenewDeadline",
+                        le.and_then(|l| l.renew_deadline.clone())
+                            .unwrap_or_else(|| "10s".into())
+                    ),
+                ));
+            }
+            for (v, field) in [
+                (&leader_election.resource_name, "resourceName"),
+                (&leader_election.resource_namespace, "resourceNamespace"),
+            ] {
+                if v.is_empty() {
+                    return Err(invalid(
+                        &format!("leaderElection.{field}"),
+                        format!("Invalid value: \"\": {field} is required"),
+                    ));
+                }
+            }
+        }
         if let Some(lock) = le.and_then(|l| l.resource_lock.as_deref()) {
             if leader_election.leader_elect && lock != "leases" {
                 return Err(invalid(
@@ -432,7 +491,17 @@ impl SchedulerConfig {
         }
         let cc = raw.client_connection.as_ref();
         let client_qps = cc.and_then(|c| c.qps).filter(|q| *q != 0.0).unwrap_or(50.0);
+        if let Some(b) = cc.and_then(|c| c.burst).filter(|b| *b < 0) {
+            return Err(invalid(
+                "clientConnection.burst",
+                format!("Invalid value: {b}: must be non-negative"),
+            ));
+        }
         let client_burst = cc.and_then(|c| c.burst).filter(|b| *b != 0).unwrap_or(100);
+        let client_kubeconfig = cc
+            .and_then(|c| c.kubeconfig.as_deref())
+            .filter(|k| !k.is_empty())
+            .map(std::path::PathBuf::from);
 
         let mut remote_plugins = Vec::new();
         for (i, r) in raw.remote_plugins.iter().enumerate() {
@@ -557,6 +626,7 @@ impl SchedulerConfig {
             leader_election,
             client_qps,
             client_burst,
+            client_kubeconfig,
             remote_plugins,
         })
     }
@@ -677,6 +747,51 @@ profiles:
         .unwrap_err()
         .to_string();
         assert!(e.contains("podMaxBackoffSeconds"), "{e}");
+        // component-base's checks of leader election and the client connection.
+        for (yaml, want) in [
+            (
+                "leaderElection: {leaseDuration: 5s, renewDeadline: 10s}\n",
+                "leaderElection.leaseDuration: Invalid value: \"10s\": LeaseDuration must be greater than RenewDeadline",
+            ),
+            (
+                "leaderElection: {retryPeriod: 0s}\n",
+                "leaderElection.retryPeriod: Invalid value: \"0s\": must be greater than zero",
+            ),
+            (
+                "leaderElection: {resourceName: ''}\n",
+                "leaderElection.resourceName: Invalid value: \"\": resourceName is required",
+            ),
+            (
+                "clientConnection: {burst: -1}\n",
+                "clientConnection.burst: Invalid value: -1: must be non-negative",
+            ),
+        ] {
+            let e = load(&format!("{base}{yaml}")).unwrap_err().to_string();
+            assert!(e.ends_with(want), "{yaml}: {e}");
+        }
+        // Not electing: the durations are not checked, as upstream.
+        load(&format!(
+            "{base}leaderElection: {{leaderElect: false, leaseDuration: 1s, renewDeadline: 10s}}\n"
+        ))
+        .unwrap();
+        // The Workload API's plugins (alpha in v1.36) are named as not implemented.
+        let e = load(&format!("{base}profiles:\n- schedulerName: a\n  plugins:\n    multiPoint:\n      enabled: [{{name: GangScheduling}}]\n")).unwrap_err().to_string();
+        assert!(
+            e.contains("plugins.multiPoint.enabled[0]") && e.contains("GangScheduling"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_client_connection_names_the_kubeconfig() {
+        let c = load("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nclientConnection: {kubeconfig: /etc/kubernetes/scheduler.conf}\n").unwrap();
+        assert_eq!(
+            c.client_kubeconfig.as_deref(),
+            Some(std::path::Path::new("/etc/kubernetes/scheduler.conf"))
+        );
+        assert!(SchedulerConfig::default_config()
+            .client_kubeconfig
+            .is_none());
     }
 
     #[test]

@@ -25,7 +25,8 @@ use crate::scheduler::{Options, Scheduler};
 #[derive(Clone, Debug)]
 pub struct RunOptions {
     pub config: SchedulerConfig,
-    /// None: the default kubeconfig (`$KUBECONFIG`, `~/.kube/config`) if present,
+    /// None: the config file's `clientConnection.kubeconfig`, else the default
+    /// kubeconfig (`$KUBECONFIG`, `~/.kube/config`) if present,
     /// else the in-cluster configuration.
     pub kubeconfig: Option<PathBuf>,
     /// Where `/healthz`, `/livez`, `/readyz` and `/metrics` are served.
@@ -141,7 +142,13 @@ pub fn run(opts: RunOptions, registry: &Registry) -> Result<(), RunError> {
         .enable_all()
         .build()
         .map_err(RunError::Runtime)?;
-    let client = runtime.block_on(client(opts.kubeconfig.as_ref()))?;
+    // `--kubeconfig`, else the config file's `clientConnection.kubeconfig` (where
+    // kube-scheduler takes it from), else the defaults.
+    let kubeconfig = opts
+        .kubeconfig
+        .as_ref()
+        .or(config.client_kubeconfig.as_ref());
+    let client = runtime.block_on(client(kubeconfig))?;
     let identity = opts.identity.unwrap_or_else(default_identity);
 
     let mut registry = registry.clone();

@@ -163,11 +163,17 @@ impl BalancedAllocation {
             let without_score = balanced2(w0 - r0, a0, w1 - r1, a1);
             return MAX_NODE_SCORE / 2 + (MAX_NODE_SCORE / 2 + with_score - without_score) / 2;
         }
-        let n = self.resources.len().min(8);
-        let mut with_pod = [0i64; 8];
-        let mut without = [0i64; 8];
-        let mut alloc = [0i64; 8];
-        for (i, (k, &req)) in self.resources.iter().zip(requests).take(n).enumerate() {
+        // Up to 8 resources on the stack; more (rare) in vectors.
+        let n = self.resources.len();
+        let (mut with_a, mut without_a, mut alloc_a) = ([0i64; 8], [0i64; 8], [0i64; 8]);
+        let (mut with_v, mut without_v, mut alloc_v);
+        let (with_pod, without, alloc): (&mut [i64], &mut [i64], &mut [i64]) = if n <= 8 {
+            (&mut with_a[..n], &mut without_a[..n], &mut alloc_a[..n])
+        } else {
+            (with_v, without_v, alloc_v) = (vec![0; n], vec![0; n], vec![0; n]);
+            (&mut with_v, &mut without_v, &mut alloc_v)
+        };
+        for (i, (k, &req)) in self.resources.iter().zip(requests).enumerate() {
             let (a, r) = allocatable_and_requested(node, k, req, true);
             if a == 0 {
                 continue;
@@ -176,8 +182,8 @@ impl BalancedAllocation {
             with_pod[i] = r;
             without[i] = r - req;
         }
-        let with_score = balanced_resource_score(&with_pod[..n], &alloc[..n]);
-        let without_score = balanced_resource_score(&without[..n], &alloc[..n]);
+        let with_score = balanced_resource_score(with_pod, alloc);
+        let without_score = balanced_resource_score(without, alloc);
         MAX_NODE_SCORE / 2 + (MAX_NODE_SCORE / 2 + with_score - without_score) / 2
     }
 }
@@ -214,9 +220,6 @@ fn build(args: Option<&serde_json::Value>) -> Result<BalancedAllocation, String>
                 ));
             }
         }
-    }
-    if resources.len() > 8 {
-        return Err("resources: Too many: at most 8 resources can be balanced".into());
     }
     Ok(BalancedAllocation {
         resources: resources
@@ -281,5 +284,30 @@ mod tests {
                 &Snapshot::default()
             )
             .is_skip());
+    }
+
+    #[test]
+    fn more_than_eight_resources_are_balanced_as_upstream() {
+        // Upstream sets no limit; cpu and memory plus eight extended resources.
+        let mut resources = vec![
+            serde_json::json!({"name": "cpu", "weight": 1}),
+            serde_json::json!({"name": "memory", "weight": 1}),
+        ];
+        for i in 0..8 {
+            resources.push(serde_json::json!({"name": format!("example.com/r{i}"), "weight": 1}));
+        }
+        let b = build(Some(&serde_json::json!({"resources": resources}))).unwrap();
+        let two = build(None).unwrap();
+        // A node with none of the extended resources: only cpu and memory count, so
+        // the score is the two-resource one.
+        let p = pod("p").cpu(1000).memory(1 << 30).build();
+        let n = NodeInfo::new(node("n").cpu(4000).memory(4 << 30).build());
+        let (mut s1, mut s2) = (CycleState::new(), CycleState::new());
+        b.pre_score(&mut s1, &p, &[], &Snapshot::default());
+        two.pre_score(&mut s2, &p, &[], &Snapshot::default());
+        assert_eq!(
+            b.score(&s1, &p, &n).unwrap(),
+            two.score(&s2, &p, &n).unwrap()
+        );
     }
 }

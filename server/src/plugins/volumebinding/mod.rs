@@ -65,9 +65,10 @@ struct Args {
     _kind: Option<String>,
     #[serde(default = "default_timeout")]
     bind_timeout_seconds: i64,
-    /// Only read by the gated scorer; accepted so upstream configurations load.
-    #[serde(default, rename = "shape")]
-    _shape: Option<serde_json::Value>,
+    /// Only for the StorageCapacityScoring scorer (alpha and off in v1.36), whose
+    /// validation then refuses any shape.
+    #[serde(default)]
+    shape: Option<serde_json::Value>,
 }
 
 fn default_timeout() -> i64 {
@@ -80,7 +81,7 @@ impl Default for Args {
             _api_version: None,
             _kind: None,
             bind_timeout_seconds: DEFAULT_BIND_TIMEOUT_SECONDS,
-            _shape: None,
+            shape: None,
         }
     }
 }
@@ -397,6 +398,12 @@ impl PreBindPlugin for VolumeBinding {
 pub fn factory() -> PluginFactory {
     Arc::new(|args, h: &Arc<Handle>| {
         let a: Args = decode_args(args)?;
+        if let Some(shape) = &a.shape {
+            return Err(format!(
+                "shape: Invalid value: {shape}: unexpected field `shape`, remove it or turn on the feature gate StorageCapacityScoring"
+            )
+            .into());
+        }
         if a.bind_timeout_seconds < 0 {
             return Err(format!(
                 "bindTimeoutSeconds: Invalid value: {}: invalid BindTimeoutSeconds, should not be a negative value",
