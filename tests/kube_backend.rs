@@ -434,3 +434,78 @@ fn a_pod_waiting_in_permit_is_nominated_to_its_node_until_bound() {
         "no nomination written for a pod bound at once"
     );
 }
+
+#[test]
+fn a_pod_that_fails_the_same_way_again_writes_no_more() {
+    let api = ApiServer::start();
+    api.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}));
+    api.apply(node("only", "2"));
+    api.apply(pod("filler", "switchyard", "1500m", Some("only")));
+    for i in 0..3 {
+        api.apply(pod(&format!("tiny-{i}"), "switchyard", "10m", Some("only")));
+    }
+    let s = start(&api);
+    let attempts = || {
+        s.sched
+            .as_ref()
+            .map_or(0, |r| r.scheduler().stats.attempts())
+    };
+    api.apply(pod("big", "switchyard", "1", None));
+    wait_for("big unschedulable", Duration::from_secs(20), || {
+        api.get(PODS, "default", "big").is_some_and(|p| {
+            p["status"]["conditions"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c["reason"] == "Unschedulable"))
+        })
+    });
+    // Each deleted pod on the node retries it (NodeResourcesFit's hint), with the
+    // same outcome: still 470m free of the 1 CPU it asks.
+    for i in 0..3 {
+        let before = attempts();
+        assert!(api.delete(PODS, "default", &format!("tiny-{i}")));
+        wait_for("another attempt", Duration::from_secs(30), || {
+            attempts() > before
+        });
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(api.node_of("big").is_none());
+    let calls = api.calls();
+    let status_patches = calls
+        .iter()
+        .filter(|c| {
+            c.method == "PATCH"
+                && c.path
+                    .starts_with("/api/v1/namespaces/default/pods/big/status")
+        })
+        .count();
+    assert_eq!(
+        status_patches, 1,
+        "the same condition is written once: {calls:?}"
+    );
+    // One Event, its series counting the attempts (client-go's recorder: created,
+    // then series.count 2 patched; later ones counted until the series ends).
+    let events: Vec<Value> = api
+        .list(EVENTS)
+        .into_iter()
+        .filter(|e| e["regarding"]["name"] == "big" && e["reason"] == "FailedScheduling")
+        .collect();
+    assert_eq!(events.len(), 1, "{events:#?}");
+    assert_eq!(events[0]["series"]["count"], 2, "{events:#?}");
+    let event_writes = calls
+        .iter()
+        .filter(|c| {
+            c.path
+                .starts_with("/apis/events.k8s.io/v1/namespaces/default/events")
+        })
+        .filter(|c| c.method == "POST" || c.method == "PATCH")
+        // The double answers a protobuf body 415 (the backend then sends JSON).
+        .filter(|c| c.content_type.as_deref() != Some("application/vnd.kubernetes.protobuf"))
+        .count();
+    assert_eq!(event_writes, 2, "{calls:?}");
+    assert!(attempts() >= 4);
+    let forbidden = api.forbidden_by_deploy_rbac();
+    assert!(
+        forbidden.is_empty(),
+        "deploy/rbac.yaml does not allow: {forbidden:#?}"
+    );
+}

@@ -111,6 +111,7 @@ pub fn pod(name: &str) -> PodBuilder {
             resource_version: None,
             phase: Default::default(),
             preempted_by_scheduler: false,
+            unschedulable_condition: None,
             spec: Arc::new(PodSpec::default()),
         },
         spec: PodSpec {

@@ -29,6 +29,10 @@ pub struct Pod {
     /// Has the `DisruptionTarget` condition from scheduler preemption: a terminating
     /// victim that must not trigger another preemption.
     pub preempted_by_scheduler: bool,
+    /// The `PodScheduled=False` condition as the cluster holds it (reason, message):
+    /// a failed attempt that would write the same one writes nothing, as upstream's
+    /// status diff.
+    pub unschedulable_condition: Option<Arc<(Box<str>, Box<str>)>>,
     pub spec: Arc<PodSpec>,
 }
 

@@ -158,6 +158,15 @@ impl Scheduler {
             "Scheduling",
             msg.clone(),
         ));
+        // Upstream `updatePod` patches only what changed: the same condition and no
+        // new nomination write nothing.
+        let unchanged = pod
+            .unschedulable_condition
+            .as_deref()
+            .is_some_and(|(r, m)| **r == *reason && **m == *msg);
+        if unchanged && nominated_update.is_none() {
+            return;
+        }
         let me = self.clone();
         self.spawn_op(async move {
             let update = PodStatusUpdate {

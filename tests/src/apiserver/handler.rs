@@ -218,6 +218,18 @@ impl Shared {
             (Method::POST, Some(n), Some("binding")) if kind == PODS => {
                 self.bind(ns.as_deref().unwrap_or(""), n, &body)
             }
+            // A merge patch of an object (event series).
+            (Method::PATCH, Some(n), None) => {
+                let Some(mut cur) = self.get(kind, ns.as_deref().unwrap_or(""), n) else {
+                    return status(
+                        404,
+                        "NotFound",
+                        &format!("{} \"{n}\" not found", kind.plural),
+                    );
+                };
+                merge(&mut cur, &body);
+                json_response(StatusCode::OK, &self.put(kind, cur))
+            }
             (Method::PATCH, Some(n), Some("status")) => {
                 let Some(mut cur) = self.get(kind, ns.as_deref().unwrap_or(""), n) else {
                     return status(

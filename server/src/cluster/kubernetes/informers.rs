@@ -253,6 +253,7 @@ impl ClusterBackend for KubernetesCluster {
             }
             let _ = watch.await;
         }));
+        tasks.push(self.spawn_series_sweeper());
         if let Ok(mut t) = self.tasks.lock() {
             t.extend(tasks);
         }

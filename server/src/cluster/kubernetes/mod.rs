@@ -27,6 +27,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions
 use serde_json::json;
 
 mod errors;
+mod events;
 mod informers;
 mod ratelimit;
 
@@ -88,6 +89,8 @@ pub struct KubernetesCluster {
     /// Bindings and events go as protobuf until the API server refuses the media
     /// type (415); then as JSON.
     protobuf: Arc<AtomicBool>,
+    /// Isomorphic events folded into series, as client-go's recorder does.
+    series: Arc<events::EventSeries>,
 }
 
 impl KubernetesCluster {
@@ -106,6 +109,7 @@ impl KubernetesCluster {
             options,
             tasks: Mutex::new(Vec::new()),
             protobuf: Arc::new(AtomicBool::new(true)),
+            series: Arc::default(),
         }
     }
 
@@ -422,6 +426,7 @@ impl ClusterClient for KubernetesCluster {
         let gate = self.events.clone();
         let protobuf = self.protobuf.clone();
         let instance = self.options.instance.clone();
+        let series = self.series.clone();
         self.runtime.spawn(async move {
             limiter.acquire().await;
             let _permit = gate.acquire().await;
@@ -437,7 +442,24 @@ impl ClusterClient for KubernetesCluster {
             let now = k8s_openapi::jiff::Timestamp::now();
             // As client-go's recorder names them: `<object>.<hex unix nanoseconds>`
             // (a generateName ending in "." is not a valid name prefix).
-            let name = event_name(&event.name, now);
+            let key = events::Key {
+                uid: event.uid.clone(),
+                reason: event.reason,
+                action: event.action,
+            };
+            let name = match series.record(
+                key,
+                &event.namespace,
+                || event_name(&event.name, now),
+                Instant::now(),
+                now,
+            ) {
+                events::Write::Create(name) => name,
+                events::Write::Series(patch) => {
+                    return patch_series(&client, &patch).await;
+                }
+                events::Write::Nothing => return,
+            };
             let event_type = match event.event_type {
                 EventType::Normal => "Normal",
                 EventType::Warning => "Warning",
@@ -500,6 +522,45 @@ impl ClusterClient for KubernetesCluster {
                 report_api_error("create", "events", &what(), &e);
             }
         });
+    }
+}
+
+/// Writes an event series' count onto its Event (a merge patch, as client-go's
+/// recorder sends it); an Event gone meanwhile is left gone.
+async fn patch_series(client: &kube::Client, patch: &events::SeriesPatch) {
+    let api: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), &patch.namespace);
+    if let Err(e) = api
+        .patch(
+            &patch.name,
+            &PatchParams::default(),
+            &Patch::Merge(patch.body()),
+        )
+        .await
+    {
+        if !is_code(&e, 404) {
+            report_api_error("patch", "events", &patch.name, &e);
+        }
+    }
+}
+
+impl KubernetesCluster {
+    /// Writes the counts of event series that ended or are due a refresh, every
+    /// minute, until the runtime stops.
+    fn spawn_series_sweeper(&self) -> tokio::task::JoinHandle<()> {
+        let series = self.series.clone();
+        let client = self.client.clone();
+        let limiter = self.limiter.clone();
+        self.runtime.spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(60));
+            loop {
+                tick.tick().await;
+                for p in series.sweep(Instant::now()) {
+                    limiter.acquire().await;
+                    patch_series(&client, &p).await;
+                }
+            }
+        })
     }
 }
 

@@ -268,6 +268,16 @@ pub fn pod_from_k8s(
             .is_some_and(|c| {
                 c.status == "True" && c.reason.as_deref() == Some("PreemptionByScheduler")
             }),
+        unschedulable_condition: status
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "PodScheduled"))
+            .filter(|c| c.status == "False")
+            .map(|c| {
+                Arc::new((
+                    c.reason.clone().unwrap_or_default().into(),
+                    c.message.clone().unwrap_or_default().into(),
+                ))
+            }),
         spec: Arc::new(spec_model),
     })
 }
