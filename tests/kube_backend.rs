@@ -66,14 +66,7 @@ fn start_with(api: &ApiServer, config: &str, registry: &Registry) -> Running {
         .enable_all()
         .build()
         .expect("runtime");
-    let client = runtime.block_on(async {
-        let kc = kube::config::Kubeconfig::from_yaml(&api.kubeconfig()).expect("kubeconfig");
-        let cfg =
-            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-                .await
-                .expect("config");
-        kube::Client::try_from(cfg).expect("client")
-    });
+    let client = runtime.block_on(api.client());
     let cluster = Arc::new(KubernetesCluster::new(
         client,
         runtime.handle().clone(),
@@ -508,4 +501,43 @@ fn a_pod_that_fails_the_same_way_again_writes_no_more() {
         forbidden.is_empty(),
         "deploy/rbac.yaml does not allow: {forbidden:#?}"
     );
+}
+
+#[test]
+fn a_binding_the_role_does_not_allow_fails_naming_verb_and_resource() {
+    let api = ApiServer::start();
+    api.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}));
+    api.apply(node("only", "2"));
+    // deploy/rbac.yaml without the binding rule, enforced as a server enforces it.
+    let rules: Vec<_> = switchyard_e2e::apiserver::deploy_rules()
+        .into_iter()
+        .filter(|r| !r.resources.iter().any(|x| x == "pods/binding"))
+        .collect();
+    api.enforce_rbac(rules);
+    let _s = start(&api);
+    api.apply(pod("p", "switchyard", "100m", None));
+    wait_for(
+        "the refusal recorded on the pod",
+        Duration::from_secs(20),
+        || {
+            api.get(PODS, "default", "p").is_some_and(|p| {
+                p["status"]["conditions"].as_array().is_some_and(|c| {
+                    c.iter().any(|c| {
+                        c["reason"] == "SchedulerError"
+                            && c["message"].as_str().is_some_and(|m| {
+                                m.contains("forbidden")
+                                    && m.contains("create resource \"pods/binding\"")
+                            })
+                    })
+                })
+            })
+        },
+    );
+    assert!(api.node_of("p").is_none());
+    let refused = api
+        .calls()
+        .iter()
+        .filter(|c| c.method == "POST" && c.path.contains("/pods/p/binding"))
+        .count();
+    assert!(refused >= 1);
 }

@@ -11,6 +11,41 @@ pub(super) fn json_response(code: StatusCode, v: &Value) -> Response<Body> {
         .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed()))
 }
 
+/// A patch that names a resourceVersion is a precondition: 409 when the object has
+/// moved on.
+pub(super) fn rv_conflict(
+    kind: Kind,
+    name: &str,
+    cur: &Value,
+    patch: &Value,
+) -> Option<Response<Body>> {
+    let want = patch["metadata"]["resourceVersion"].as_str()?;
+    (cur["metadata"]["resourceVersion"].as_str() != Some(want)).then(|| {
+        status(409, "Conflict", &format!("Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again", kind.plural))
+    })
+}
+
+/// 422 Invalid, worded as the API server words it: `Kind.group "name" is invalid:
+/// field: message` (several in brackets).
+pub(super) fn invalid(kind: Kind, o: &Value, e: validate::Invalid) -> Response<Body> {
+    let group = kind.group_version.rsplit_once('/').map(|(g, _)| g);
+    let what = match group {
+        Some(g) => format!("{}.{g}", kind.kind),
+        None => kind.kind.to_string(),
+    };
+    let list = if e.0.len() == 1 {
+        e.0[0].clone()
+    } else {
+        format!("[{}]", e.0.join(", "))
+    };
+    let name = o["metadata"]["name"].as_str().unwrap_or("");
+    status(
+        422,
+        "Invalid",
+        &format!("{what} {name:?} is invalid: {list}"),
+    )
+}
+
 pub(super) fn status(code: u16, reason: &str, message: &str) -> Response<Body> {
     json_response(
         StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
@@ -132,6 +167,26 @@ impl Shared {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string),
         });
+        let rbac = self.state.lock().unwrap().rbac.clone();
+        if let Some(rules) = rbac {
+            let last = self.state.lock().unwrap().calls.last().cloned();
+            if let Some((verb, group, resource, name)) = last.as_ref().and_then(rbac_request) {
+                if !rbac::allowed(&rules, &verb, &group, &resource, name.as_deref()) {
+                    let ns = route(&path).and_then(|r| r.1);
+                    return status(
+                        403,
+                        "Forbidden",
+                        &rbac::forbidden_message(
+                            &verb,
+                            &group,
+                            &resource,
+                            name.as_deref(),
+                            ns.as_deref(),
+                        ),
+                    );
+                }
+            }
+        }
         // JSON only, as a server without protobuf answers: 415 for anything else, so
         // a client that writes protobuf falls back to JSON.
         let content_type = req
@@ -176,13 +231,14 @@ impl Shared {
             },
             (Method::POST, None, None) => {
                 let mut o = body;
-                if o["metadata"]["name"].is_null() {
-                    let base = o["metadata"]["generateName"]
-                        .as_str()
-                        .unwrap_or("x-")
-                        .to_string();
-                    let n = self.state.lock().unwrap().rv;
-                    o["metadata"]["name"] = json!(format!("{base}{n:x}"));
+                if o["metadata"]["name"].as_str().is_none_or(str::is_empty) {
+                    if let Some(base) = o["metadata"]["generateName"].as_str() {
+                        let n = self.state.lock().unwrap().rv;
+                        o["metadata"]["name"] = json!(validate::generate_name(base, n));
+                    }
+                }
+                if let Err(e) = validate::validate_create(kind, &o) {
+                    return invalid(kind, &o, e);
                 }
                 if let Some(ns) = &ns {
                     o["metadata"]["namespace"] = json!(ns);
@@ -211,6 +267,11 @@ impl Shared {
                     return status(409, "Conflict", &format!("Operation cannot be fulfilled on {} \"{n}\": the object has been modified; please apply your changes to the latest version and try again", kind.plural));
                 }
                 let mut o = body;
+                // An update of the main resource leaves the status alone (the
+                // status subresource's job).
+                if kind == PODS || kind == NODES {
+                    o["status"] = cur["status"].clone();
+                }
                 o["apiVersion"] = json!(kind.group_version);
                 o["kind"] = json!(kind.kind);
                 json_response(StatusCode::OK, &self.put(kind, o))
@@ -227,7 +288,13 @@ impl Shared {
                         &format!("{} \"{n}\" not found", kind.plural),
                     );
                 };
+                if let Some(c) = rv_conflict(kind, n, &cur, &body) {
+                    return c;
+                }
                 merge(&mut cur, &body);
+                if let Err(e) = validate::validate_create(kind, &cur) {
+                    return invalid(kind, &cur, e);
+                }
                 json_response(StatusCode::OK, &self.put(kind, cur))
             }
             (Method::PATCH, Some(n), Some("status")) => {
@@ -238,7 +305,12 @@ impl Shared {
                         &format!("{} \"{n}\" not found", kind.plural),
                     );
                 };
-                merge(&mut cur, &body);
+                if let Some(c) = rv_conflict(kind, n, &cur, &body) {
+                    return c;
+                }
+                // The status subresource changes the status only
+                // (pkg/registry/core/pod/strategy.go, podStatusStrategy).
+                merge(&mut cur, &json!({"status": body["status"].clone()}));
                 json_response(StatusCode::OK, &self.put(kind, cur))
             }
             (Method::DELETE, Some(n), None) => {
@@ -253,6 +325,20 @@ impl Shared {
                     if cur["metadata"]["uid"].as_str() != Some(uid) {
                         return status(409, "Conflict", &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", cur["metadata"]["uid"]));
                     }
+                }
+                // An object with finalizers is only marked for deletion; it goes when
+                // its finalizers are removed (apiserver registry/generic/registry/store.go).
+                if cur["metadata"]["finalizers"]
+                    .as_array()
+                    .is_some_and(|f| !f.is_empty())
+                {
+                    let mut marked = cur.clone();
+                    if marked["metadata"]["deletionTimestamp"].is_null() {
+                        marked["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+                        marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+                        marked = self.put(kind, marked);
+                    }
+                    return json_response(StatusCode::OK, &marked);
                 }
                 match self.remove(kind, ns.as_deref().unwrap_or(""), n) {
                     Some(o) => json_response(StatusCode::OK, &o),

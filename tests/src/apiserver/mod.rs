@@ -5,14 +5,18 @@
 //! version was compacted away), `pods/binding`, strategic-merge patches of
 //! `pods/status` (conditions merged by type), delete with a UID precondition,
 //! `events.k8s.io/v1` events, and Leases (get, create, update with optimistic
-//! concurrency). Tests drive it through [`ApiServer`]: add, update and delete
-//! objects, drop every open watch, compact the history, make the next bind conflict.
+//! concurrency). What it creates or patches is validated as a v1.36 server validates
+//! it ([`validate`]: names, generateName, Events, Leases), answering 422 `Invalid`
+//! in the server's words; the binding clears the nomination as v1.35+ does. Tests
+//! drive it through [`ApiServer`]: add, update and delete objects, drop every open
+//! watch, compact the history, make the next bind conflict.
 
 mod handler;
 mod rbac;
+pub mod validate;
 
 use handler::*;
-pub use rbac::rbac_request;
+pub use rbac::{deploy_rules, rbac_request, rules_of, Rule, SERVICE_ACCOUNT_USER};
 
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
@@ -177,6 +181,8 @@ struct State {
     delete_on_bind: Vec<String>,
     calls: Vec<Call>,
     uid: u64,
+    /// Rules every request must pass (403 otherwise), once a test enforces them.
+    rbac: Option<Arc<Vec<rbac::Rule>>>,
 }
 
 /// The double. Dropping it stops the server.
@@ -235,6 +241,16 @@ impl ApiServer {
             "apiVersion: v1\nkind: Config\nclusters:\n- name: double\n  cluster:\n    server: http://{}\ncontexts:\n- name: double\n  context:\n    cluster: double\n    user: test\ncurrent-context: double\nusers:\n- name: test\n  user:\n    token: test\n",
             self.addr
         )
+    }
+
+    /// A `kube` client for the double, as the backend builds one from a kubeconfig.
+    pub async fn client(&self) -> kube::Client {
+        let kc = kube::config::Kubeconfig::from_yaml(&self.kubeconfig()).expect("kubeconfig");
+        let cfg =
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .expect("config");
+        kube::Client::try_from(cfg).expect("client")
     }
 
     fn shared(&self) -> Shared {
