@@ -117,6 +117,7 @@ impl Shared {
                 "ADDED"
             },
             object: object.clone(),
+            prev: existed,
         };
         st.history.push(change.clone());
         drop(st);
@@ -136,6 +137,7 @@ impl Shared {
             kind,
             kind_type: "DELETED",
             object: object.clone(),
+            prev: Some(object.clone()),
         };
         st.history.push(change.clone());
         drop(st);
@@ -454,6 +456,35 @@ impl Shared {
         )
     }
 
+    /// The event a watch with this selection sees for a change, as the watch cache
+    /// sends it (`cacheWatcher.convertToWatchEvent`): an object entering the
+    /// selection is ADDED, staying MODIFIED, leaving DELETED (its previous state at
+    /// the change's resourceVersion); a deletion only if it was selected.
+    pub(super) fn event_for(
+        kind: Kind,
+        c: &Change,
+        ns: Option<&str>,
+        query: &HashMap<String, String>,
+    ) -> Option<(&'static str, Value)> {
+        let old = c
+            .prev
+            .as_ref()
+            .is_some_and(|p| Self::selected(kind, p, ns, query));
+        if c.kind_type == "DELETED" {
+            return old.then(|| ("DELETED", c.object.clone()));
+        }
+        match (Self::selected(kind, &c.object, ns, query), old) {
+            (true, false) => Some(("ADDED", c.object.clone())),
+            (true, true) => Some(("MODIFIED", c.object.clone())),
+            (false, true) => {
+                let mut gone = c.prev.clone().unwrap_or(Value::Null);
+                gone["metadata"]["resourceVersion"] = json!(c.rv.to_string());
+                Some(("DELETED", gone))
+            }
+            (false, false) => None,
+        }
+    }
+
     pub(super) fn watch(
         &self,
         kind: Kind,
@@ -501,9 +532,9 @@ impl Shared {
             }
             let mut last = from;
             for c in backlog {
-                if Self::selected(kind, &c.object, ns.as_deref(), &query) {
-                    last = c.rv;
-                    if tx.send(line(c.kind_type, &c.object)).await.is_err() {
+                last = c.rv;
+                if let Some((t, o)) = Self::event_for(kind, &c, ns.as_deref(), &query) {
+                    if tx.send(line(t, &o)).await.is_err() {
                         return;
                     }
                 }
@@ -517,9 +548,10 @@ impl Shared {
                     c = changes.recv() => match c {
                         Ok(c) if c.kind == kind && c.rv > last => {
                             last = c.rv;
-                            // An object leaving the selection is gone for this watch.
-                            let t = if Self::selected(kind, &c.object, ns.as_deref(), &query) { c.kind_type } else if c.kind_type == "MODIFIED" { "DELETED" } else { continue };
-                            if tx.send(line(t, &c.object)).await.is_err() {
+                            let Some((t, o)) = Self::event_for(kind, &c, ns.as_deref(), &query) else {
+                                continue;
+                            };
+                            if tx.send(line(t, &o)).await.is_err() {
                                 return;
                             }
                         }

@@ -167,6 +167,9 @@ struct Change {
     kind: Kind,
     kind_type: &'static str,
     object: Value,
+    /// The object before the change (updates and deletes), to tell a watch with a
+    /// selector whether the object entered or left it.
+    prev: Option<Value>,
 }
 
 #[derive(Default)]
