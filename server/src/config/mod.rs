@@ -2,6 +2,7 @@
 //! file, defaulted, merged with the default profile and validated as upstream does.
 //! Errors name the file and the field.
 
+mod leader_election;
 pub mod remote;
 pub mod types;
 
@@ -392,103 +393,8 @@ impl SchedulerConfig {
             ));
         }
 
-        let le = raw.leader_election.as_ref();
-        let dur =
-            |v: Option<&String>, field: &str, default: u64| -> Result<Duration, ConfigError> {
-                match v {
-                    None => Ok(Duration::from_secs(default)),
-                    Some(s) => parse_go_duration(s).ok_or_else(|| {
-                        invalid(
-                            field,
-                            format!("Invalid value: {s:?}: not a duration such as \"15s\""),
-                        )
-                    }),
-                }
-            };
-        let leader_election = LeaderElectionConfig {
-            leader_elect: le.and_then(|l| l.leader_elect).unwrap_or(true),
-            lease_duration: dur(
-                le.and_then(|l| l.lease_duration.as_ref()),
-                "leaderElection.leaseDuration",
-                15,
-            )?,
-            renew_deadline: dur(
-                le.and_then(|l| l.renew_deadline.as_ref()),
-                "leaderElection.renewDeadline",
-                10,
-            )?,
-            retry_period: dur(
-                le.and_then(|l| l.retry_period.as_ref()),
-                "leaderElection.retryPeriod",
-                2,
-            )?,
-            resource_name: le
-                .and_then(|l| l.resource_name.clone())
-                .unwrap_or_else(|| "kube-scheduler".into()),
-            resource_namespace: le
-                .and_then(|l| l.resource_namespace.clone())
-                .unwrap_or_else(|| "kube-system".into()),
-        };
-        // component-base `ValidateLeaderElectionConfiguration`, as v1.36 runs it.
-        if leader_election.leader_elect {
-            let zero = Duration::ZERO;
-            for (d, field, raw_value) in [
-                (
-                    leader_election.lease_duration,
-                    "leaseDuration",
-                    le.and_then(|l| l.lease_duration.clone()),
-                ),
-                (
-                    leader_election.renew_deadline,
-                    "renewDeadline",
-                    le.and_then(|l| l.renew_deadline.clone()),
-                ),
-                (
-                    leader_election.retry_period,
-                    "retryPeriod",
-                    le.and_then(|l| l.retry_period.clone()),
-                ),
-            ] {
-                if d <= zero {
-                    return Err(invalid(
-                        &format!("leaderElection.{field}"),
-                        format!(
-                            "Invalid value: {:?}: must be greater than zero",
-                            raw_value.unwrap_or_default()
-                        ),
-                    ));
-                }
-            }
-            if leader_election.lease_duration <= leader_election.renew_deadline {
-                return Err(invalid(
-                    "leaderElection.leaseDuration",
-                    format!(
-                        "Invalid value: {:?}: LeaseDuration must be greater than RenewDeadline",
-                        le.and_then(|l| l.renew_deadline.clone())
-                            .unwrap_or_else(|| "10s".into())
-                    ),
-                ));
-            }
-            for (v, field) in [
-                (&leader_election.resource_name, "resourceName"),
-                (&leader_election.resource_namespace, "resourceNamespace"),
-            ] {
-                if v.is_empty() {
-                    return Err(invalid(
-                        &format!("leaderElection.{field}"),
-                        format!("Invalid value: \"\": {field} is required"),
-                    ));
-                }
-            }
-        }
-        if let Some(lock) = le.and_then(|l| l.resource_lock.as_deref()) {
-            if leader_election.leader_elect && lock != "leases" {
-                return Err(invalid(
-                    "leaderElection.resourceLock",
-                    format!("Invalid value: {lock:?}: resourceLock value must be \"leases\""),
-                ));
-            }
-        }
+        let leader_election = leader_election::resolve(raw.leader_election.as_ref())
+            .map_err(|(field, message)| invalid(&field, message))?;
         let cc = raw.client_connection.as_ref();
         let client_qps = cc.and_then(|c| c.qps).filter(|q| *q != 0.0).unwrap_or(50.0);
         if let Some(b) = cc.and_then(|c| c.burst).filter(|b| *b < 0) {

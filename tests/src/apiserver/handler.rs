@@ -11,6 +11,15 @@ pub(super) fn json_response(code: StatusCode, v: &Value) -> Response<Body> {
         .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed()))
 }
 
+/// 404 for an object of `kind` named `name`, in the server's words.
+pub(super) fn not_found(kind: Kind, name: &str) -> Response<Body> {
+    status(
+        404,
+        "NotFound",
+        &format!("{} {name:?} not found", kind.plural),
+    )
+}
+
 /// A patch that names a resourceVersion is a precondition: 409 when the object has
 /// moved on.
 pub(super) fn rv_conflict(
@@ -156,7 +165,7 @@ impl Shared {
             .filter_map(|kv| kv.split_once('='))
             .map(|(k, v)| (k.to_string(), percent_decode(v)))
             .collect();
-        self.state.lock().unwrap().calls.push(Call {
+        let call = Call {
             method: method.to_string(),
             path: req
                 .uri()
@@ -168,11 +177,15 @@ impl Shared {
                 .get("content-type")
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string),
-        });
-        let rbac = self.state.lock().unwrap().rbac.clone();
+        };
+        // This request's own call: another connection may record one meanwhile.
+        let rbac = {
+            let mut st = self.state.lock().unwrap();
+            st.calls.push(call.clone());
+            st.rbac.clone()
+        };
         if let Some(rules) = rbac {
-            let last = self.state.lock().unwrap().calls.last().cloned();
-            if let Some((verb, group, resource, name)) = last.as_ref().and_then(rbac_request) {
+            if let Some((verb, group, resource, name)) = rbac_request(&call) {
                 if !rbac::allowed(&rules, &verb, &group, &resource, name.as_deref()) {
                     let ns = route(&path).and_then(|r| r.1);
                     return status(
@@ -225,11 +238,7 @@ impl Shared {
             (Method::GET, None, None) => self.list_response(kind, ns.as_deref(), &query),
             (Method::GET, Some(n), None) => match self.get(kind, ns.as_deref().unwrap_or(""), n) {
                 Some(o) => json_response(StatusCode::OK, &o),
-                None => status(
-                    404,
-                    "NotFound",
-                    &format!("{} \"{n}\" not found", kind.plural),
-                ),
+                None => not_found(kind, n),
             },
             (Method::POST, None, None) => {
                 let mut o = body;
@@ -259,11 +268,7 @@ impl Shared {
             }
             (Method::PUT, Some(n), None) => {
                 let Some(cur) = self.get(kind, ns.as_deref().unwrap_or(""), n) else {
-                    return status(
-                        404,
-                        "NotFound",
-                        &format!("{} \"{n}\" not found", kind.plural),
-                    );
+                    return not_found(kind, n);
                 };
                 if body["metadata"]["resourceVersion"] != cur["metadata"]["resourceVersion"] {
                     return status(409, "Conflict", &format!("Operation cannot be fulfilled on {} \"{n}\": the object has been modified; please apply your changes to the latest version and try again", kind.plural));
@@ -284,11 +289,7 @@ impl Shared {
             // A merge patch of an object (event series).
             (Method::PATCH, Some(n), None) => {
                 let Some(mut cur) = self.get(kind, ns.as_deref().unwrap_or(""), n) else {
-                    return status(
-                        404,
-                        "NotFound",
-                        &format!("{} \"{n}\" not found", kind.plural),
-                    );
+                    return not_found(kind, n);
                 };
                 if let Some(c) = rv_conflict(kind, n, &cur, &body) {
                     return c;
@@ -301,11 +302,7 @@ impl Shared {
             }
             (Method::PATCH, Some(n), Some("status")) => {
                 let Some(mut cur) = self.get(kind, ns.as_deref().unwrap_or(""), n) else {
-                    return status(
-                        404,
-                        "NotFound",
-                        &format!("{} \"{n}\" not found", kind.plural),
-                    );
+                    return not_found(kind, n);
                 };
                 if let Some(c) = rv_conflict(kind, n, &cur, &body) {
                     return c;
@@ -317,11 +314,7 @@ impl Shared {
             }
             (Method::DELETE, Some(n), None) => {
                 let Some(cur) = self.get(kind, ns.as_deref().unwrap_or(""), n) else {
-                    return status(
-                        404,
-                        "NotFound",
-                        &format!("{} \"{n}\" not found", kind.plural),
-                    );
+                    return not_found(kind, n);
                 };
                 if let Some(uid) = body["preconditions"]["uid"].as_str() {
                     if cur["metadata"]["uid"].as_str() != Some(uid) {
@@ -344,11 +337,7 @@ impl Shared {
                 }
                 match self.remove(kind, ns.as_deref().unwrap_or(""), n) {
                     Some(o) => json_response(StatusCode::OK, &o),
-                    None => status(
-                        404,
-                        "NotFound",
-                        &format!("{} \"{n}\" not found", kind.plural),
-                    ),
+                    None => not_found(kind, n),
                 }
             }
             _ => status(

@@ -163,16 +163,10 @@ impl BalancedAllocation {
             let without_score = balanced2(w0 - r0, a0, w1 - r1, a1);
             return MAX_NODE_SCORE / 2 + (MAX_NODE_SCORE / 2 + with_score - without_score) / 2;
         }
-        // Up to 8 resources on the stack; more (rare) in vectors.
+        // Up to 8 resources on the stack; more (rare) on the heap.
         let n = self.resources.len();
-        let (mut with_a, mut without_a, mut alloc_a) = ([0i64; 8], [0i64; 8], [0i64; 8]);
-        let (mut with_v, mut without_v, mut alloc_v);
-        let (with_pod, without, alloc): (&mut [i64], &mut [i64], &mut [i64]) = if n <= 8 {
-            (&mut with_a[..n], &mut without_a[..n], &mut alloc_a[..n])
-        } else {
-            (with_v, without_v, alloc_v) = (vec![0; n], vec![0; n], vec![0; n]);
-            (&mut with_v, &mut without_v, &mut alloc_v)
-        };
+        let zeros = || smallvec::SmallVec::<[i64; 8]>::from_elem(0, n);
+        let (mut with_pod, mut without, mut alloc) = (zeros(), zeros(), zeros());
         for (i, (k, &req)) in self.resources.iter().zip(requests).enumerate() {
             let (a, r) = allocatable_and_requested(node, k, req, true);
             if a == 0 {
@@ -182,8 +176,8 @@ impl BalancedAllocation {
             with_pod[i] = r;
             without[i] = r - req;
         }
-        let with_score = balanced_resource_score(with_pod, alloc);
-        let without_score = balanced_resource_score(without, alloc);
+        let with_score = balanced_resource_score(&with_pod, &alloc);
+        let without_score = balanced_resource_score(&without, &alloc);
         MAX_NODE_SCORE / 2 + (MAX_NODE_SCORE / 2 + with_score - without_score) / 2
     }
 }
