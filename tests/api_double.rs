@@ -275,3 +275,260 @@ fn a_watch_with_a_selector_sees_objects_enter_and_leave_it() {
     // The DELETED carries the object as it was, at the change's resourceVersion.
     assert_eq!(events[0].1["status"]["phase"], "Pending");
 }
+
+fn names(list: &Value) -> Vec<String> {
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|o| {
+            o["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect()
+}
+
+/// A GET on a plain connection, without a client's retries.
+fn raw_get(api: &ApiServer, path: &str) -> (u16, Value) {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(api.addr).expect("connect");
+    write!(
+        conn,
+        "GET {path} HTTP/1.1\r\nHost: double\r\nConnection: close\r\n\r\n"
+    )
+    .expect("write");
+    let mut out = String::new();
+    conn.read_to_string(&mut out).expect("read");
+    let code = out
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = out.split("\r\n\r\n").nth(1).unwrap_or_default();
+    (code, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+fn get(api: &ApiServer, c: &kube::Client, path: &str) -> (u16, Value) {
+    send(api, c, "GET", path, JSON, Value::Null)
+}
+
+#[test]
+fn lists_come_in_consistent_pages_until_their_version_is_compacted() {
+    let api = ApiServer::start();
+    let c = client(&api);
+    for i in 0..5 {
+        api.apply(pod(&format!("p-{i}")));
+    }
+    let (code, first) = get(&api, &c, "/api/v1/namespaces/default/pods?limit=2");
+    assert_eq!(code, 200);
+    assert_eq!(names(&first), ["p-0", "p-1"]);
+    assert_eq!(first["metadata"]["remainingItemCount"], 3);
+    // Items carry no type of their own: the list does.
+    assert!(first["items"][0]["kind"].is_null(), "{first}");
+    // Changes after the first page do not show in the next: one consistent list.
+    api.apply(pod("p-9"));
+    api.delete(PODS, "default", "p-3");
+    let token = first["metadata"]["continue"].as_str().expect("continue");
+    let (_, second) = get(
+        &api,
+        &c,
+        &format!("/api/v1/namespaces/default/pods?limit=2&continue={token}"),
+    );
+    assert_eq!(names(&second), ["p-2", "p-3"]);
+    assert_eq!(
+        second["metadata"]["resourceVersion"],
+        first["metadata"]["resourceVersion"]
+    );
+    let token = second["metadata"]["continue"].as_str().expect("continue");
+    let (_, third) = get(
+        &api,
+        &c,
+        &format!("/api/v1/namespaces/default/pods?limit=2&continue={token}"),
+    );
+    assert_eq!(names(&third), ["p-4"]);
+    assert!(third["metadata"]["continue"].is_null(), "{third}");
+    // Once compacted, the token has expired: 410, and the client must list again.
+    api.compact();
+    let (code, s) = get(
+        &api,
+        &c,
+        &format!("/api/v1/namespaces/default/pods?limit=2&continue={token}"),
+    );
+    assert_eq!((code, s["reason"].as_str()), (410, Some("Expired")));
+    // A token that is not one is a bad request.
+    assert_eq!(get(&api, &c, "/api/v1/pods?continue=bogus").0, 400);
+    // A version the server has not reached: 504, which clients retry (so asked
+    // without one).
+    let (code, s) = raw_get(&api, "/api/v1/pods?resourceVersion=999999");
+    assert_eq!((code, s["reason"].as_str()), (504, Some("Timeout")));
+}
+
+#[test]
+fn list_and_watch_options_are_refused_as_the_server_refuses_them() {
+    let api = ApiServer::start();
+    let c = client(&api);
+    api.apply(pod("a"));
+    let rv = api.get(PODS, "default", "a").expect("a")["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    api.apply(pod("b"));
+    // An exact list reads the past.
+    let (code, s) = get(
+        &api,
+        &c,
+        &format!("/api/v1/pods?resourceVersion={rv}&resourceVersionMatch=Exact"),
+    );
+    assert_eq!((code, names(&s)), (200, vec!["a".to_string()]));
+    for (query, message) in [
+        (
+            "resourceVersionMatch=NotOlderThan",
+            "resourceVersionMatch is forbidden unless resourceVersion is provided",
+        ),
+        (
+            "resourceVersion=0&resourceVersionMatch=Exact",
+            "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+        ),
+        (
+            "sendInitialEvents=true",
+            "sendInitialEvents is forbidden for list",
+        ),
+        (
+            "watch=true&sendInitialEvents=true",
+            "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+        ),
+        (
+            "watch=true&resourceVersion=5&resourceVersionMatch=NotOlderThan",
+            "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+        ),
+    ] {
+        let (code, s) = get(&api, &c, &format!("/api/v1/pods?{query}"));
+        assert_eq!(code, 422, "{query}: {s}");
+        let m = s["message"].as_str().unwrap_or_default();
+        assert!(
+            m.starts_with("ListOptions.meta.k8s.io \"\" is invalid: ") && m.contains(message),
+            "{query}: {m}"
+        );
+    }
+    let (code, s) = get(&api, &c, "/api/v1/pods?fieldSelector=spec.priority%3D1");
+    assert_eq!(
+        (code, s["message"].as_str()),
+        (400, Some("field label not supported: spec.priority"))
+    );
+    let (code, s) = get(&api, &c, "/api/v1/pods?labelSelector=app%20in%20web");
+    assert_eq!(code, 400, "{s}");
+}
+
+#[test]
+fn a_streaming_list_ends_its_initial_events_with_a_marked_bookmark() {
+    let api = ApiServer::start();
+    let c = client(&api);
+    api.apply(pod("a"));
+    api.apply(pod("b"));
+    let now = api.get(PODS, "default", "b").expect("b")["metadata"]["resourceVersion"].clone();
+    let events = watch_events(
+        &api,
+        &c,
+        "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true",
+    );
+    let types: Vec<&str> = events.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(types, ["ADDED", "ADDED", "BOOKMARK"]);
+    let end = &events[2].1;
+    assert_eq!(
+        end["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+    assert_eq!(end["metadata"]["resourceVersion"], now);
+    assert_eq!(end["kind"], "Pod");
+    // A legacy watch from "" is defaulted to the same stream (WatchList); without
+    // bookmarks allowed there is no end marker.
+    let events = watch_events(&api, &c, "");
+    let types: Vec<&str> = events.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(types, ["ADDED", "ADDED"]);
+}
+
+#[test]
+fn a_watch_gets_bookmarks_and_a_compacted_version_is_gone() {
+    let api = ApiServer::start();
+    let c = client(&api);
+    api.apply(pod("a"));
+    let rv: u64 = api.get(PODS, "default", "a").expect("a")["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .expect("rv");
+    api.set_bookmark_interval(std::time::Duration::from_millis(150));
+    // A change of another kind, mid-watch, moves the bookmarks on: a client that
+    // resumes from a bookmark does not replay what it has seen.
+    let events = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(std::time::Duration::from_millis(400));
+            api.apply(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}}));
+        });
+        watch_events(
+            &api,
+            &c,
+            &format!("resourceVersion={rv}&allowWatchBookmarks=true"),
+        )
+    });
+    let marks: Vec<u64> = events
+        .iter()
+        .filter(|(t, _)| t == "BOOKMARK")
+        .filter_map(|(_, o)| o["metadata"]["resourceVersion"].as_str()?.parse().ok())
+        .collect();
+    assert!(marks.len() >= 3, "{events:?}");
+    assert!(marks.windows(2).all(|w| w[0] <= w[1]), "{marks:?}");
+    assert_eq!(
+        (marks[0], marks[marks.len() - 1]),
+        (rv, rv + 1),
+        "{marks:?}"
+    );
+    assert!(events.iter().all(|(t, _)| t == "BOOKMARK"), "{events:?}");
+    // Without asking for them, none.
+    assert!(watch_events(&api, &c, &format!("resourceVersion={rv}")).is_empty());
+    api.compact();
+    let events = watch_events(&api, &c, &format!("resourceVersion={rv}"));
+    assert_eq!(events.len(), 1);
+    assert_eq!(
+        (events[0].0.as_str(), &events[0].1["code"]),
+        ("ERROR", &json!(410))
+    );
+}
+
+#[test]
+fn kube_watchers_list_in_pages_and_stream_lists() {
+    use futures_util::StreamExt;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::runtime::watcher;
+    let api = ApiServer::start();
+    let c = client(&api);
+    for i in 0..7 {
+        api.apply(pod(&format!("p-{i}")));
+    }
+    for config in [
+        watcher::Config::default().page_size(3),
+        watcher::Config::default().streaming_lists(),
+    ] {
+        let pods: kube::Api<Pod> = kube::Api::all(c.clone());
+        let seen = api.runtime().block_on(async {
+            let mut stream = watcher(pods, config).boxed();
+            let mut seen = 0;
+            while let Some(e) = stream.next().await {
+                match e.expect("watch event") {
+                    watcher::Event::InitApply(_) => seen += 1,
+                    watcher::Event::InitDone => break,
+                    _ => {}
+                }
+            }
+            seen
+        });
+        assert_eq!(seen, 7);
+    }
+    let lists = api
+        .calls()
+        .iter()
+        .filter(|c| c.method == "GET" && c.path.contains("limit=3"))
+        .count();
+    assert_eq!(lists, 3, "7 pods in pages of 3");
+}

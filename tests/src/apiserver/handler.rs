@@ -129,7 +129,7 @@ impl Shared {
             prev: existed,
         };
         st.history.push(change.clone());
-        drop(st);
+        // Sent under the lock, so watches see changes in resourceVersion order.
         let _ = self.changes.send(change);
         object
     }
@@ -139,6 +139,7 @@ impl Shared {
         let mut object = st
             .objects
             .remove(&(kind, ns_of(kind, namespace), name.to_string()))?;
+        let prev = object.clone();
         st.rv += 1;
         object["metadata"]["resourceVersion"] = json!(st.rv.to_string());
         let change = Change {
@@ -146,10 +147,9 @@ impl Shared {
             kind,
             kind_type: "DELETED",
             object: object.clone(),
-            prev: Some(object.clone()),
+            prev: Some(prev),
         };
         st.history.push(change.clone());
-        drop(st);
         let _ = self.changes.send(change);
         Some(object)
     }
@@ -230,12 +230,30 @@ impl Shared {
             );
         };
         match (method, name.as_deref(), sub.as_deref()) {
-            (Method::GET, None, None)
-                if query.get("watch").is_some_and(|w| w == "true" || w == "1") =>
-            {
-                self.watch(kind, ns, &query)
+            (Method::GET, None, None) => {
+                let opts = match listwatch::ListOptions::from_query(&query) {
+                    Ok(o) => o,
+                    Err(e) => return status(400, "BadRequest", &e),
+                };
+                let errs = opts.validate();
+                if !errs.is_empty() {
+                    return listwatch::invalid_options(&errs);
+                }
+                let sel = match Selection::parse(
+                    kind,
+                    ns.as_deref(),
+                    query.get("labelSelector").map(String::as_str),
+                    query.get("fieldSelector").map(String::as_str),
+                ) {
+                    Ok(s) => s,
+                    Err(e) => return status(400, "BadRequest", &e),
+                };
+                if opts.watch {
+                    self.watch(kind, sel, opts)
+                } else {
+                    self.list_response(kind, &sel, &opts)
+                }
             }
-            (Method::GET, None, None) => self.list_response(kind, ns.as_deref(), &query),
             (Method::GET, Some(n), None) => match self.get(kind, ns.as_deref().unwrap_or(""), n) {
                 Some(o) => json_response(StatusCode::OK, &o),
                 None => not_found(kind, n),
@@ -397,166 +415,6 @@ impl Shared {
             StatusCode::CREATED,
             &json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}),
         )
-    }
-
-    pub(super) fn selected(
-        kind: Kind,
-        o: &Value,
-        ns: Option<&str>,
-        query: &HashMap<String, String>,
-    ) -> bool {
-        if let Some(ns) = ns {
-            if o["metadata"]["namespace"].as_str() != Some(ns) {
-                return false;
-            }
-        }
-        if kind == PODS {
-            if let Some(fs) = query.get("fieldSelector") {
-                let phase = o["status"]["phase"].as_str().unwrap_or("Pending");
-                for term in fs.split(',') {
-                    if let Some(v) = term.strip_prefix("status.phase!=") {
-                        if phase == v {
-                            return false;
-                        }
-                    }
-                }
-            }
-        }
-        true
-    }
-
-    pub(super) fn list_response(
-        &self,
-        kind: Kind,
-        ns: Option<&str>,
-        query: &HashMap<String, String>,
-    ) -> Response<Body> {
-        let st = self.state.lock().unwrap();
-        let items: Vec<Value> = st
-            .objects
-            .iter()
-            .filter(|((k, _, _), o)| *k == kind && Self::selected(kind, o, ns, query))
-            .map(|(_, o)| o.clone())
-            .collect();
-        json_response(
-            StatusCode::OK,
-            &json!({"kind": format!("{}List", kind.kind), "apiVersion": kind.group_version,
-                    "metadata": {"resourceVersion": st.rv.to_string()}, "items": items}),
-        )
-    }
-
-    /// The event a watch with this selection sees for a change, as the watch cache
-    /// sends it (`cacheWatcher.convertToWatchEvent`): an object entering the
-    /// selection is ADDED, staying MODIFIED, leaving DELETED (its previous state at
-    /// the change's resourceVersion); a deletion only if it was selected.
-    pub(super) fn event_for(
-        kind: Kind,
-        c: &Change,
-        ns: Option<&str>,
-        query: &HashMap<String, String>,
-    ) -> Option<(&'static str, Value)> {
-        let old = c
-            .prev
-            .as_ref()
-            .is_some_and(|p| Self::selected(kind, p, ns, query));
-        if c.kind_type == "DELETED" {
-            return old.then(|| ("DELETED", c.object.clone()));
-        }
-        match (Self::selected(kind, &c.object, ns, query), old) {
-            (true, false) => Some(("ADDED", c.object.clone())),
-            (true, true) => Some(("MODIFIED", c.object.clone())),
-            (false, true) => {
-                let mut gone = c.prev.clone().unwrap_or(Value::Null);
-                gone["metadata"]["resourceVersion"] = json!(c.rv.to_string());
-                Some(("DELETED", gone))
-            }
-            (false, false) => None,
-        }
-    }
-
-    pub(super) fn watch(
-        &self,
-        kind: Kind,
-        ns: Option<String>,
-        query: &HashMap<String, String>,
-    ) -> Response<Body> {
-        let from: u64 = query
-            .get("resourceVersion")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, Infallible>>(1024);
-        let line = |t: &str, o: &Value| {
-            Ok(Frame::data(Bytes::from(format!(
-                "{}\n",
-                json!({"type": t, "object": o})
-            ))))
-        };
-        let mut changes = self.changes.subscribe();
-        let mut dropped = self.drop_watches.subscribe();
-        let (backlog, gone) = {
-            let st = self.state.lock().unwrap();
-            if from < st.compacted_below {
-                (Vec::new(), true)
-            } else {
-                (
-                    st.history
-                        .iter()
-                        .filter(|c| c.kind == kind && c.rv > from)
-                        .cloned()
-                        .collect::<Vec<_>>(),
-                    false,
-                )
-            }
-        };
-        let query = query.clone();
-        let timeout = query
-            .get("timeoutSeconds")
-            .and_then(|t| t.parse::<u64>().ok())
-            .unwrap_or(300);
-        tokio::spawn(async move {
-            if gone {
-                let _ = tx.send(line("ERROR", &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                    "message": format!("too old resource version: {from}"), "reason": "Expired", "code": 410}))).await;
-                return;
-            }
-            let mut last = from;
-            for c in backlog {
-                last = c.rv;
-                if let Some((t, o)) = Self::event_for(kind, &c, ns.as_deref(), &query) {
-                    if tx.send(line(t, &o)).await.is_err() {
-                        return;
-                    }
-                }
-            }
-            let deadline = tokio::time::sleep(std::time::Duration::from_secs(timeout));
-            tokio::pin!(deadline);
-            loop {
-                tokio::select! {
-                    _ = &mut deadline => return,
-                    _ = dropped.recv() => return,
-                    c = changes.recv() => match c {
-                        Ok(c) if c.kind == kind && c.rv > last => {
-                            last = c.rv;
-                            let Some((t, o)) = Self::event_for(kind, &c, ns.as_deref(), &query) else {
-                                continue;
-                            };
-                            if tx.send(line(t, &o)).await.is_err() {
-                                return;
-                            }
-                        }
-                        Ok(_) => {}
-                        Err(_) => return,
-                    },
-                }
-            }
-        });
-        Response::builder()
-            .status(StatusCode::OK)
-            .header("content-type", "application/json")
-            .body(BodyExt::boxed(StreamBody::new(
-                tokio_stream::wrappers::ReceiverStream::new(rx),
-            )))
-            .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed()))
     }
 }
 

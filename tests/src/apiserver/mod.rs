@@ -1,22 +1,26 @@
 //! A small Kubernetes API-server double for tests of the `kubernetes` backend: real
 //! HTTP on 127.0.0.1, real JSON, real chunked watch streams, so the real `kube`
-//! client runs against it unchanged. It speaks only what the API server speaks:
-//! list (with `resourceVersion`), watch from a resourceVersion (`410 Gone` when that
-//! version was compacted away), `pods/binding`, strategic-merge patches of
-//! `pods/status` (conditions merged by type), delete with a UID precondition,
-//! `events.k8s.io/v1` events, and Leases (get, create, update with optimistic
-//! concurrency). What it creates or patches is validated as a v1.36 server validates
-//! it ([`validate`]: names, generateName, Events, Leases), answering 422 `Invalid`
-//! in the server's words; the binding clears the nomination as v1.35+ does. Tests
-//! drive it through [`ApiServer`]: add, update and delete objects, drop every open
-//! watch, compact the history, make the next bind conflict.
+//! client runs against it unchanged. It speaks only what a v1.36 API server speaks:
+//! lists and watches as [`listwatch`] serves them (consistent pages with `limit` and
+//! `continue`, label and field selectors, bookmarks, streaming lists with their end
+//! marker, `410` once a version is compacted), `pods/binding`, strategic-merge
+//! patches of `pods/status` (conditions merged by type), delete with a UID
+//! precondition, `events.k8s.io/v1` events, and Leases (get, create, update with
+//! optimistic concurrency). What it creates or patches is validated as a v1.36
+//! server validates it ([`validate`]: names, generateName, Events, Leases), answering
+//! 422 `Invalid` in the server's words; the binding clears the nomination as v1.35+
+//! does. Tests drive it through [`ApiServer`]: add, update and delete objects, drop
+//! every open watch, compact the history, make the next bind conflict.
 
 mod handler;
+mod listwatch;
 mod rbac;
+mod selectors;
 pub mod validate;
 
 use handler::*;
 pub use rbac::{deploy_rules, rbac_request, rules_of, Rule, SERVICE_ACCOUNT_USER};
+use selectors::Selection;
 
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
@@ -186,6 +190,8 @@ struct State {
     uid: u64,
     /// Rules every request must pass (403 otherwise), once a test enforces them.
     rbac: Option<Arc<Vec<rbac::Rule>>>,
+    /// How often a watch that allows bookmarks gets one (the watch cache: a minute).
+    bookmark_every: std::time::Duration,
 }
 
 /// The double. Dropping it stops the server.
@@ -203,6 +209,7 @@ impl ApiServer {
         let (runtime, listener, addr) = crate::local_server();
         let state = Arc::new(Mutex::new(State {
             rv: 1,
+            bookmark_every: std::time::Duration::from_secs(60),
             ..Default::default()
         }));
         let (changes, _) = broadcast::channel(4096);
@@ -310,6 +317,11 @@ impl ApiServer {
         let mut st = self.state.lock().unwrap();
         st.compacted_below = st.rv + 1;
         st.history.clear();
+    }
+
+    /// Watches that allow bookmarks get one this often (from their next tick).
+    pub fn set_bookmark_interval(&self, every: std::time::Duration) {
+        self.state.lock().unwrap().bookmark_every = every.max(std::time::Duration::from_millis(1));
     }
 
     /// The next `pods/binding` answers 409 Conflict.
