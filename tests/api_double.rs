@@ -532,3 +532,64 @@ fn kube_watchers_list_in_pages_and_stream_lists() {
         .count();
     assert_eq!(lists, 3, "7 pods in pages of 3");
 }
+
+#[test]
+fn unknown_fields_are_warned_of_dropped_or_refused_as_asked() {
+    let api = ApiServer::start();
+    let c = client(&api);
+    let mut e = event("careless");
+    e["message"] = json!("core/v1 Events have this; events.k8s.io/v1 has note");
+    // Warn (the default): stored without the field, one Warning header.
+    let (code, stored) = send(&api, &c, "POST", EVENTS_PATH, JSON, e.clone());
+    assert_eq!(code, 201);
+    assert!(stored.get("message").is_none(), "{stored}");
+    assert_eq!(stored["note"], e["note"]);
+    assert_eq!(
+        api.warnings(),
+        [(EVENTS_PATH.to_string(), "message".to_string())]
+    );
+    // Strict: refused, naming the field.
+    e["metadata"]["name"] = json!("strict");
+    let (code, s) = send(
+        &api,
+        &c,
+        "POST",
+        &format!("{EVENTS_PATH}?fieldValidation=Strict"),
+        JSON,
+        e.clone(),
+    );
+    assert_eq!(code, 400);
+    assert_eq!(
+        s["message"],
+        r#"strict decoding error: unknown field "message""#
+    );
+    // Ignore: stored, no warning.
+    e["metadata"]["name"] = json!("ignored");
+    let path = format!("{EVENTS_PATH}?fieldValidation=Ignore");
+    assert_eq!(send(&api, &c, "POST", &path, JSON, e).0, 201);
+    assert_eq!(api.warnings().len(), 1);
+    // A status patch is judged by what it writes.
+    api.apply(pod("p"));
+    let (code, _) = send(
+        &api,
+        &c,
+        "PATCH",
+        "/api/v1/namespaces/default/pods/p/status",
+        "application/strategic-merge-patch+json",
+        json!({"status": {"conditions": [{"type": "PodScheduled", "status": "False", "reasons": "x"}]}}),
+    );
+    assert_eq!(code, 200);
+    assert_eq!(api.warnings()[1].1, "status.conditions[0].reasons");
+    // A body that is not JSON is a bad request.
+    api.runtime().block_on(async {
+        let req = http::Request::post(EVENTS_PATH)
+            .header("content-type", JSON)
+            .body(b"{not json".to_vec())
+            .expect("request");
+        let resp = c
+            .send(req.map(kube::client::Body::from))
+            .await
+            .expect("send");
+        assert_eq!(resp.status().as_u16(), 400);
+    });
+}

@@ -202,8 +202,8 @@ impl Shared {
                 }
             }
         }
-        // JSON only, as a server without protobuf answers: 415 for anything else, so
-        // a client that writes protobuf falls back to JSON.
+        // JSON only (see the module's note on protobuf): 415 for anything else, as
+        // a server answers a media type it cannot decode.
         let content_type = req
             .headers()
             .get("content-type")
@@ -221,7 +221,18 @@ impl Shared {
             Ok(b) => b.to_bytes(),
             Err(_) => Bytes::new(),
         };
-        let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let writes = matches!(method, Method::POST | Method::PUT | Method::PATCH);
+        let body: Value = match serde_json::from_slice(&body) {
+            Ok(v) => v,
+            Err(e) if writes => {
+                return status(
+                    400,
+                    "BadRequest",
+                    &format!("couldn't get version/kind; json parse error: {e}"),
+                )
+            }
+            Err(_) => Value::Null,
+        };
         let Some((kind, ns, name, sub)) = route(&path) else {
             return status(
                 404,
@@ -229,9 +240,95 @@ impl Shared {
                 &format!("the server could not find the requested resource {path}"),
             );
         };
+        let validation = match warnings::FieldValidation::from_query(
+            query.get("fieldValidation").map(String::as_str),
+        ) {
+            Ok(v) => v,
+            Err(e) => return status(400, "BadRequest", &e),
+        };
+        let unknown = if writes && validation != warnings::FieldValidation::Ignore {
+            self.unknown_in_write(
+                kind,
+                ns.as_deref(),
+                name.as_deref(),
+                sub.as_deref(),
+                &method,
+                &body,
+            )
+        } else {
+            Vec::new()
+        };
+        if validation == warnings::FieldValidation::Strict && !unknown.is_empty() {
+            let list: Vec<String> = unknown
+                .iter()
+                .map(|f| format!("unknown field {f:?}"))
+                .collect();
+            return status(
+                400,
+                "BadRequest",
+                &format!("strict decoding error: {}", list.join(", ")),
+            );
+        }
+        let mut body = body;
+        for f in &unknown {
+            warnings::strip(&mut body, f);
+        }
+        let mut resp = self.serve(method, kind, ns, name, sub, body, &query);
+        if resp.status().is_success() && !unknown.is_empty() {
+            for f in &unknown {
+                if let Ok(h) = hyper::header::HeaderValue::from_str(&warnings::header(f)) {
+                    resp.headers_mut().append("warning", h);
+                }
+            }
+            let mut st = self.state.lock().unwrap();
+            st.warnings
+                .extend(unknown.into_iter().map(|f| (call.path.clone(), f)));
+        }
+        resp
+    }
+
+    /// The fields of a write the API lacks (see [`warnings`]).
+    fn unknown_in_write(
+        &self,
+        kind: Kind,
+        ns: Option<&str>,
+        name: Option<&str>,
+        sub: Option<&str>,
+        method: &Method,
+        body: &Value,
+    ) -> Vec<String> {
+        let result = match (method, name) {
+            (&Method::PATCH, Some(n)) => {
+                let Some(mut cur) = self.get(kind, ns.unwrap_or(""), n) else {
+                    return Vec::new();
+                };
+                if sub == Some("status") {
+                    merge(&mut cur, &json!({"status": body["status"].clone()}));
+                } else {
+                    merge(&mut cur, body);
+                }
+                cur
+            }
+            _ => body.clone(),
+        };
+        warnings::unknown_fields(kind, sub, body, &result)
+    }
+
+    /// Answers a routed request.
+    #[allow(clippy::too_many_arguments)]
+    fn serve(
+        &self,
+        method: Method,
+        kind: Kind,
+        ns: Option<String>,
+        name: Option<String>,
+        sub: Option<String>,
+        body: Value,
+        query: &HashMap<String, String>,
+    ) -> Response<Body> {
         match (method, name.as_deref(), sub.as_deref()) {
             (Method::GET, None, None) => {
-                let opts = match listwatch::ListOptions::from_query(&query) {
+                let opts = match listwatch::ListOptions::from_query(query) {
                     Ok(o) => o,
                     Err(e) => return status(400, "BadRequest", &e),
                 };

@@ -8,15 +8,20 @@
 //! precondition, `events.k8s.io/v1` events, and Leases (get, create, update with
 //! optimistic concurrency). What it creates or patches is validated as a v1.36
 //! server validates it ([`validate`]: names, generateName, Events, Leases), answering
-//! 422 `Invalid` in the server's words; the binding clears the nomination as v1.35+
-//! does. Tests drive it through [`ApiServer`]: add, update and delete objects, drop
-//! every open watch, compact the history, make the next bind conflict.
+//! 422 `Invalid` in the server's words; fields the API lacks are dropped with a
+//! `Warning` header, or refused under `fieldValidation=Strict` ([`warnings`]); the
+//! binding clears the nomination as v1.35+ does. Bodies are JSON only: a v1.36
+//! server also takes protobuf for built-in kinds, which this double does not decode
+//! (Switchyard's client, kube-rs, writes JSON), so it answers 415 rather than
+//! pretend. Tests drive it through [`ApiServer`]: add, update and delete objects,
+//! drop every open watch, compact the history, make the next bind conflict.
 
 mod handler;
 mod listwatch;
 mod rbac;
 mod selectors;
 pub mod validate;
+pub mod warnings;
 
 use handler::*;
 pub use rbac::{deploy_rules, rbac_request, rules_of, Rule, SERVICE_ACCOUNT_USER};
@@ -190,6 +195,8 @@ struct State {
     uid: u64,
     /// Rules every request must pass (403 otherwise), once a test enforces them.
     rbac: Option<Arc<Vec<rbac::Rule>>>,
+    /// Every unknown field a write sent: (request path, field).
+    warnings: Vec<(String, String)>,
     /// How often a watch that allows bookmarks gets one (the watch cache: a minute).
     bookmark_every: std::time::Duration,
 }
@@ -337,6 +344,28 @@ impl ApiServer {
             .unwrap()
             .delete_on_bind
             .push(name.to_string());
+    }
+
+    /// The `Warning`s the double answered, as (request path, unknown field): a
+    /// client that writes fields the API lacks has them dropped on a real server.
+    pub fn warnings(&self) -> Vec<(String, String)> {
+        self.state.lock().unwrap().warnings.clone()
+    }
+
+    /// Panics unless every request the client made was allowed by deploy/'s RBAC
+    /// and wrote only fields the API has (a real server would have refused or
+    /// silently dropped the rest).
+    pub fn assert_a_careful_client(&self) {
+        let forbidden = self.forbidden_by_deploy_rbac();
+        assert!(
+            forbidden.is_empty(),
+            "deploy/rbac.yaml does not allow: {forbidden:#?}"
+        );
+        let warnings = self.warnings();
+        assert!(
+            warnings.is_empty(),
+            "the server warned of unknown fields: {warnings:#?}"
+        );
     }
 
     pub fn calls(&self) -> Vec<Call> {
