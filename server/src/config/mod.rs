@@ -56,6 +56,56 @@ pub const UNSUPPORTED_UPSTREAM_PLUGINS: &[&str] = &[
     "CinderLimits",
 ];
 
+/// Upstream's plugins whose args have a type (`<Name>Args` in
+/// `kubescheduler.config.k8s.io/v1`). Their `pluginConfig` is decoded and checked
+/// whether the plugin is enabled or not (upstream `decodeNestedObjects` and
+/// `validatePluginConfig`); other names' args are kept as written (out-of-tree).
+pub const PLUGINS_WITH_ARGS: &[&str] = &[
+    "DefaultPreemption",
+    "DynamicResources",
+    "InterPodAffinity",
+    "NodeAffinity",
+    "NodeResourcesBalancedAllocation",
+    "NodeResourcesFit",
+    "PodTopologySpread",
+    "VolumeBinding",
+];
+
+const ARGS_API_VERSION: &str = "kubescheduler.config.k8s.io/v1";
+
+/// The `apiVersion`/`kind` an upstream plugin's args may carry must be its own
+/// type's (`args for plugin X were not of type XArgs...` upstream).
+fn check_args_type(
+    path: &str,
+    name: &str,
+    args: &serde_json::Value,
+) -> Result<(), (String, String)> {
+    if !args.is_object() && !args.is_null() {
+        return Err((
+            path.to_string(),
+            format!("Invalid value: args for plugin {name} must be a mapping of {name}Args fields"),
+        ));
+    }
+    if let Some(v) = args.get("apiVersion") {
+        if v.as_str() != Some(ARGS_API_VERSION) {
+            return Err((
+                format!("{path}.apiVersion"),
+                format!("Invalid value: {v}: no kind \"{name}Args\" is registered for that version; use {ARGS_API_VERSION} (or leave it out)"),
+            ));
+        }
+    }
+    if let Some(k) = args.get("kind") {
+        let want = format!("{name}Args");
+        if k.as_str() != Some(want.as_str()) {
+            return Err((
+                format!("{path}.kind"),
+                format!("Invalid value: {k}: args for plugin {name} were not of type {want}.kubescheduler.config.k8s.io"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("{file}: cannot read: {message}")]
@@ -497,9 +547,22 @@ impl SchedulerConfig {
                         format!("Duplicate value: {:?}", pc.name),
                     ));
                 }
+                if UNSUPPORTED_UPSTREAM_PLUGINS.contains(&pc.name.as_str()) {
+                    return Err(invalid(
+                        &format!("{path}.pluginConfig[{j}].name"),
+                        format!("plugin {:?} is an upstream plugin Switchyard does not implement; remove its pluginConfig", pc.name),
+                    ));
+                }
+                if PLUGINS_WITH_ARGS.contains(&pc.name.as_str()) {
+                    if let Some(a) = &pc.args {
+                        check_args_type(&format!("{path}.pluginConfig[{j}].args"), &pc.name, a)
+                            .map_err(|(field, message)| invalid(&field, message))?;
+                    }
+                }
                 let args = pc
                     .args
                     .clone()
+                    .filter(|a| !a.is_null())
                     .unwrap_or(serde_json::Value::Object(Default::default()));
                 plugin_args.insert(pc.name.clone(), strip_type_meta(args));
             }
@@ -680,6 +743,30 @@ profiles:
             "{base}leaderElection: {{leaderElect: false, leaseDuration: 1s, renewDeadline: 10s}}\n"
         ))
         .unwrap();
+        // Args typed for another plugin, or another version, are refused as upstream
+        // refuses them; so is a pluginConfig of an upstream plugin Switchyard lacks.
+        for (yaml, want) in [
+            (
+                "pluginConfig: [{name: NodeResourcesFit, args: {kind: InterPodAffinityArgs}}]",
+                "profiles[0].pluginConfig[0].args.kind: Invalid value: \"InterPodAffinityArgs\": args for plugin NodeResourcesFit were not of type NodeResourcesFitArgs.kubescheduler.config.k8s.io",
+            ),
+            (
+                "pluginConfig: [{name: PodTopologySpread, args: {apiVersion: kubescheduler.config.k8s.io/v1beta3}}]",
+                "profiles[0].pluginConfig[0].args.apiVersion: Invalid value: \"kubescheduler.config.k8s.io/v1beta3\": no kind \"PodTopologySpreadArgs\" is registered for that version; use kubescheduler.config.k8s.io/v1 (or leave it out)",
+            ),
+            (
+                "pluginConfig: [{name: DynamicResources, args: {filterTimeout: 10s}}]",
+                "profiles[0].pluginConfig[0].name: plugin \"DynamicResources\" is an upstream plugin Switchyard does not implement; remove its pluginConfig",
+            ),
+        ] {
+            let e = load(&format!("{base}profiles:\n- schedulerName: a\n  {yaml}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.ends_with(want), "{yaml}: {e}");
+        }
+        // Out-of-tree plugins' args are theirs: kept as written.
+        let c = load(&format!("{base}profiles:\n- schedulerName: a\n  pluginConfig: [{{name: TenantQuota, args: {{kind: Whatever, limit: 3}}}}]\n")).unwrap();
+        assert_eq!(c.profiles[0].plugin_args["TenantQuota"]["limit"], 3);
         // The Workload API's plugins (alpha in v1.36) are named as not implemented.
         let e = load(&format!("{base}profiles:\n- schedulerName: a\n  plugins:\n    multiPoint:\n      enabled: [{{name: GangScheduling}}]\n")).unwrap_err().to_string();
         assert!(

@@ -179,6 +179,22 @@ fn instantiate_plugins(
         })?;
         instances.insert(name.to_string(), p);
     }
+    // Args of an upstream plugin that is not enabled are still checked, as
+    // kube-scheduler decodes and validates every pluginConfig entry it has a type
+    // for: a typo waiting for the day the plugin is enabled is found now.
+    for (name, args) in &profile.plugin_args {
+        if instances.contains_key(name)
+            || !crate::config::PLUGINS_WITH_ARGS.contains(&name.as_str())
+        {
+            continue;
+        }
+        if let Some(factory) = registry.get(name) {
+            factory(Some(args), handle).map_err(|source| ProfileError::Init {
+                name: name.to_string(),
+                source,
+            })?;
+        }
+    }
     Ok(instances)
 }
 
@@ -349,4 +365,49 @@ fn cycle_hooks(instances: &Instances) -> Vec<Arc<dyn CycleHooks>> {
         }
     }
     hooks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::SchedulerConfig;
+
+    fn build(yaml: &str) -> Result<Framework, ProfileError> {
+        let config = SchedulerConfig::from_yaml(yaml, "test.yaml").expect("config");
+        let handle = Arc::new(Handle::new(
+            Arc::new(crate::framework::waiting_pods::WaitingPods::default()),
+            Arc::new(crate::testing::NoopClient),
+        ));
+        Framework::new(
+            &config.profiles[0],
+            &crate::plugins::in_tree_registry(),
+            handle,
+        )
+    }
+
+    #[test]
+    fn args_of_a_disabled_upstream_plugin_are_still_checked() {
+        let base = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: a\n  plugins:\n    multiPoint:\n      disabled: [{name: InterPodAffinity}]\n";
+        let e = build(&format!(
+            "{base}  pluginConfig: [{{name: InterPodAffinity, args: {{hardPodAffinityWeight: 101}}}}]\n"
+        ))
+        .err()
+        .expect("refused")
+        .to_string();
+        assert!(
+            e.contains("InterPodAffinity") && e.contains("hardPodAffinityWeight"),
+            "{e}"
+        );
+        let e = build(&format!(
+            "{base}  pluginConfig: [{{name: InterPodAffinity, args: {{hardPodAffinityWeigth: 1}}}}]\n"
+        ))
+        .err()
+        .expect("refused")
+        .to_string();
+        assert!(e.contains("hardPodAffinityWeigth"), "{e}");
+        build(&format!(
+            "{base}  pluginConfig: [{{name: InterPodAffinity, args: {{hardPodAffinityWeight: 5}}}}]\n"
+        ))
+        .expect("valid args of a disabled plugin are fine");
+    }
 }
