@@ -1,9 +1,12 @@
 //! The API-server double refuses what a v1.36 API server refuses of the writes a
 //! scheduler makes, in the server's words, so a careless client fails here before it
 //! fails against a real cluster: invalid event names and fields (422), a stale
-//! resourceVersion (409), a binding of a bound pod (409), the status subresource
-//! changing the spec, deletes of objects with finalizers, RBAC denials (403); and a
-//! watch with a selector sees objects enter and leave it as the watch cache sends.
+//! resourceVersion (409), a binding of a bound pod (409) or without a target (422),
+//! the status subresource changing the spec, deletes of objects with finalizers,
+//! RBAC denials (403), fields the API lacks (a Warning, or 400 when strict),
+//! protobuf bodies with the wrong field numbers, list and watch options the server
+//! refuses (422, 400); and it lists and watches as the server does: consistent
+//! pages, selectors, bookmarks, streaming lists, 410 once compacted.
 
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
@@ -159,6 +162,20 @@ fn status_patches_bindings_and_deletes_follow_the_server_rules() {
             .contains("is already assigned to node \"n1\""),
         "{s}"
     );
+    // ValidatePodBinding: a target needs a name; the URL and the Binding agree.
+    let mut no_target = bind("");
+    no_target["metadata"]["name"] = json!("q");
+    let qpath = "/api/v1/namespaces/default/pods/q/binding";
+    let (code, s) = send(&api, &c, "POST", qpath, JSON, no_target);
+    assert_eq!(
+        (code, s["message"].as_str()),
+        (
+            422,
+            Some("Binding \"q\" is invalid: target.name: Required value")
+        )
+    );
+    let (code, _) = send(&api, &c, "POST", qpath, JSON, bind("n1"));
+    assert_eq!(code, 400, "the URL names q, the Binding p");
     // A pod with a finalizer is only marked for deletion.
     let mut f = pod("f");
     f["metadata"]["finalizers"] = json!(["example.com/keep"]);
@@ -592,4 +609,146 @@ fn unknown_fields_are_warned_of_dropped_or_refused_as_asked() {
             .expect("send");
         assert_eq!(resp.status().as_u16(), 400);
     });
+}
+
+/// A raw POST: status, answer media type, answer bytes.
+fn post_bytes(
+    api: &ApiServer,
+    c: &kube::Client,
+    path: &str,
+    ctype: &str,
+    body: Vec<u8>,
+) -> (u16, String, Vec<u8>) {
+    api.runtime().block_on(async {
+        let req = http::Request::post(path)
+            .header("content-type", ctype)
+            .header("accept", PROTOBUF)
+            .body(body)
+            .expect("request");
+        let resp = c
+            .send(req.map(kube::client::Body::from))
+            .await
+            .expect("send");
+        let code = resp.status().as_u16();
+        let ctype = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+        (code, ctype, bytes.to_vec())
+    })
+}
+
+const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+
+/// Length-delimited field `tag` holding `b` (protobuf wire format, by hand).
+fn ld(tag: u8, b: &[u8]) -> Vec<u8> {
+    let mut out = vec![(tag << 3) | 2, b.len() as u8];
+    out.extend_from_slice(b);
+    out
+}
+
+/// `k8s\0` + runtime.Unknown{typeMeta{apiVersion, kind}, raw}.
+fn envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
+    let tm = [ld(1, api_version.as_bytes()), ld(2, kind.as_bytes())].concat();
+    [b"k8s\0".to_vec(), ld(1, &tm), ld(2, raw)].concat()
+}
+
+#[test]
+fn protobuf_bodies_are_read_by_upstreams_field_numbers() {
+    use switchyard::cluster::kubeproto;
+    let api = ApiServer::start();
+    let c = client(&api);
+    for p in ["p", "q", "r"] {
+        api.apply(pod(p));
+    }
+    // Switchyard's own encoding binds, and the answer comes back in protobuf.
+    let uid = api.get(PODS, "default", "p").expect("p")["metadata"]["uid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let body = kubeproto::binding("default", "p", &uid, "n1");
+    let (code, ctype, answer) = post_bytes(
+        &api,
+        &c,
+        "/api/v1/namespaces/default/pods/p/binding",
+        PROTOBUF,
+        body,
+    );
+    assert_eq!((code, ctype.as_str()), (201, PROTOBUF));
+    assert_eq!(
+        kubeproto::decode_status(&answer).and_then(|s| s.code),
+        Some(201)
+    );
+    assert_eq!(api.node_of("p").as_deref(), Some("n1"));
+    // A careless encoding: the node's name under ObjectReference's uid (4), not
+    // its name (3). Refused as the server refuses a Binding without a target, and
+    // the refusal is a protobuf Status.
+    let meta = ld(1, b"q");
+    let target = [ld(1, b"Node"), ld(4, b"n1")].concat();
+    let careless = envelope("v1", "Binding", &[ld(1, &meta), ld(2, &target)].concat());
+    let (code, _, answer) = post_bytes(
+        &api,
+        &c,
+        "/api/v1/namespaces/default/pods/q/binding",
+        PROTOBUF,
+        careless,
+    );
+    assert_eq!(code, 422);
+    let s = kubeproto::decode_status(&answer).expect("a protobuf Status");
+    assert_eq!(
+        s.message.as_deref(),
+        Some("Binding \"q\" is invalid: target.name: Required value")
+    );
+    // A field number the type lacks: a real server drops it silently; the double
+    // notes it for `assert_a_careful_client`.
+    let target = [ld(1, b"Node"), ld(3, b"n1")].concat();
+    let extra = envelope(
+        "v1",
+        "Binding",
+        &[ld(1, &ld(1, b"r")), ld(2, &target), ld(7, b"x")].concat(),
+    );
+    let (code, _, _) = post_bytes(
+        &api,
+        &c,
+        "/api/v1/namespaces/default/pods/r/binding",
+        PROTOBUF,
+        extra,
+    );
+    assert_eq!(code, 201);
+    assert_eq!(api.warnings().len(), 1);
+    assert!(
+        api.warnings()[0].1.contains("protobuf field #7 dropped"),
+        "{:?}",
+        api.warnings()
+    );
+    // The envelope must name the kind of the resource written.
+    let wrong = envelope("events.k8s.io/v1", "Event", &ld(1, &ld(1, b"r")));
+    assert_eq!(
+        post_bytes(
+            &api,
+            &c,
+            "/api/v1/namespaces/default/pods/r/binding",
+            PROTOBUF,
+            wrong
+        )
+        .0,
+        400
+    );
+    // A JSON-only server refuses the media type; the client must fall back.
+    api.refuse_protobuf();
+    let body = kubeproto::binding("default", "q", "", "n1");
+    assert_eq!(
+        post_bytes(
+            &api,
+            &c,
+            "/api/v1/namespaces/default/pods/q/binding",
+            PROTOBUF,
+            body
+        )
+        .0,
+        415
+    );
 }

@@ -154,7 +154,46 @@ impl Shared {
         Some(object)
     }
 
+    /// Serves a request, answering in protobuf when the client asks only for it
+    /// and the answer's kind is one the double encodes (see [`protobuf`]).
     pub(super) async fn handle(&self, req: Request<hyper::body::Incoming>) -> Response<Body> {
+        let accept = req
+            .headers()
+            .get("accept")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        let wants_protobuf = accept.starts_with(protobuf::MEDIA_TYPE)
+            && !accept.contains("json")
+            && !accept.contains("*/*")
+            && req.method() != Method::GET
+            && !self.state.lock().unwrap().protobuf_refused;
+        let resp = self.handle_request(req).await;
+        if !wants_protobuf {
+            return resp;
+        }
+        let (mut parts, body) = resp.into_parts();
+        let bytes = body
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
+        let encoded = serde_json::from_slice::<Value>(&bytes)
+            .ok()
+            .and_then(|v| protobuf::encode_object(&v));
+        match encoded {
+            Some(pb) => {
+                parts.headers.insert(
+                    "content-type",
+                    hyper::header::HeaderValue::from_static(protobuf::MEDIA_TYPE),
+                );
+                Response::from_parts(parts, Full::new(Bytes::from(pb)).boxed())
+            }
+            None => Response::from_parts(parts, Full::new(bytes).boxed()),
+        }
+    }
+
+    async fn handle_request(&self, req: Request<hyper::body::Incoming>) -> Response<Body> {
         let method = req.method().clone();
         let path = req.uri().path().to_string();
         let query: HashMap<String, String> = req
@@ -202,36 +241,15 @@ impl Shared {
                 }
             }
         }
-        // JSON only (see the module's note on protobuf): 415 for anything else, as
-        // a server answers a media type it cannot decode.
         let content_type = req
             .headers()
             .get("content-type")
             .and_then(|v| v.to_str().ok())
             .unwrap_or("application/json")
             .to_string();
-        if !content_type.contains("json") {
-            return status(
-                415,
-                "UnsupportedMediaType",
-                &format!("the body of the request was in an unknown format - accepted media types include: application/json (got {content_type})"),
-            );
-        }
         let body = match req.into_body().collect().await {
             Ok(b) => b.to_bytes(),
             Err(_) => Bytes::new(),
-        };
-        let writes = matches!(method, Method::POST | Method::PUT | Method::PATCH);
-        let body: Value = match serde_json::from_slice(&body) {
-            Ok(v) => v,
-            Err(e) if writes => {
-                return status(
-                    400,
-                    "BadRequest",
-                    &format!("couldn't get version/kind; json parse error: {e}"),
-                )
-            }
-            Err(_) => Value::Null,
         };
         let Some((kind, ns, name, sub)) = route(&path) else {
             return status(
@@ -239,6 +257,56 @@ impl Shared {
                 "NotFound",
                 &format!("the server could not find the requested resource {path}"),
             );
+        };
+        let writes = matches!(method, Method::POST | Method::PUT | Method::PATCH);
+        // The body's type: JSON, or protobuf for the kinds the double decodes
+        // (Binding, Event); 415 for anything else, as a server answers a media
+        // type it cannot decode.
+        let (pb_kind, pb_version) = match sub.as_deref() {
+            Some("binding") => ("Binding", "v1"),
+            _ => (kind.kind, kind.group_version),
+        };
+        let protobuf_ok = content_type.starts_with(protobuf::MEDIA_TYPE)
+            && protobuf::readable(pb_kind)
+            && !self.state.lock().unwrap().protobuf_refused;
+        let body: Value = if protobuf_ok && writes {
+            match protobuf::decode_body(&body, pb_version, pb_kind) {
+                Ok((v, dropped)) => {
+                    // The server drops these without a word; the double tells.
+                    let mut st = self.state.lock().unwrap();
+                    st.warnings.extend(
+                        dropped
+                            .into_iter()
+                            .map(|d| (call.path.clone(), format!("protobuf field {d} dropped"))),
+                    );
+                    v
+                }
+                Err(e) => {
+                    return status(
+                        400,
+                        "BadRequest",
+                        &format!("the body of the request could not be decoded: {e}"),
+                    )
+                }
+            }
+        } else if !content_type.contains("json") {
+            return status(
+                415,
+                "UnsupportedMediaType",
+                &format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf (got {content_type})"),
+            );
+        } else {
+            match serde_json::from_slice(&body) {
+                Ok(v) => v,
+                Err(e) if writes => {
+                    return status(
+                        400,
+                        "BadRequest",
+                        &format!("couldn't get version/kind; json parse error: {e}"),
+                    )
+                }
+                Err(_) => Value::Null,
+            }
         };
         let validation = match warnings::FieldValidation::from_query(
             query.get("fieldValidation").map(String::as_str),
@@ -479,6 +547,39 @@ impl Shared {
         if doomed {
             self.remove(PODS, ns, name);
         }
+        // BindingREST.Create and ValidatePodBinding (pkg/registry/core/pod/storage,
+        // pkg/apis/core/validation).
+        if body["metadata"]["name"].as_str() != Some(name) {
+            return status(
+                400,
+                "BadRequest",
+                "name in URL does not match name in Binding object",
+            );
+        }
+        let mut errs = Vec::new();
+        if let Some(k) = body["target"]["kind"]
+            .as_str()
+            .filter(|k| !k.is_empty() && *k != "Node")
+        {
+            errs.push(format!(
+                "target.kind: Unsupported value: {k:?}: supported values: \"Node\", \"<empty>\""
+            ));
+        }
+        if body["target"]["name"].as_str().is_none_or(str::is_empty) {
+            errs.push("target.name: Required value".to_string());
+        }
+        if !errs.is_empty() {
+            let list = if errs.len() == 1 {
+                errs[0].clone()
+            } else {
+                format!("[{}]", errs.join(", "))
+            };
+            return status(
+                422,
+                "Invalid",
+                &format!("Binding {name:?} is invalid: {list}"),
+            );
+        }
         let Some(mut pod) = self.get(PODS, ns, name) else {
             return status(404, "NotFound", &format!("pods \"{name}\" not found"));
         };
@@ -488,9 +589,19 @@ impl Shared {
                 return status(409, "Conflict", &format!("Operation cannot be fulfilled on pods/binding \"{name}\": pod {name} is being bound"));
             }
         }
-        if let Some(uid) = body["metadata"]["uid"].as_str() {
+        // The Binding's uid and resourceVersion, when set, are preconditions
+        // (BindingREST.setPodNodeAndMetadata).
+        if let Some(uid) = body["metadata"]["uid"].as_str().filter(|u| !u.is_empty()) {
             if pod["metadata"]["uid"].as_str() != Some(uid) {
                 return status(409, "Conflict", &format!("Operation cannot be fulfilled on pods/binding \"{name}\": the UID does not match"));
+            }
+        }
+        if let Some(rv) = body["metadata"]["resourceVersion"]
+            .as_str()
+            .filter(|v| !v.is_empty())
+        {
+            if pod["metadata"]["resourceVersion"].as_str() != Some(rv) {
+                return status(409, "Conflict", &format!("Operation cannot be fulfilled on pods \"{name}\": the object has been modified; please apply your changes to the latest version and try again"));
             }
         }
         if let Some(node) = pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) {

@@ -10,14 +10,17 @@
 //! server validates it ([`validate`]: names, generateName, Events, Leases), answering
 //! 422 `Invalid` in the server's words; fields the API lacks are dropped with a
 //! `Warning` header, or refused under `fieldValidation=Strict` ([`warnings`]); the
-//! binding clears the nomination as v1.35+ does. Bodies are JSON only: a v1.36
-//! server also takes protobuf for built-in kinds, which this double does not decode
-//! (Switchyard's client, kube-rs, writes JSON), so it answers 415 rather than
-//! pretend. Tests drive it through [`ApiServer`]: add, update and delete objects,
-//! drop every open watch, compact the history, make the next bind conflict.
+//! binding clears the nomination as v1.35+ does. Bodies are JSON, or protobuf for
+//! the two kinds a scheduler writes that way (Binding, Event: [`protobuf`], with
+//! answers in protobuf when asked); other protobuf bodies get 415 (a real server
+//! takes protobuf for every built-in kind), and [`ApiServer::refuse_protobuf`]
+//! makes it refuse them all, as a JSON-only server does. Tests drive it through
+//! [`ApiServer`]: add, update and delete objects, drop every open watch, compact the
+//! history, make the next bind conflict.
 
 mod handler;
 mod listwatch;
+mod protobuf;
 mod rbac;
 mod selectors;
 pub mod validate;
@@ -195,6 +198,9 @@ struct State {
     uid: u64,
     /// Rules every request must pass (403 otherwise), once a test enforces them.
     rbac: Option<Arc<Vec<rbac::Rule>>>,
+    /// Whether protobuf bodies are refused (415), as by a server or proxy that
+    /// takes JSON only.
+    protobuf_refused: bool,
     /// Every unknown field a write sent: (request path, field).
     warnings: Vec<(String, String)>,
     /// How often a watch that allows bookmarks gets one (the watch cache: a minute).
@@ -329,6 +335,12 @@ impl ApiServer {
     /// Watches that allow bookmarks get one this often (from their next tick).
     pub fn set_bookmark_interval(&self, every: std::time::Duration) {
         self.state.lock().unwrap().bookmark_every = every.max(std::time::Duration::from_millis(1));
+    }
+
+    /// From now on protobuf bodies are refused with 415 (a server or proxy that
+    /// takes JSON only), so a client must fall back to JSON.
+    pub fn refuse_protobuf(&self) {
+        self.state.lock().unwrap().protobuf_refused = true;
     }
 
     /// The next `pods/binding` answers 409 Conflict.
