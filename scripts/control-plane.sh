@@ -143,6 +143,7 @@ apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 clientConnection: {kubeconfig: "$state/kube-scheduler.kubeconfig", qps: 5000, burst: 5000}
 leaderElection: {leaderElect: false}
+enableProfiling: false
 EOF
 }
 
@@ -156,8 +157,10 @@ component_args() {
         --listen-peer-urls "http://127.0.0.1:$etcd_peer_port" \
         --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer_port" \
         --initial-cluster "default=http://127.0.0.1:$etcd_peer_port"
-      # Tests do not need durability; every etcd of 3.4.11+ has this.
-      if "$etcd_bin" --help 2>&1 | grep -q -- --unsafe-no-fsync; then echo --unsafe-no-fsync; fi
+      # Tests do not need durability (etcd 3.5+ has the flag; Debian's 3.4 does not).
+      local help
+      help=$("$etcd_bin" --help 2>&1 || true)
+      if [[ $help == *--unsafe-no-fsync* ]]; then echo --unsafe-no-fsync; fi
       ;;
     kube-apiserver)
       printf '%s\n' "$apiserver_bin" \
@@ -186,13 +189,16 @@ component_args() {
         --root-ca-file "$state/pki/ca.crt" \
         --cluster-signing-cert-file "$state/pki/ca.crt" --cluster-signing-key-file "$state/pki/ca.key" \
         --controllers '*,-nodelifecycle' --profiling=false
+      # No kubelets: node lifecycle would taint every node not-ready. ("nodelifecycle"
+      # is an alias of node-lifecycle-controller from 1.28 on. From 1.29 NoExecute
+      # eviction is taint-eviction-controller, still running; tests set no such taint.)
       ;;
     kube-scheduler)
       printf '%s\n' "$sched_bin" \
         --config "$state/kube-scheduler-config.yaml" \
         --authentication-kubeconfig "$state/kube-scheduler.kubeconfig" \
         --authorization-kubeconfig "$state/kube-scheduler.kubeconfig" \
-        --bind-address 127.0.0.1 --secure-port "$sched_port" --profiling=false
+        --bind-address 127.0.0.1 --secure-port "$sched_port"
       ;;
   esac
 }
@@ -256,6 +262,13 @@ case $cmd in
     for b in "$etcd_bin" "$apiserver_bin" ${cm_bin:-} ${sched_bin:-}; do
       echo "$b: $("$b" --version 2>&1 | head -1)"
     done
+    # kube-apiserver 1.31+ turns watch-progress requests off for older etcd
+    # (storage/feature/feature_support_checker.go): consistent lists then go to
+    # etcd, not the watch cache, and streaming lists fall back to plain lists.
+    ev=$("$etcd_bin" --version 2>&1 | sed -n 's/^etcd Version: //p' | head -1)
+    if [[ $ev =~ ^3\.4\.([0-9]+) && ${BASH_REMATCH[1]} -lt 31 ]] || [[ $ev =~ ^3\.5\.([0-9]+) && ${BASH_REMATCH[1]} -lt 13 ]]; then
+      echo "control-plane.sh: note: etcd $ev is older than 3.4.31/3.5.13; kube-apiserver 1.31+ serves consistent lists from etcd with it (envtest's etcd is newer)" >&2
+    fi
     ;;
   start)
     parse_components "$@"
