@@ -541,3 +541,57 @@ fn a_binding_the_role_does_not_allow_fails_naming_verb_and_resource() {
         .count();
     assert!(refused >= 1);
 }
+
+/// Requests per bound pod, as kube-scheduler v1.36 makes them for pods bound at
+/// their first attempt: one `pods/binding` and one `Scheduled` event each, nothing
+/// else per pod (no status patch, no re-list), whatever the number of pods.
+#[test]
+fn a_pod_bound_at_once_costs_two_writes() {
+    let api = ApiServer::start();
+    api.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}));
+    for n in 0..4 {
+        api.apply(node(&format!("node-{n}"), "16"));
+    }
+    let _s = start(&api);
+    wait_for("watches open", Duration::from_secs(20), || {
+        api.calls()
+            .iter()
+            .any(|c| c.path.starts_with("/api/v1/pods?") && c.path.contains("watch=true"))
+    });
+    let before = api.calls().len();
+    const PODS_N: usize = 60;
+    for i in 0..PODS_N {
+        api.apply(pod(&format!("w-{i}"), "switchyard", "100m", None));
+    }
+    wait_for("all bound", Duration::from_secs(30), || {
+        (0..PODS_N).all(|i| api.node_of(&format!("w-{i}")).is_some())
+    });
+    wait_for("all events", Duration::from_secs(10), || {
+        api.list(EVENTS)
+            .iter()
+            .filter(|e| e["reason"] == "Scheduled")
+            .count()
+            == PODS_N
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let calls = api.calls();
+    let after = &calls[before..];
+    let count = |f: &dyn Fn(&switchyard_e2e::apiserver::Call) -> bool| {
+        after.iter().filter(|c| f(c)).count()
+    };
+    let bindings = count(&|c| c.method == "POST" && c.path.ends_with("/binding"));
+    let events = count(&|c| c.method == "POST" && c.path.contains("/events"));
+    let others = count(&|c| {
+        c.method != "GET" && !c.path.ends_with("/binding") && !c.path.contains("/events")
+    });
+    let lists = count(&|c| c.method == "GET" && !c.path.contains("watch=true"));
+    eprintln!(
+        "{PODS_N} pods: {bindings} bindings, {events} events, {others} other writes, {lists} lists"
+    );
+    assert_eq!(
+        (bindings, events, others, lists),
+        (PODS_N, PODS_N, 0, 0),
+        "{after:#?}"
+    );
+    api.assert_a_careful_client();
+}

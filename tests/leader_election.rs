@@ -268,3 +268,26 @@ fn metrics_count_what_happened() {
     assert!(body.contains("# TYPE scheduler_pending_pods gauge"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_leader_renews_with_one_request_per_period() {
+    let (api, dir) = setup("renewals");
+    let _a = replica(&dir, "a");
+    wait_for("a leads", Duration::from_secs(20), || holder(&api) == "a");
+    let lease_calls = |method: &str| {
+        api.calls()
+            .iter()
+            .filter(|c| c.method == method && c.path.contains("/leases/switchyard"))
+            .count()
+    };
+    let (gets, puts) = (lease_calls("GET"), lease_calls("PUT"));
+    // Six retry periods of 200 ms.
+    std::thread::sleep(Duration::from_millis(1300));
+    let renewals = lease_calls("PUT") - puts;
+    assert!(renewals >= 4, "{renewals} renewals in 1.3 s");
+    // As client-go's leader: the Lease it last wrote is updated without a read.
+    assert_eq!(lease_calls("GET"), gets, "no read per renewal");
+    assert_eq!(holder(&api), "a");
+    api.assert_a_careful_client();
+    let _ = std::fs::remove_dir_all(&dir);
+}

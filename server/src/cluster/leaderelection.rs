@@ -7,7 +7,8 @@
 //!   so clocks need not agree across nodes).
 //! * Every write carries the resourceVersion it read, so two candidates can never
 //!   both succeed: the loser gets 409 and tries again after `retryPeriod`.
-//! * The leader renews every `retryPeriod`; if no renewal succeeded for
+//! * The leader renews every `retryPeriod` (one update of the Lease it last wrote,
+//!   reading it only when that fails); if no renewal succeeded for
 //!   `renewDeadline` it has lost the lease and must stop scheduling (kube-scheduler
 //!   exits).
 //! * On shutdown the leader releases the lease (no holder, duration 1 s), so a
@@ -72,6 +73,37 @@ impl LeaderElector {
     /// One attempt to take or renew the lease (client-go `tryAcquireOrRenew`).
     pub async fn try_acquire_or_renew(&mut self) -> Result<bool, String> {
         let duration_s = self.config.lease_duration.as_secs().max(1) as i32;
+        // The fast path: a leader whose lease is still valid as last observed
+        // updates the Lease it last wrote without reading it first (one request
+        // per renewal, as client-go's leader does); a conflict or any failure falls
+        // back to reading it.
+        if let Some((last, at)) = &self.observed {
+            let spec = last.spec.clone().unwrap_or_default();
+            let valid = Duration::from_secs(spec.lease_duration_seconds.unwrap_or(0).max(0) as u64);
+            if spec.holder_identity.as_deref() == Some(self.identity.as_str())
+                && at.elapsed() < valid
+            {
+                let mut next = last.clone();
+                next.spec = Some(LeaseSpec {
+                    lease_duration_seconds: Some(duration_s),
+                    renew_time: Some(now()),
+                    ..spec
+                });
+                match self
+                    .api
+                    .replace(&self.name, &PostParams::default(), &next)
+                    .await
+                {
+                    Ok(l) => {
+                        self.observed = Some((l, Instant::now()));
+                        return Ok(true);
+                    }
+                    Err(e) => {
+                        tracing::debug!(lease = %self.lease_key(), error = %e, "optimistic renewal failed; reading the lease")
+                    }
+                }
+            }
+        }
         let current = self
             .api
             .get_opt(&self.name)
