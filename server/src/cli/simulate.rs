@@ -37,7 +37,15 @@ pub struct SimulateArgs {
     #[arg(long, value_name = "NAME")]
     workload_name: Option<String>,
 
-    /// List the workloads in --workload and exit.
+    /// The folder a workload's templates may come from. Template paths resolve
+    /// against the workload file, as upstream resolves them (`../templates/...`); a
+    /// path that leaves this tree is refused. Default: the nearest folder named
+    /// `scheduler_perf` above the file (upstream's layout), else the file's folder.
+    #[arg(long, value_name = "DIR", requires = "workload")]
+    workload_root: Option<PathBuf>,
+
+    /// List the workloads in --workload, each with whether it loads (and why not),
+    /// and exit.
     #[arg(long, requires = "workload")]
     list_workloads: bool,
 
@@ -108,7 +116,15 @@ pub fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     if args.list_workloads {
         if let Some(w) = &args.workload {
             for name in simulate::workload::list_workloads(w, args.max_input_bytes)? {
-                println!("{name}");
+                match simulate::workload::load(
+                    w,
+                    Some(&name),
+                    args.max_input_bytes,
+                    args.workload_root.as_deref(),
+                ) {
+                    Ok(_) => println!("{name}"),
+                    Err(e) => println!("{name}\trefused: {e}"),
+                }
             }
         }
         return Ok(ExitCode::SUCCESS);
@@ -122,6 +138,7 @@ pub fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         cluster: args.cluster,
         workload: args.workload,
         workload_name: args.workload_name,
+        workload_root: args.workload_root,
         config: args.config,
         seed: args.seed,
         max_input_bytes: args.max_input_bytes,

@@ -55,6 +55,38 @@ pub enum Object {
     CSIStorageCapacity(Box<storage::CSIStorageCapacity>),
 }
 
+/// The kinds a manifest may hold (others are skipped with a warning).
+pub const KINDS: &[&str] = &[
+    "Node",
+    "Pod",
+    "Namespace",
+    "PriorityClass",
+    "RuntimeClass",
+    "PodDisruptionBudget",
+    "Service",
+    "ReplicationController",
+    "ReplicaSet",
+    "StatefulSet",
+    "PersistentVolumeClaim",
+    "PersistentVolume",
+    "StorageClass",
+    "CSINode",
+    "CSIDriver",
+    "CSIStorageCapacity",
+];
+
+/// Those of [`KINDS`] that live in a namespace.
+pub const NAMESPACED_KINDS: &[&str] = &[
+    "Pod",
+    "PodDisruptionBudget",
+    "Service",
+    "ReplicationController",
+    "ReplicaSet",
+    "StatefulSet",
+    "PersistentVolumeClaim",
+    "CSIStorageCapacity",
+];
+
 impl Object {
     pub fn kind(&self) -> &'static str {
         match self {
@@ -238,7 +270,8 @@ pub fn parse_str(
     Ok(())
 }
 
-fn parse_value(
+/// One object (or a `List` of them) already parsed from YAML or JSON.
+pub fn parse_value(
     doc: Value,
     source: Source,
     out: &mut Vec<ManifestObject>,

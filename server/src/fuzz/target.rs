@@ -115,6 +115,7 @@ impl Target {
                     &f,
                     None,
                     crate::model::input::DEFAULT_MAX_INPUT_BYTES,
+                    None,
                 ) {
                     Ok(_) => {
                         self.accepted += 1;

@@ -33,6 +33,10 @@ pub struct PodFacts {
     pub scheduler_name: String,
     /// `spec.priority` as admission resolved it (see [`PodFacts::resolve_priority`]).
     pub priority: i32,
+    /// How much an in-place resize grew the requests after the pod was bound (by
+    /// resource). Such growth is the resize's doing (a kubelet would defer it), not
+    /// a placement: the node may exceed its allocatable by this much.
+    pub grown_in_place: BTreeMap<String, i64>,
 }
 
 /// A preemption as the cluster carried it out: who was deleted for whom, with both
@@ -98,6 +102,7 @@ impl PodFacts {
                 .clone()
                 .unwrap_or_else(|| "default-scheduler".into()),
             priority: spec.priority.unwrap_or(0),
+            grown_in_place: BTreeMap::new(),
         }
     }
 
@@ -316,7 +321,12 @@ pub fn check<'a>(
         // Resources: usage of all pods, and of the pinned ones alone.
         let mut total: BTreeMap<&str, i64> = BTreeMap::new();
         let mut pinned: BTreeMap<&str, i64> = BTreeMap::new();
+        let mut grown: BTreeMap<&str, i64> = BTreeMap::new();
         for (_, f) in pods {
+            for (r, v) in &f.grown_in_place {
+                let g = grown.entry(r).or_default();
+                *g = g.saturating_add(*v);
+            }
             for (r, v) in &f.requests {
                 let t = total.entry(r).or_default();
                 *t = t.saturating_add(*v);
@@ -337,6 +347,18 @@ pub fn check<'a>(
                 None => continue,
             };
             if *used <= alloc {
+                continue;
+            }
+            let growth = grown.get(r).copied().unwrap_or(0);
+            if growth > 0 && used.saturating_sub(growth) <= alloc {
+                input.push(Violation {
+                    rule: "resized in place over allocatable".into(),
+                    pod: None,
+                    node: Some(node.to_string()),
+                    detail: format!(
+                        "{r}: {used} requested of {alloc} allocatable after bound pods grew by {growth} in place (a kubelet defers such a resize)"
+                    ),
+                });
                 continue;
             }
             if pinned.get(r).copied().unwrap_or(0) > alloc {

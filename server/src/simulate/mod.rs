@@ -37,6 +37,9 @@ pub struct SimulateOptions {
     pub cluster: Vec<PathBuf>,
     pub workload: Option<PathBuf>,
     pub workload_name: Option<String>,
+    /// The tree the workload's templates may come from (default: the nearest
+    /// `scheduler_perf` folder above it, else its own folder).
+    pub workload_root: Option<PathBuf>,
     pub config: Option<PathBuf>,
     pub seed: u64,
     /// Give up waiting for the queue to settle after this long.
@@ -73,6 +76,7 @@ impl Default for SimulateOptions {
             cluster: Vec::new(),
             workload: None,
             workload_name: None,
+            workload_root: None,
             config: None,
             seed: 0x5eed,
             max_input_bytes: manifest::DEFAULT_MAX_INPUT_BYTES,
@@ -128,9 +132,13 @@ pub fn run(opts: &SimulateOptions, registry: &Registry) -> Result<Report, Simula
             p,
             opts.workload_name.as_deref(),
             opts.max_input_bytes,
+            opts.workload_root.as_deref(),
         )?),
         None => None,
     };
+    for note in workload.iter().flat_map(|w| &w.notes) {
+        tracing::warn!("{note}");
+    }
     let config = match (
         &opts.scheduler_config,
         &opts.config,

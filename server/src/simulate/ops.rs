@@ -2,6 +2,8 @@
 //! namespaces and pods, barriers, sleeps, deletions, and churn on a timer in the
 //! background.
 
+mod any;
+
 use super::*;
 
 /// Pods in `namespaces` (empty: any) created at or after `since` (a
@@ -97,6 +99,12 @@ pub(super) fn run_ops_inner(
                             alloc.insert(k.clone(), Quantity(v.clone()));
                         }
                     }
+                    if let Some(k) = w.declared_features {
+                        node.status
+                            .get_or_insert_with(Default::default)
+                            .declared_features =
+                            Some((1..=k).map(|i| format!("Feature{i}")).collect());
+                    }
                     if node.metadata.name.as_deref().is_none_or(str::is_empty) {
                         let prefix = node
                             .metadata
@@ -129,22 +137,35 @@ pub(super) fn run_ops_inner(
                 template,
                 skip_wait,
                 collect_metrics,
+                signature_batch,
+                volumes,
+                nominated_node_name,
             } => {
                 let mut pods = Vec::with_capacity(*count);
                 for n in 0..*count {
                     let mut p: core::Pod = template.instantiate(n, *count).map_err(op_err)?;
                     p.metadata.namespace = Some(namespace.clone());
-                    p.metadata
-                        .labels
-                        .get_or_insert_with(BTreeMap::new)
-                        .insert("signature".into(), format!("signature-label-{n}"));
+                    if let Some(b) = signature_batch {
+                        p.metadata
+                            .labels
+                            .get_or_insert_with(BTreeMap::new)
+                            .insert("signature".into(), format!("signature-label-{}", n / b));
+                    }
+                    if let Some(v) = volumes {
+                        any::create_pod_volumes(cluster, v, namespace, n, &mut p)
+                            .map_err(op_err)?;
+                    }
                     pods.push(p);
                 }
                 progress.total += count;
                 let since = cluster.next_order();
                 let mark = measured.mark();
+                let mut keys = Vec::with_capacity(pods.len());
                 for p in &pods {
-                    cluster.create_pod(p).map_err(|e| op_err(e.to_string()))?;
+                    keys.push(cluster.create_pod(p).map_err(|e| op_err(e.to_string()))?);
+                }
+                if let Some(node) = nominated_node_name {
+                    any::nominate_and_ungate(cluster, &keys, node);
                 }
                 if !*skip_wait {
                     wait_settled(sched, cluster, opts.timeout, &ctx.stuck, progress)?;
@@ -154,6 +175,26 @@ pub(super) fn run_ops_inner(
                     measured.record(mark, bound);
                 }
             }
+            Op::CreateAny {
+                count,
+                namespace,
+                template,
+            } => any::create_any(cluster, *count, namespace.as_deref(), template, progress)
+                .map_err(op_err)?,
+            Op::UpdateAny {
+                count,
+                namespace,
+                template,
+                per_second,
+            } => any::update_any(
+                cluster,
+                *count,
+                namespace.as_deref(),
+                template,
+                *per_second,
+                ctx.deadline,
+            )
+            .map_err(op_err)?,
             Op::Barrier => wait_settled(sched, cluster, opts.timeout, &ctx.stuck, progress)?,
             Op::Sleep(d) => {
                 // A sleep never outlasts the run's --timeout.

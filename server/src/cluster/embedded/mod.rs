@@ -4,6 +4,7 @@
 //! workload add or remove objects while the scheduler runs.
 
 mod client;
+mod update;
 
 use client::*;
 use std::collections::{BTreeMap, HashMap};
@@ -176,8 +177,9 @@ fn field_err(source: &Source, e: FieldError) -> ManifestError {
     ManifestError::field(source, e.field, e.message)
 }
 
-/// Deterministic name suffixes, as the API server generates for `generateName`.
-fn name_suffix(n: u64) -> String {
+/// Deterministic 5-character name suffixes, as the API server appends to a
+/// `generateName`.
+pub fn name_suffix(n: u64) -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let mut x = n.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (n >> 7);
     (0..5)
@@ -423,7 +425,11 @@ impl EmbeddedCluster {
         let mut st = self.lock();
         let mut n = node_from_k8s(node, String::new)?;
         if n.uid.is_empty() {
-            n.uid = st.gen_uid().into();
+            // An update keeps the node's uid.
+            n.uid = match st.nodes.get(&*n.name) {
+                Some(old) => old.uid.clone(),
+                None => st.gen_uid().into(),
+            };
         }
         if !n.labels.contains_key(LABEL_HOSTNAME) {
             let mut pairs: Vec<(String, String)> = n

@@ -22,6 +22,12 @@ pub(super) struct TestCaseFile {
     pub(super) labels: Vec<String>,
     #[serde(default)]
     pub(super) default_threshold_metric_selector: Option<Value>,
+    /// The scheduler's API client limits in upstream's integration test; the
+    /// embedded cluster has no API server, so they are accepted and reported.
+    #[serde(default, rename = "schedulerApiClientQPS")]
+    pub(super) scheduler_api_client_qps: Option<Value>,
+    #[serde(default)]
+    pub(super) scheduler_api_client_burst: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -116,6 +122,71 @@ pub(super) struct CreatePodsFile {
     pub(super) skip_wait_to_completion: bool,
     #[serde(default)]
     pub(super) template_params: BTreeMap<String, Value>,
+    /// Pods `i` of a batch share the label `signature: signature-label-<i/size>`.
+    #[serde(default)]
+    pub(super) signature_batch_size: Option<usize>,
+    #[serde(default)]
+    pub(super) signature_batch_size_param: Option<String>,
+    /// A PV and a bound PVC per pod, the pod's volumes replaced by that claim.
+    #[serde(default)]
+    pub(super) persistent_volume_template_path: Option<String>,
+    #[serde(default)]
+    pub(super) persistent_volume_claim_template_path: Option<String>,
+    /// Written to every pod's status before its scheduling gates are removed.
+    #[serde(default)]
+    pub(super) nominated_node_name: Option<String>,
+    #[serde(default)]
+    pub(super) pods_scheduling_timeout: Option<String>,
+}
+
+/// `createAny`: `count` objects of any kind, rendered per index.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // accepted for compatibility with upstream files; not all fields are used
+pub(super) struct CreateAnyFile {
+    pub(super) opcode: String,
+    #[serde(default)]
+    pub(super) namespace: Option<String>,
+    pub(super) template_path: String,
+    #[serde(default)]
+    pub(super) count: Option<usize>,
+    #[serde(default)]
+    pub(super) count_param: Option<String>,
+    #[serde(default)]
+    pub(super) template_params: BTreeMap<String, Value>,
+}
+
+/// `updateAny`: full-object updates of the objects a template names per index.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // accepted for compatibility with upstream files; not all fields are used
+pub(super) struct UpdateAnyFile {
+    pub(super) opcode: String,
+    #[serde(default)]
+    pub(super) namespace: Option<String>,
+    pub(super) template_path: String,
+    #[serde(default)]
+    pub(super) count: Option<usize>,
+    #[serde(default)]
+    pub(super) count_param: Option<String>,
+    #[serde(default)]
+    pub(super) update_per_second: Option<f64>,
+    #[serde(default)]
+    pub(super) subresources: Vec<String>,
+}
+
+/// `createPodSets`: `count` copies of a createPods op, each in its own namespace.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // accepted for compatibility with upstream files; not all fields are used
+pub(super) struct CreatePodSetsFile {
+    pub(super) opcode: String,
+    #[serde(default)]
+    pub(super) count: Option<usize>,
+    #[serde(default)]
+    pub(super) count_param: Option<String>,
+    pub(super) namespace_prefix: String,
+    pub(super) create_pods_op: Value,
 }
 
 #[derive(Deserialize)]

@@ -1,6 +1,7 @@
 //! The subset of Go's text/template that scheduler_perf's templates use for values:
 //! `{{.Index}}`, `{{.Count}}`, `{{.<templateParam>}}`, integer literals, and the
-//! integer functions scheduler_perf registers (`AddInt`, `DivideInt`, `Mod`),
+//! integer functions scheduler_perf registers (`AddInt`, `SubtractInt`,
+//! `MultiplyInt`, `DivideInt`, `Mod`),
 //! called with arguments that are values or parenthesised calls:
 //! `{{AddInt 8000 (Mod .Index (DivideInt .podsCount .nodesCount))}}`. Control
 //! actions (`if`, `range`), variables and pipes are refused with the action named.
@@ -45,7 +46,7 @@ pub(super) fn eval_action(action: &str, scope: &Scope) -> Result<String, String>
 
 fn unsupported(action: &str) -> String {
     format!(
-        "template action {{{{{action}}}}} is not supported: only {{{{.Index}}}}, {{{{.Count}}}}, {{{{.<param>}}}}, integers and the functions AddInt, DivideInt and Mod"
+        "template action {{{{{action}}}}} is not supported: only {{{{.Index}}}}, {{{{.Count}}}}, {{{{.<param>}}}}, integers and the functions AddInt, SubtractInt, MultiplyInt, DivideInt and Mod"
     )
 }
 
@@ -126,12 +127,14 @@ fn term(t: &[&str], pos: &mut usize, scope: &Scope, action: &str) -> Result<Val,
 
 type Func = fn(&str, &[Val]) -> Result<Val, String>;
 
-/// scheduler_perf's integer functions. `mod` (lower case) is accepted too: one of
-/// upstream's event_handling templates spells it so.
+/// scheduler_perf's integer functions. `mod` and `div` (lower case) are accepted
+/// too: upstream's event_handling templates spell them so.
 fn function(name: &str) -> Option<Func> {
     Some(match name {
         "AddInt" => |n, a| ints(n, a).map(|(x, y)| Val::Int(x.wrapping_add(y))),
-        "DivideInt" => |n, a| {
+        "SubtractInt" => |n, a| ints(n, a).map(|(x, y)| Val::Int(x.wrapping_sub(y))),
+        "MultiplyInt" => |n, a| ints(n, a).map(|(x, y)| Val::Int(x.wrapping_mul(y))),
+        "DivideInt" | "div" => |n, a| {
             let (x, y) = ints(n, a)?;
             x.checked_div(y)
                 .map(Val::Int)
@@ -208,6 +211,9 @@ mod tests {
             "-5"
         );
         assert_eq!(render("DivideInt 30000 .Count", 0, &[]).unwrap(), "1000");
+        assert_eq!(render("div .Index 10", 37, &[]).unwrap(), "3");
+        assert_eq!(render("SubtractInt 5 .Index", 7, &[]).unwrap(), "-2");
+        assert_eq!(render("MultiplyInt 3 .Index", 7, &[]).unwrap(), "21");
         // Go's integer division and remainder truncate toward zero.
         assert_eq!(render("DivideInt -7 2", 0, &[]).unwrap(), "-3");
         assert_eq!(render("Mod -7 2", 0, &[]).unwrap(), "-1");

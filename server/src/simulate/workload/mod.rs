@@ -2,13 +2,14 @@
 //! test cases, each a template of ordered ops (create nodes from a template, create
 //! pods from a template, barriers, ...) and named workloads giving the `$params`.
 
+mod decode;
 mod file;
 mod gotemplate;
 mod templates;
 
 use file::*;
-pub use templates::render_template;
 use templates::*;
+pub use templates::{render_template, template_root};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -92,6 +93,28 @@ pub enum Op {
         template: Template<core::Pod>,
         skip_wait: bool,
         collect_metrics: bool,
+        /// Pods from a template share `signature: signature-label-<i/batch>`.
+        signature_batch: Option<usize>,
+        /// A bound PV and PVC per pod, the pod's volumes replaced by the claim.
+        volumes: Option<Box<PodVolumes>>,
+        /// Written to every pod's status, then their scheduling gates removed.
+        nominated_node_name: Option<String>,
+    },
+    /// `count` objects of any kind Switchyard reads, rendered per index.
+    CreateAny {
+        count: usize,
+        namespace: Option<String>,
+        template: Template<Value>,
+    },
+    /// Full-object updates of the pods or nodes the template names per index.
+    UpdateAny {
+        count: usize,
+        namespace: Option<String>,
+        template: Template<Value>,
+        /// Updates per second (0: as fast as they go). A pod's `resize`
+        /// subresource is accepted: the embedded cluster changes requests in place
+        /// on any update.
+        per_second: f64,
     },
     Barrier,
     Sleep(Duration),
@@ -114,6 +137,13 @@ pub enum Op {
     StopCollectingMetrics,
 }
 
+/// createPods' volume templates (plain objects, named per pod by the runner).
+#[derive(Clone, Debug)]
+pub struct PodVolumes {
+    pub claim: core::PersistentVolumeClaim,
+    pub volume: Option<core::PersistentVolume>,
+}
+
 #[derive(Clone, Debug)]
 pub struct Workload {
     /// `Case/Workload`.
@@ -123,12 +153,20 @@ pub struct Workload {
     pub scheduler_config: Option<PathBuf>,
     /// Upstream's minimum pods/s for this workload, if it sets one.
     pub threshold: Option<f64>,
+    /// What the file asks for that does not apply to a simulation, said once.
+    pub notes: Vec<String>,
+    /// `numNodeDeclaredFeatures`: every node created declares `Feature1..N`, as
+    /// upstream's NodeDeclaredFeatures benchmark sets them after each createNodes.
+    pub declared_features: Option<usize>,
 }
 
 pub const SUPPORTED_OPS: &[&str] = &[
     "createNodes",
     "createNamespaces",
     "createPods",
+    "createPodSets",
+    "createAny",
+    "updateAny",
     "barrier",
     "sleep",
     "deletePods",
@@ -171,10 +209,13 @@ fn read_cases(path: &Path, max_bytes: u64) -> Result<Vec<TestCaseFile>, Workload
 /// Loads one workload. `selector` is `Case/Workload` or `Workload`; it may be omitted
 /// when the file holds exactly one.
 /// `max_bytes` bounds the file and every template it names (`--max-input-bytes`).
+/// Templates resolve against the file's folder and must stay inside `root`
+/// (default: [`template_root`]).
 pub fn load(
     path: &Path,
     selector: Option<&str>,
     max_bytes: u64,
+    root: Option<&Path>,
 ) -> Result<Workload, WorkloadError> {
     let cases = read_cases(path, max_bytes)?;
     let all: Vec<String> = cases
@@ -211,273 +252,35 @@ pub fn load(
     };
     let case = &cases[ci];
     let w = &case.workloads[wi];
-    let base = path.parent().unwrap_or(Path::new("."));
+    check_feature_gates(case, w, ci, wi, path)?;
+    let base = match path.parent() {
+        Some(b) if !b.as_os_str().is_empty() => b,
+        _ => Path::new("."),
+    };
+    let root = template_root(path, root);
+    let files = Files {
+        base,
+        root: &root,
+        file: path,
+        max_bytes,
+    };
     let mut used: Vec<String> = Vec::new();
-    let mut ops = Vec::new();
-    for (i, raw) in case.workload_template.iter().enumerate() {
-        let field = format!("[{ci}].workloadTemplate[{i}]");
-        let opcode = raw
-            .get("opcode")
-            .and_then(|o| o.as_str())
-            .ok_or_else(|| werr(path, format!("{field}.opcode"), "Required value"))?;
-        let op = match opcode {
-            "createNodes" => {
-                let f: CreateNodesFile = decode_op(raw, path, &field)?;
-                let count = param_usize(
-                    f.count,
-                    f.count_param.as_ref(),
-                    &w.params,
-                    &mut used,
+    let ops = decode::decode_ops(case, ci, w, &files, &mut used)?;
+    // Read by upstream's NodeDeclaredFeatures benchmark itself, not by an op.
+    let declared_features = match w.params.get("numNodeDeclaredFeatures") {
+        Some(v) => {
+            used.push("numNodeDeclaredFeatures".into());
+            let n = v.as_u64().filter(|n| *n <= 1000).ok_or_else(|| {
+                werr(
                     path,
-                    &field,
-                )?;
-                let template = match &f.node_template_path {
-                    Some(t) => read_template(
-                        base,
-                        t,
-                        f.template_params.clone(),
-                        path,
-                        &format!("{field}.nodeTemplatePath"),
-                        max_bytes,
-                    )?,
-                    None => Template::Fixed(Box::new(base_node(i))),
-                };
-                let labels = match (
-                    &f.label_node_prepare_strategy,
-                    &f.unique_node_label_strategy,
-                ) {
-                    (Some(l), _) => {
-                        if l.label_values.is_empty() {
-                            return Err(werr(
-                                path,
-                                format!("{field}.labelNodePrepareStrategy.labelValues"),
-                                "Required value",
-                            ));
-                        }
-                        Some(NodeLabels::RoundRobin {
-                            key: l.label_key.clone(),
-                            values: l.label_values.clone(),
-                        })
-                    }
-                    (None, Some(u)) => Some(NodeLabels::Unique {
-                        key: u.label_key.clone(),
-                    }),
-                    (None, None) => None,
-                };
-                let mut allocatable = BTreeMap::new();
-                if let Some(a) = &f.node_allocatable_strategy {
-                    for (k, v) in &a.node_allocatable {
-                        let s = match v {
-                            Value::String(s) => s.clone(),
-                            other => other.to_string(),
-                        };
-                        allocatable.insert(k.clone(), s);
-                    }
-                }
-                Op::CreateNodes {
-                    count,
-                    template,
-                    labels,
-                    allocatable,
-                }
-            }
-            "createNamespaces" => {
-                let f: CreateNamespacesFile = decode_op(raw, path, &field)?;
-                let count = param_usize(
-                    f.count,
-                    f.count_param.as_ref(),
-                    &w.params,
-                    &mut used,
-                    path,
-                    &field,
-                )?;
-                let template = match &f.namespace_template_path {
-                    Some(t) => match read_template::<core::Namespace>(
-                        base,
-                        t,
-                        BTreeMap::new(),
-                        path,
-                        &field,
-                        max_bytes,
-                    )? {
-                        Template::Fixed(ns) => Some(ns),
-                        Template::PerIndex { .. } => {
-                            return Err(werr(
-                                path,
-                                format!("{field}.namespaceTemplatePath"),
-                                "namespace templates are not rendered; remove template actions",
-                            ))
-                        }
-                    },
-                    None => None,
-                };
-                Op::CreateNamespaces {
-                    prefix: f.prefix,
-                    count,
-                    template,
-                }
-            }
-            "createPods" => {
-                let f: CreatePodsFile = decode_op(raw, path, &field)?;
-                let count = param_usize(
-                    f.count,
-                    f.count_param.as_ref(),
-                    &w.params,
-                    &mut used,
-                    path,
-                    &field,
-                )?;
-                if f.collect_metrics && f.skip_wait_to_completion {
-                    return Err(werr(
-                        path,
-                        &field,
-                        "collectMetrics and skipWaitToCompletion cannot be used together",
-                    ));
-                }
-                let template_path = f
-                    .pod_template_path
-                    .as_ref()
-                    .or(case.default_pod_template_path.as_ref());
-                let template = match template_path {
-                    Some(t) => read_template(
-                        base,
-                        t,
-                        f.template_params.clone(),
-                        path,
-                        &format!("{field}.podTemplatePath"),
-                        max_bytes,
-                    )?,
-                    None => Template::Fixed(Box::new(base_pod())),
-                };
-                Op::CreatePods {
-                    count,
-                    namespace: f.namespace.unwrap_or_else(|| format!("namespace-{i}")),
-                    template,
-                    skip_wait: f.skip_wait_to_completion,
-                    collect_metrics: f.collect_metrics,
-                }
-            }
-            "barrier" => {
-                let _: BarrierFile = decode_op(raw, path, &field)?;
-                Op::Barrier
-            }
-            "sleep" => {
-                let f: SleepFile = decode_op(raw, path, &field)?;
-                let text = match (&f.duration, &f.duration_param) {
-                    (_, Some(p)) => {
-                        let key = p.trim_start_matches('$');
-                        used.push(key.to_string());
-                        w.params
-                            .get(key)
-                            .and_then(|v| v.as_str().map(str::to_string))
-                            .ok_or_else(|| {
-                                werr(
-                                    path,
-                                    format!("{field}.durationParam"),
-                                    format!("parameter {key} must be a duration string"),
-                                )
-                            })?
-                    }
-                    (Some(d), None) => d.clone(),
-                    (None, None) => {
-                        return Err(werr(path, format!("{field}.duration"), "Required value"))
-                    }
-                };
-                let d = crate::config::parse_go_duration(&text).ok_or_else(|| {
-                    werr(
-                        path,
-                        format!("{field}.duration"),
-                        format!("{text:?} is not a duration such as \"5s\""),
-                    )
-                })?;
-                Op::Sleep(d)
-            }
-            "deletePods" => {
-                let f: DeletePodsFile = decode_op(raw, path, &field)?;
-                Op::DeletePods {
-                    namespace: f.namespace,
-                    selector: f.label_selector,
-                }
-            }
-            "churn" => {
-                let f: ChurnFile = decode_op(raw, path, &field)?;
-                let mode = match f.mode.as_str() {
-                    "create" => ChurnMode::Create,
-                    "recreate" => ChurnMode::Recreate,
-                    other => {
-                        return Err(werr(
-                            path,
-                            format!("{field}.mode"),
-                            format!("{other:?} is not a churn mode; use create or recreate"),
-                        ))
-                    }
-                };
-                if f.number > MAX_OBJECTS_PER_OP {
-                    return Err(werr(
-                        path,
-                        format!("{field}.number"),
-                        format!(
-                            "{} is over the limit of {MAX_OBJECTS_PER_OP} objects per op",
-                            f.number
-                        ),
-                    ));
-                }
-                if mode == ChurnMode::Recreate && f.number == 0 {
-                    return Err(werr(
-                        path,
-                        format!("{field}.number"),
-                        "must be greater than 0 in recreate mode",
-                    ));
-                }
-                if f.template_paths.is_empty() {
-                    return Err(werr(
-                        path,
-                        format!("{field}.templatePaths"),
-                        "Required value",
-                    ));
-                }
-                let mut templates = Vec::with_capacity(f.template_paths.len());
-                for (j, t) in f.template_paths.iter().enumerate() {
-                    let tfield = format!("{field}.templatePaths[{j}]");
-                    templates.push(read_churn_object(
-                        base,
-                        Path::new(t),
-                        path,
-                        &tfield,
-                        max_bytes,
-                    )?);
-                }
-                Op::Churn {
-                    mode,
-                    number: f.number,
-                    interval: Duration::from_millis(f.interval_milliseconds.unwrap_or(500).max(1)),
-                    namespace: f.namespace.unwrap_or_else(|| format!("namespace-{i}")),
-                    templates,
-                }
-            }
-            "startCollectingMetrics" => {
-                let f: MetricsFile = decode_op(raw, path, &field)?;
-                Op::StartCollectingMetrics {
-                    namespaces: f.namespaces,
-                }
-            }
-            "stopCollectingMetrics" => {
-                let _: MetricsFile = decode_op(raw, path, &field)?;
-                Op::StopCollectingMetrics
-            }
-            other => {
-                return Err(werr(
-                    path,
-                    format!("{field}.opcode"),
-                    format!(
-                        "{other:?} is not supported by switchyard simulate; supported: {}",
-                        SUPPORTED_OPS.join(", ")
-                    ),
-                ))
-            }
-        };
-        ops.push(op);
-    }
+                    format!("workloads[{wi}].params.numNodeDeclaredFeatures"),
+                    format!("must be an integer from 0 to 1000, got {v}"),
+                )
+            })?;
+            Some(n as usize)
+        }
+        None => None,
+    };
     for k in w.params.keys() {
         if !used.contains(k) {
             return Err(werr(
@@ -494,12 +297,82 @@ pub fn load(
         Some(Value::Number(n)) => n.as_f64(),
         _ => None,
     };
+    let mut notes = Vec::new();
+    if case.scheduler_api_client_qps.is_some() || case.scheduler_api_client_burst.is_some() {
+        notes.push(format!(
+            "{}: schedulerApiClientQPS/Burst limit a scheduler's API client; the embedded cluster has no API server, so they do not apply",
+            case.name
+        ));
+    }
     Ok(Workload {
         name: format!("{}/{}", case.name, w.name),
         ops,
-        scheduler_config: case.scheduler_config_path.as_ref().map(|p| base.join(p)),
+        scheduler_config: match &case.scheduler_config_path {
+            Some(p) => Some(files.confined(Path::new(p), &format!("[{ci}].schedulerConfigPath"))?),
+            None => None,
+        },
         threshold,
+        notes,
+        declared_features,
     })
+}
+
+/// Feature gates whose features change decisions and Switchyard does not have: a
+/// workload that turns one on is refused naming it (one that turns it off, or any
+/// other gate, runs: the rest are on in v1.36 and implemented, or are how a
+/// scheduler works inside, such as queueing hints and async API calls).
+const ABSENT_FEATURES: &[(&str, &str)] = &[
+    (
+        "InPlacePodVerticalScalingSchedulerPreemption",
+        "preemption for resizes a kubelet deferred (alpha in v1.36)",
+    ),
+    ("GenericWorkload", "the Workload API (alpha in v1.36)"),
+    (
+        "GangScheduling",
+        "the Workload API's gang scheduling (alpha in v1.36)",
+    ),
+    (
+        "TopologyAwareWorkloadScheduling",
+        "the Workload API's topology-aware scheduling (alpha in v1.36)",
+    ),
+    (
+        "CompositePodGroup",
+        "the Workload API's composite pod groups (alpha in v1.36)",
+    ),
+];
+
+fn check_feature_gates(
+    case: &TestCaseFile,
+    w: &WorkloadFile,
+    ci: usize,
+    wi: usize,
+    path: &Path,
+) -> Result<(), WorkloadError> {
+    // The workload's gates override the test case's.
+    let on = |gate: &str| -> Option<String> {
+        for (gates, field) in [
+            (
+                &w.feature_gates,
+                format!("[{ci}].workloads[{wi}].featureGates.{gate}"),
+            ),
+            (&case.feature_gates, format!("[{ci}].featureGates.{gate}")),
+        ] {
+            if let Some(v) = gates.as_ref().and_then(|g| g.get(gate)) {
+                return (v == &Value::Bool(true)).then_some(field);
+            }
+        }
+        None
+    };
+    for (gate, what) in ABSENT_FEATURES {
+        if let Some(field) = on(gate) {
+            return Err(werr(
+                path,
+                field,
+                format!("the workload turns on {gate}: {what}, which Switchyard does not have"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -535,7 +408,7 @@ mod tests {
                 format!("- name: C\n  workloadTemplate:\n  - {op}\n  - {{opcode: createPods, count: 1, collectMetrics: true}}\n  workloads: [{{name: w}}]\n"),
             )
             .unwrap();
-            load(&f, None, crate::model::input::DEFAULT_MAX_INPUT_BYTES)
+            load(&f, None, crate::model::input::DEFAULT_MAX_INPUT_BYTES, None)
         };
         let w = case("{opcode: churn, mode: create, templatePaths: [pod.yaml]}").unwrap();
         match &w.ops[0] {

@@ -1,5 +1,6 @@
 //! Op fields turned into the workload's model: `$params`, counts within bounds,
-//! templates read from the config's folder (confined to it) and rendered per index.
+//! templates read relative to the config (confined to the template tree) and
+//! rendered per index.
 
 use super::*;
 
@@ -82,82 +83,119 @@ pub(super) fn param_usize(
     bounded(n, format!("{field}.count"))
 }
 
-pub(super) fn read_template<T: serde::de::DeserializeOwned>(
-    base: &Path,
-    rel: &str,
-    params: BTreeMap<String, Value>,
-    file: &Path,
-    field: &str,
-    max_bytes: u64,
-) -> Result<Template<T>, WorkloadError> {
-    let path = confined(base, Path::new(rel), file, field)?;
-    let text = read_template_text(&path, file, field, max_bytes)?;
-    if text.contains("{{") {
-        // Check it renders and parses for index 0 now, so errors surface up front.
-        let rendered =
-            render_template(&text, 0, 1, &params).map_err(|m| werr(&path, "<template>", m))?;
-        crate::yaml::from_str::<T>(&rendered)
-            .map_err(|e| werr(&path, "<template>", e.to_string()))?;
-        return Ok(Template::PerIndex {
-            text,
-            params,
-            file: path,
-        });
-    }
-    let obj: T = decode_yaml(&text).map_err(|m| werr(&path, "<template>", m))?;
-    Ok(Template::Fixed(Box::new(obj)))
+/// Where a workload's templates come from: paths are resolved against the
+/// config's folder (`base`), as upstream resolves them (`../templates/...`
+/// included), and must stay inside `root` (see [`template_root`]).
+pub(super) struct Files<'a> {
+    pub base: &'a Path,
+    pub root: &'a Path,
+    /// The workload file, for errors.
+    pub file: &'a Path,
+    pub max_bytes: u64,
 }
 
-/// `rel` resolved against the workload's folder, refused if it leaves it (through `..`,
-/// an absolute path or a symlink): a workload file must not be a way to read any file
-/// the scheduler can. Templates that live elsewhere are copied or linked into the folder.
-pub(super) fn confined(
-    base: &Path,
-    rel: &Path,
-    file: &Path,
-    field: &str,
-) -> Result<PathBuf, WorkloadError> {
-    let path = base.join(rel);
-    let outside = || {
-        werr(
-            file,
-            field,
-            format!(
-                "template {} is outside the workload's folder {}: templates must live in it or below it",
-                rel.display(),
-                base.display()
-            ),
-        )
+/// The tree a workload's templates may come from: `explicit` (`--workload-root`),
+/// else the nearest folder named `scheduler_perf` above the file (upstream's layout,
+/// whose areas share `scheduler_perf/templates/`), else the file's own folder.
+pub fn template_root(file: &Path, explicit: Option<&Path>) -> PathBuf {
+    if let Some(r) = explicit {
+        return r.to_path_buf();
+    }
+    let dir = match file.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
     };
-    let root = std::fs::canonicalize(if base.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        base
-    })
-    .map_err(|e| {
-        werr(
-            file,
-            field,
-            format!("cannot resolve {}: {e}", base.display()),
-        )
-    })?;
-    match std::fs::canonicalize(&path) {
-        Ok(real) if real.starts_with(&root) => Ok(real),
-        Ok(_) => Err(outside()),
-        Err(e) => {
-            if rel.is_absolute()
-                || rel
-                    .components()
-                    .any(|c| c == std::path::Component::ParentDir)
-            {
-                return Err(outside());
-            }
-            Err(werr(
-                file,
+    let real = std::fs::canonicalize(&dir).unwrap_or_else(|_| dir.clone());
+    real.ancestors()
+        .find(|a| a.file_name().is_some_and(|n| n == "scheduler_perf"))
+        .map(Path::to_path_buf)
+        .unwrap_or(real)
+}
+
+impl Files<'_> {
+    pub(super) fn template<T: serde::de::DeserializeOwned>(
+        &self,
+        rel: &str,
+        params: BTreeMap<String, Value>,
+        field: &str,
+    ) -> Result<Template<T>, WorkloadError> {
+        let path = self.confined(Path::new(rel), field)?;
+        let text = read_template_text(&path, self.file, field, self.max_bytes)?;
+        if text.contains("{{") {
+            // Check it renders and parses for index 0 now, so errors surface up front.
+            let rendered =
+                render_template(&text, 0, 1, &params).map_err(|m| werr(&path, "<template>", m))?;
+            crate::yaml::from_str::<T>(&rendered)
+                .map_err(|e| werr(&path, "<template>", e.to_string()))?;
+            return Ok(Template::PerIndex {
+                text,
+                params,
+                file: path,
+            });
+        }
+        let obj: T = decode_yaml(&text).map_err(|m| werr(&path, "<template>", m))?;
+        Ok(Template::Fixed(Box::new(obj)))
+    }
+
+    /// `rel` resolved against the workload's folder, refused if it leaves the
+    /// template tree (through `..`, an absolute path or a symlink): a workload file
+    /// must not be a way to read any file the scheduler can.
+    pub(super) fn confined(&self, rel: &Path, field: &str) -> Result<PathBuf, WorkloadError> {
+        let path = self.base.join(rel);
+        let root = std::fs::canonicalize(self.root).map_err(|e| {
+            werr(
+                self.file,
+                field,
+                format!(
+                    "cannot resolve the template tree {}: {e}",
+                    self.root.display()
+                ),
+            )
+        })?;
+        let outside = |real: &Path| {
+            werr(
+                self.file,
+                field,
+                format!(
+                    "template {} ({}) is outside the template tree {}: templates must live under it (--workload-root names another tree)",
+                    rel.display(),
+                    real.display(),
+                    root.display()
+                ),
+            )
+        };
+        match std::fs::canonicalize(&path) {
+            Ok(real) if real.starts_with(&root) => Ok(real),
+            Ok(real) => Err(outside(&real)),
+            Err(e) => Err(werr(
+                self.file,
                 field,
                 format!("cannot read template {}: {e}", path.display()),
-            ))
+            )),
         }
+    }
+
+    /// A plain object (no template actions), such as createPods' volume templates.
+    pub(super) fn object<T: serde::de::DeserializeOwned>(
+        &self,
+        rel: &str,
+        field: &str,
+    ) -> Result<T, WorkloadError> {
+        let path = self.confined(Path::new(rel), field)?;
+        let text = read_template_text(&path, self.file, field, self.max_bytes)?;
+        decode_yaml(&text).map_err(|m| werr(&path, "<template>", m))
+    }
+
+    /// A churn template: a plain object whose kind says what to create.
+    pub(super) fn churn_object(
+        &self,
+        rel: &Path,
+        field: &str,
+    ) -> Result<ChurnObject, WorkloadError> {
+        let path = self.confined(rel, field)?;
+        let t = path.as_path();
+        let text = read_template_text(t, self.file, field, self.max_bytes)?;
+        churn_object_from(t, &text)
     }
 }
 
@@ -222,19 +260,8 @@ impl<T: serde::de::DeserializeOwned + Clone> Template<T> {
     }
 }
 
-/// A churn template: a plain object whose kind says what to create.
-pub(super) fn read_churn_object(
-    base: &Path,
-    rel: &Path,
-    file: &Path,
-    field: &str,
-    max_bytes: u64,
-) -> Result<ChurnObject, WorkloadError> {
-    let path = confined(base, rel, file, field)?;
-    let t = path.as_path();
-    let text = read_template_text(t, file, field, max_bytes)?;
-    let v: Value =
-        crate::yaml::from_str(&text).map_err(|e| werr(t, "<template>", e.to_string()))?;
+fn churn_object_from(t: &Path, text: &str) -> Result<ChurnObject, WorkloadError> {
+    let v: Value = crate::yaml::from_str(text).map_err(|e| werr(t, "<template>", e.to_string()))?;
     let kind = v
         .get("kind")
         .and_then(Value::as_str)
@@ -242,13 +269,13 @@ pub(super) fn read_churn_object(
         .to_string();
     let obj = match kind.as_str() {
         "Pod" => ChurnObject::Pod(Box::new(
-            decode_yaml(&text).map_err(|m| werr(t, "<template>", m))?,
+            decode_yaml(text).map_err(|m| werr(t, "<template>", m))?,
         )),
         "Node" => ChurnObject::Node(Box::new(
-            decode_yaml(&text).map_err(|m| werr(t, "<template>", m))?,
+            decode_yaml(text).map_err(|m| werr(t, "<template>", m))?,
         )),
         "Service" => ChurnObject::Service(Box::new(
-            decode_yaml(&text).map_err(|m| werr(t, "<template>", m))?,
+            decode_yaml(text).map_err(|m| werr(t, "<template>", m))?,
         )),
         "" => {
             return Err(werr(
@@ -266,4 +293,46 @@ pub(super) fn read_churn_object(
         }
     };
     Ok(obj)
+}
+
+/// An op's `templateParams` with `$name` values taken from the workload's params
+/// (upstream `resolveTemplateParams`; `$name|default` falls back to the YAML
+/// `default` when the workload has no such param, without counting it as used).
+pub(super) fn resolve_template_params(
+    template_params: &BTreeMap<String, Value>,
+    params: &BTreeMap<String, Value>,
+    used: &mut Vec<String>,
+    file: &Path,
+    field: &str,
+) -> Result<BTreeMap<String, Value>, WorkloadError> {
+    let mut out = BTreeMap::new();
+    for (k, v) in template_params {
+        let resolved = match v.as_str().and_then(|s| s.strip_prefix('$')) {
+            Some(reference) => {
+                let (name, default) = match reference.split_once('|') {
+                    Some((n, d)) => (n, Some(d)),
+                    None => (reference, None),
+                };
+                match (params.get(name), default) {
+                    (Some(p), _) => {
+                        used.push(name.to_string());
+                        p.clone()
+                    }
+                    (None, Some(d)) => crate::yaml::from_str::<Value>(d).map_err(|e| {
+                        werr(file, format!("{field}.{k}"), format!("default {d:?}: {e}"))
+                    })?,
+                    (None, None) => {
+                        return Err(werr(
+                            file,
+                            format!("{field}.{k}"),
+                            format!("parameter {name} is undefined"),
+                        ))
+                    }
+                }
+            }
+            None => v.clone(),
+        };
+        out.insert(k.clone(), resolved);
+    }
+    Ok(out)
 }
