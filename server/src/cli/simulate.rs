@@ -26,9 +26,10 @@ pub struct SimulateArgs {
     cluster: Vec<PathBuf>,
 
     /// A workload in kube-scheduler's scheduler_perf format (test cases of ops:
-    /// createNodes, createNamespaces, createPods, barrier, sleep, deletePods, churn,
-    /// start/stopCollectingMetrics), run after the --cluster manifests. See
-    /// examples/workloads/.
+    /// createNodes, createNamespaces, createPods, createPodSets, createAny, updateAny,
+    /// barrier, sleep, deletePods, churn, start/stopCollectingMetrics), run after the
+    /// --cluster manifests; upstream's own files run unchanged. See
+    /// benchmarks/upstream/ and examples/workloads/.
     #[arg(short, long, value_name = "FILE")]
     workload: Option<PathBuf>,
 

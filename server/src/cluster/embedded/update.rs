@@ -7,6 +7,13 @@
 use super::*;
 use crate::cluster::manifest::Object;
 
+/// The uid of pod `namespace/name`, if there is one.
+fn uid_of(st: &State, namespace: &str, name: &str) -> Option<Uid> {
+    st.names
+        .get(&(Arc::from(namespace), Arc::from(name)))
+        .cloned()
+}
+
 impl EmbeddedCluster {
     /// Replaces the pod `pod` names by `pod` (an update of the whole object): what
     /// the API server keeps on an update stays (uid, the node it is bound to, its
@@ -16,7 +23,7 @@ impl EmbeddedCluster {
         let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
         let name = pod.metadata.name.as_deref().unwrap_or_default();
         let mut st = self.lock();
-        let Some(uid) = st.names.get(&(Arc::from(ns), Arc::from(name))).cloned() else {
+        let Some(uid) = uid_of(&st, ns, name) else {
             return Err(FieldError {
                 field: "metadata.name".into(),
                 message: format!("NotFound: pods {name:?} not found in namespace {ns:?}"),
@@ -83,11 +90,7 @@ impl EmbeddedCluster {
     /// (scheduler_perf's `nominatedNodeName`); false if there is no such pod.
     pub fn nominate(&self, namespace: &str, name: &str, node: &str) -> bool {
         let mut st = self.lock();
-        let Some(uid) = st
-            .names
-            .get(&(Arc::from(namespace), Arc::from(name)))
-            .cloned()
-        else {
+        let Some(uid) = uid_of(&st, namespace, name) else {
             return false;
         };
         let node: Arc<str> = Arc::from(node);
@@ -98,11 +101,7 @@ impl EmbeddedCluster {
     /// false if there is no such pod.
     pub fn clear_scheduling_gates(&self, namespace: &str, name: &str) -> bool {
         let mut st = self.lock();
-        let Some(uid) = st
-            .names
-            .get(&(Arc::from(namespace), Arc::from(name)))
-            .cloned()
-        else {
+        let Some(uid) = uid_of(&st, namespace, name) else {
             return false;
         };
         let gated = st

@@ -143,6 +143,7 @@ pub(super) fn decode_ops(
                 )?;
                 let params = resolve_template_params(&f.template_params, &w.params, used, files.file, &format!("{field}.templateParams"))?;
                 let tfield = format!("{field}.templatePath");
+                kind_before_rendering(files, &f.template_path, &tfield)?;
                 let template: Template<Value> = files.template(&f.template_path, params, &tfield)?;
                 let kind = any_kind(&template, files.file, &tfield)?;
                 check_namespace(&kind, f.namespace.as_deref(), files.file, &field)?;
@@ -415,6 +416,30 @@ fn create_pods_op(
 fn any_kind(t: &Template<Value>, file: &Path, field: &str) -> Result<String, WorkloadError> {
     let v = t.instantiate(0, 1).map_err(|m| werr(file, field, m))?;
     let kind = v["kind"].as_str().unwrap_or_default().to_string();
+    known_kind(kind, file, field)
+}
+
+/// The kind a template's text names on a top-level `kind:` line, checked before
+/// the template is rendered: a kind Switchyard lacks is named as such even when
+/// its template uses actions Switchyard does not render.
+fn kind_before_rendering(files: &Files, rel: &str, field: &str) -> Result<(), WorkloadError> {
+    let Ok(path) = files.confined(Path::new(rel), field) else {
+        return Ok(()); // reported by the template read that follows
+    };
+    let Ok(text) = read_template_text(&path, files.file, field, files.max_bytes) else {
+        return Ok(());
+    };
+    let kind = text
+        .lines()
+        .find_map(|l| l.strip_prefix("kind:"))
+        .map(|k| k.trim().trim_matches(['"', '\'']).to_string());
+    match kind {
+        Some(k) if !k.contains("{{") => known_kind(k, files.file, field).map(|_| ()),
+        _ => Ok(()),
+    }
+}
+
+fn known_kind(kind: String, file: &Path, field: &str) -> Result<String, WorkloadError> {
     match kind.as_str() {
         "" => Err(werr(file, field, "Required value: the template must name its kind")),
         "DeviceClass" | "ResourceClaim" | "ResourceClaimTemplate" | "ResourceSlice"

@@ -448,6 +448,99 @@ mod tests {
     }
 
     #[test]
+    fn upstream_layout_templates_params_and_absent_features() {
+        let root =
+            std::env::temp_dir().join(format!("sy-up-{}/scheduler_perf", std::process::id()));
+        let area = root.join("area");
+        std::fs::create_dir_all(root.join("templates")).unwrap();
+        std::fs::create_dir_all(&area).unwrap();
+        std::fs::write(
+            root.join("templates/pod.yaml"),
+            "kind: Pod\nmetadata: {generateName: p-, labels: {zone: '{{.zone}}'}}\n",
+        )
+        .unwrap();
+        std::fs::write(
+            root.join("templates/svc.yaml"),
+            "kind: Service\nmetadata: {generateName: s-}\n",
+        )
+        .unwrap();
+        std::fs::write(
+            root.join("templates/slice.yaml"),
+            "kind: ResourceSlice\n{{$x := .y}}\n",
+        )
+        .unwrap();
+        std::fs::write(root.parent().unwrap().join("outside.yaml"), "kind: Pod\n").unwrap();
+        let case = |ops: &str, extra: &str| {
+            let f = area.join("performance-config.yaml");
+            std::fs::write(
+                &f,
+                format!("- name: C\n{extra}  workloadTemplate:\n{ops}  workloads: [{{name: w, params: {{n: 3, z: eu}}}}]\n"),
+            )
+            .unwrap();
+            load(&f, None, crate::model::input::DEFAULT_MAX_INPUT_BYTES, None)
+        };
+        // ../templates resolves inside the scheduler_perf tree; $params fill
+        // templateParams; createPodSets unrolls into namespaces; createAny names
+        // its namespace.
+        let w = case(
+            "  - {opcode: createPodSets, countParam: $n, namespacePrefix: set, createPodsOp: {opcode: createPods, count: 2, podTemplatePath: ../templates/pod.yaml, templateParams: {zone: $z}, signatureBatchSize: 2}}\n  - {opcode: createAny, namespace: default, templatePath: ../templates/svc.yaml}\n",
+            "",
+        )
+        .unwrap();
+        assert_eq!(w.ops.len(), 4);
+        match &w.ops[2] {
+            Op::CreatePods {
+                namespace,
+                signature_batch,
+                template,
+                ..
+            } => {
+                assert_eq!(namespace, "set-2");
+                assert_eq!(*signature_batch, Some(2));
+                let p: core::Pod = template.instantiate(0, 2).unwrap();
+                assert_eq!(p.metadata.labels.unwrap()["zone"], "eu");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(w.ops[3], Op::CreateAny { count: 1, .. }));
+        // A path out of the tree is refused, naming the tree.
+        let e = case(
+            "  - {opcode: createPods, count: 1, podTemplatePath: ../../outside.yaml}\n",
+            "",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("outside the template tree"), "{e}");
+        // Features Switchyard lacks are named, before their templates are rendered.
+        let e = case(
+            "  - {opcode: createAny, templatePath: ../templates/slice.yaml}\n",
+            "",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("ResourceSlice objects need Dynamic Resource Allocation"),
+            "{e}"
+        );
+        let e = case("  - {opcode: createPodGroups, count: 1}\n", "")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("Workload API"), "{e}");
+        let e = case(
+            "  - {opcode: createPods, count: 1}\n",
+            "  featureGates: {GenericWorkload: true}\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("[0].featureGates.GenericWorkload"), "{e}");
+        // A cluster-scoped kind with a namespace, and an unused param, are errors.
+        let e = case("  - {opcode: createNodes, count: 1}\n  - {opcode: createAny, namespace: x, templatePath: ../templates/svc.yaml}\n", "")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unused") || e.contains("namespace"), "{e}");
+    }
+
+    #[test]
     fn base_objects_parse() {
         assert_eq!(
             base_node(0).metadata.generate_name.as_deref(),
