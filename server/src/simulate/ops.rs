@@ -211,15 +211,34 @@ pub(super) fn run_ops_inner(
             Op::DeletePods {
                 namespace,
                 selector,
+                per_second,
+                skip_wait,
             } => {
-                for r in cluster.pods() {
-                    if *r.pod.namespace == **namespace
-                        && selector
-                            .iter()
-                            .all(|(k, v)| r.pod.labels().get(k) == Some(v))
-                    {
-                        cluster.delete_pod(&r.pod.namespace, &r.pod.name);
-                    }
+                // The pods that match when the op starts, as upstream lists them.
+                let targets: Vec<(Arc<str>, Arc<str>)> = cluster
+                    .pods()
+                    .into_iter()
+                    .filter(|r| {
+                        *r.pod.namespace == **namespace
+                            && selector
+                                .iter()
+                                .all(|(k, v)| r.pod.labels().get(k) == Some(v))
+                    })
+                    .map(|r| (r.pod.namespace.clone(), r.pod.name.clone()))
+                    .collect();
+                let deleter = PacedDeleter {
+                    cluster: cluster.clone(),
+                    targets,
+                    per_second: *per_second,
+                    deadline: ctx.deadline,
+                    background: *skip_wait && per_second.is_some(),
+                };
+                if deleter.background {
+                    churn.spawn_fn(move |stop| deleter.run(stop));
+                } else {
+                    deleter
+                        .run(&std::sync::atomic::AtomicBool::new(false))
+                        .map_err(op_err)?;
                 }
             }
             Op::Churn {
@@ -264,8 +283,17 @@ pub(super) struct Churn {
 
 impl Churn {
     pub(super) fn spawn(&mut self, c: Churner) {
+        self.spawn_fn(move |stop| c.run(stop));
+    }
+
+    /// Runs `f` in the background until it returns or the workload's last op is
+    /// done (then `stop` is set).
+    pub(super) fn spawn_fn(
+        &mut self,
+        f: impl FnOnce(&std::sync::atomic::AtomicBool) -> Result<(), String> + Send + 'static,
+    ) {
         let stop = self.stop.clone();
-        self.threads.push(std::thread::spawn(move || c.run(&stop)));
+        self.threads.push(std::thread::spawn(move || f(&stop)));
     }
 
     /// Stops every churn thread; the first error any of them hit.
@@ -281,6 +309,43 @@ impl Churn {
             }
         }
         first
+    }
+}
+
+/// A `deletePods` op: its pods deleted `per_second` a second (all at once without
+/// a rate), as upstream's ticker paces them.
+pub(super) struct PacedDeleter {
+    pub(super) cluster: Arc<EmbeddedCluster>,
+    pub(super) targets: Vec<(Arc<str>, Arc<str>)>,
+    pub(super) per_second: Option<u32>,
+    pub(super) deadline: Instant,
+    pub(super) background: bool,
+}
+
+impl PacedDeleter {
+    pub(super) fn run(self, stop: &std::sync::atomic::AtomicBool) -> Result<(), String> {
+        let started = Instant::now();
+        for (i, (ns, name)) in self.targets.iter().enumerate() {
+            if let Some(rate) = self.per_second.filter(|r| *r > 0) {
+                let due = started + Duration::from_secs_f64((i + 1) as f64 / f64::from(rate));
+                // In the background the workload's end stops it; in the foreground
+                // it must finish within the run's time-out.
+                if !self.background && due > self.deadline {
+                    return Err(format!(
+                        "deleting {} pods at {rate}/s runs past the time-out",
+                        self.targets.len()
+                    ));
+                }
+                while Instant::now() < due {
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        return Ok(());
+                    }
+                    std::thread::sleep((due - Instant::now()).min(Duration::from_millis(5)));
+                }
+            }
+            self.cluster.delete_pod(ns, name);
+        }
+        Ok(())
     }
 }
 

@@ -238,9 +238,18 @@ pub(super) fn decode_ops(
             }
             "deletePods" => {
                 let f: DeletePodsFile = decode_op(raw, files.file, &field)?;
+                if f.delete_pods_per_second == Some(0) {
+                    return Err(werr(
+                        files.file,
+                        format!("{field}.deletePodsPerSecond"),
+                        "must be greater than 0 (leave it out to delete at once)",
+                    ));
+                }
                 Op::DeletePods {
                     namespace: f.namespace,
                     selector: f.label_selector,
+                    per_second: f.delete_pods_per_second,
+                    skip_wait: f.skip_wait_to_completion,
                 }
             }
             "churn" => {

@@ -121,6 +121,10 @@ pub enum Op {
     DeletePods {
         namespace: String,
         selector: BTreeMap<String, String>,
+        /// Deletions per second (none: all at once), in the background when
+        /// `skip_wait` (until the workload's last op is done).
+        per_second: Option<u32>,
+        skip_wait: bool,
     },
     /// Runs in the background, from this op until the workload's last op is done.
     Churn {
@@ -533,6 +537,13 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("[0].featureGates.GenericWorkload"), "{e}");
+        let e = case(
+            "  - {opcode: createPods, countParam: $n}\n  - {opcode: deletePods, namespace: namespace-0, deletePodsPerSecond: 0}\n",
+            "",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("deletePodsPerSecond: must be greater than 0"), "{e}");
         // A cluster-scoped kind with a namespace, and an unused param, are errors.
         let e = case("  - {opcode: createNodes, count: 1}\n  - {opcode: createAny, namespace: x, templatePath: ../templates/svc.yaml}\n", "")
             .unwrap_err()
