@@ -10,7 +10,12 @@ use super::*;
 /// [`EmbeddedCluster::next_order`] value) that are bound now, as upstream's throughput
 /// collector counts them. Counting only new pods keeps preemption workloads honest:
 /// victims leave the cluster, so a difference of bound totals would undercount.
-pub(super) fn bound_since(cluster: &EmbeddedCluster, since: u64, namespaces: &[String]) -> usize {
+pub(super) fn bound_since(
+    cluster: &EmbeddedCluster,
+    since: u64,
+    namespaces: &[String],
+    labels: &BTreeMap<String, String>,
+) -> usize {
     cluster
         .pods()
         .iter()
@@ -18,6 +23,7 @@ pub(super) fn bound_since(cluster: &EmbeddedCluster, since: u64, namespaces: &[S
             r.order >= since
                 && r.pod.node_name.is_some()
                 && (namespaces.is_empty() || namespaces.iter().any(|n| **n == *r.pod.namespace))
+                && labels.iter().all(|(k, v)| r.pod.labels().get(k) == Some(v))
         })
         .count()
 }
@@ -49,6 +55,9 @@ pub(super) struct OpsContext {
     pub(super) deadline: Instant,
 }
 
+/// An open metrics window: where it started, which pods it counts.
+type Window<'a> = (Mark, u64, &'a [String], &'a BTreeMap<String, String>);
+
 #[allow(clippy::too_many_arguments)]
 pub(super) fn run_ops_inner(
     w: &workload::Workload,
@@ -60,7 +69,7 @@ pub(super) fn run_ops_inner(
     measured: &mut Measuring,
     churn: &mut Churn,
 ) -> Result<(), SimulateError> {
-    let mut window: Option<(Mark, u64, &[String])> = None;
+    let mut window: Option<Window> = None;
     for (i, op) in w.ops.iter().enumerate() {
         let op_err = |m: String| SimulateError::Op(format!("{}: op {i}: {m}", w.name));
         match op {
@@ -171,7 +180,12 @@ pub(super) fn run_ops_inner(
                     wait_settled(sched, cluster, opts.timeout, &ctx.stuck, progress)?;
                 }
                 if *collect_metrics {
-                    let bound = bound_since(cluster, since, std::slice::from_ref(namespace));
+                    let bound = bound_since(
+                        cluster,
+                        since,
+                        std::slice::from_ref(namespace),
+                        &BTreeMap::new(),
+                    );
                     measured.record(mark, bound);
                 }
             }
@@ -259,13 +273,13 @@ pub(super) fn run_ops_inner(
                 };
                 churn.spawn(ticker);
             }
-            Op::StartCollectingMetrics { namespaces } => {
-                window = Some((measured.mark(), cluster.next_order(), namespaces));
+            Op::StartCollectingMetrics { namespaces, labels } => {
+                window = Some((measured.mark(), cluster.next_order(), namespaces, labels));
             }
             Op::StopCollectingMetrics => {
                 wait_settled(sched, cluster, opts.timeout, &ctx.stuck, progress)?;
-                if let Some((mark, since, namespaces)) = window.take() {
-                    let pods = bound_since(cluster, since, namespaces);
+                if let Some((mark, since, namespaces, labels)) = window.take() {
+                    let pods = bound_since(cluster, since, namespaces, labels);
                     measured.record(mark, pods);
                 }
             }

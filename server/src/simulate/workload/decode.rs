@@ -306,6 +306,7 @@ pub(super) fn decode_ops(
                 let f: MetricsFile = decode_op(raw, files.file, &field)?;
                 Op::StartCollectingMetrics {
                     namespaces: f.namespaces,
+                    labels: f.label_selector.unwrap_or_default(),
                 }
             }
             "stopCollectingMetrics" => {

@@ -137,6 +137,8 @@ pub enum Op {
     /// Measure pods bound in these namespaces (empty: all) until the stop op.
     StartCollectingMetrics {
         namespaces: Vec<String>,
+        /// Only pods with these labels count (upstream's `labelSelector`).
+        labels: BTreeMap<String, String>,
     },
     StopCollectingMetrics,
 }
@@ -543,7 +545,10 @@ mod tests {
         )
         .unwrap_err()
         .to_string();
-        assert!(e.contains("deletePodsPerSecond: must be greater than 0"), "{e}");
+        assert!(
+            e.contains("deletePodsPerSecond: must be greater than 0"),
+            "{e}"
+        );
         // A cluster-scoped kind with a namespace, and an unused param, are errors.
         let e = case("  - {opcode: createNodes, count: 1}\n  - {opcode: createAny, namespace: x, templatePath: ../templates/svc.yaml}\n", "")
             .unwrap_err()
