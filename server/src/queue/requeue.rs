@@ -158,30 +158,44 @@ impl SchedulingQueue {
             return;
         }
         let mut inner = self.lock();
-        let candidates: Vec<Uid> = inner
-            .unschedulable
-            .iter()
-            .filter(|(_, p)| pre_check.is_none_or(|f| f(&p.pod)))
-            .map(|(k, _)| k.clone())
-            .collect();
-        let mut moved = false;
-        for uid in candidates {
-            let Some(p) = inner.unschedulable.get(&uid) else {
+        // Whether a gating plugin registered this event, once per (profile, gate)
+        // for the whole event: a gated pod then costs a short comparison, not a
+        // profile lookup and a scan of the enqueue extensions (upstream keeps each
+        // gated pod's gating-plugin events on it, kubernetes#124618).
+        let mut gates: Vec<(&str, &str, bool)> = Vec::new();
+        let mut to_move: Vec<(Uid, Strategy)> = Vec::new();
+        for (uid, p) in inner.unschedulable.iter() {
+            if pre_check.is_some_and(|f| !f(&p.pod)) {
                 continue;
-            };
+            }
             if let Some(gate) = &p.gating_plugin {
-                let gate_matches = self
-                    .framework(&p.pod)
-                    .and_then(|fw| fw.enqueue_extensions().iter().find(|(n, _)| n == gate))
-                    .is_some_and(|(_, regs)| regs.iter().any(|r| r.event.matches(&event)));
-                if !gate_matches {
+                let profile: &str = &p.pod.spec.scheduler_name;
+                let hit = match gates
+                    .iter()
+                    .find(|(pr, g, _)| *pr == profile && *g == &**gate)
+                {
+                    Some((_, _, hit)) => *hit,
+                    None => {
+                        let hit = self
+                            .framework(&p.pod)
+                            .and_then(|fw| fw.enqueue_extensions().iter().find(|(n, _)| n == gate))
+                            .is_some_and(|(_, regs)| regs.iter().any(|r| r.event.matches(&event)));
+                        gates.push((profile, gate, hit));
+                        hit
+                    }
+                };
+                if !hit {
                     continue;
                 }
             }
             let s = self.worth_requeuing(p, &event, old.as_ref(), new.as_ref());
-            if s == Strategy::Skip {
-                continue;
+            if s != Strategy::Skip {
+                to_move.push((uid.clone(), s));
             }
+        }
+        drop(gates);
+        let mut moved = false;
+        for (uid, s) in to_move {
             let Some(p) = inner.unschedulable.remove(&uid) else {
                 continue;
             };
