@@ -193,7 +193,6 @@ impl SchedulingQueue {
                 to_move.push((uid.clone(), s));
             }
         }
-        drop(gates);
         let mut moved = false;
         for (uid, s) in to_move {
             let Some(p) = inner.unschedulable.remove(&uid) else {

@@ -90,6 +90,22 @@ pub struct Ledger {
     pub preemptions: Vec<crate::invariants::Preemption>,
 }
 
+impl State {
+    /// What the invariant checker keeps of a pod, its priority resolved as
+    /// admission resolves it against this cluster's classes.
+    fn ledger_facts(&self, pod: &core::Pod) -> crate::invariants::PodFacts {
+        let mut facts = crate::invariants::PodFacts::of(pod);
+        facts.resolve_priority(pod, &|class| {
+            match class {
+                Some(name) => self.priority_class(name),
+                None => self.global_default(),
+            }
+            .map(|c| c.value)
+        });
+        facts
+    }
+}
+
 impl PriorityResolver for State {
     fn priority_class(&self, name: &str) -> Option<PriorityClass> {
         self.priority_classes
@@ -587,14 +603,7 @@ impl EmbeddedCluster {
                 ),
             });
         }
-        let mut facts = crate::invariants::PodFacts::of(&pod);
-        facts.resolve_priority(&pod, &|class| {
-            match class {
-                Some(name) => st.priority_class(name),
-                None => st.global_default(),
-            }
-            .map(|c| c.value)
-        });
+        let facts = st.ledger_facts(&pod);
         st.ledger_pods.insert(p.key(), facts);
         p.resource_version = Some(st.next_rv());
         let p = Arc::new(p);

@@ -43,14 +43,7 @@ impl EmbeddedCluster {
             new.nominated_node_name = old.nominated_node_name.clone();
         }
         new.deletion_timestamp = old.deletion_timestamp;
-        let mut facts = crate::invariants::PodFacts::of(pod);
-        facts.resolve_priority(pod, &|class| {
-            match class {
-                Some(name) => st.priority_class(name),
-                None => st.global_default(),
-            }
-            .map(|c| c.value)
-        });
+        let mut facts = st.ledger_facts(pod);
         // Growth of a bound pod is the resize's, not a placement (see PodFacts).
         if let Some(before) = st.ledger_pods.get(&old.key()) {
             // Who placed it does not change with an update.
