@@ -77,7 +77,8 @@ fn every_upstream_workload_loads_or_is_refused_naming_why() {
     assert!(configs.len() >= 20, "the copy is there: {configs:?}");
     let (mut loaded, mut refused, mut wrong) = (0, 0, Vec::new());
     for f in &configs {
-        for name in workload::list_workloads(f, DEFAULT_MAX_INPUT_BYTES).expect("list") {
+        for entry in workload::list_workloads(f, DEFAULT_MAX_INPUT_BYTES).expect("list") {
+            let name = entry.name;
             match workload::load(f, Some(&name), DEFAULT_MAX_INPUT_BYTES, None) {
                 Ok(_) => loaded += 1,
                 Err(e) if ALLOWED_REFUSALS.iter().any(|a| e.to_string().contains(a)) => {
@@ -100,7 +101,11 @@ fn every_upstream_workload_loads_or_is_refused_naming_why() {
 fn each_configurations_smallest_workload_runs_to_the_end() {
     let mut failures = Vec::new();
     for f in configs() {
-        let names = workload::list_workloads(&f, DEFAULT_MAX_INPUT_BYTES).expect("list");
+        let names: Vec<String> = workload::list_workloads(&f, DEFAULT_MAX_INPUT_BYTES)
+            .expect("list")
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
         let smallest = names
             .iter()
             .filter(|n| workload::load(&f, Some(n), DEFAULT_MAX_INPUT_BYTES, None).is_ok())

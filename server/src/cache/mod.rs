@@ -54,6 +54,9 @@ struct PodState {
     /// informer event confirms it first.
     deadline: Option<Instant>,
     binding_finished: bool,
+    /// Where the pod is in its node info's pod list, so removing it needs no search
+    /// (a node may hold tens of thousands of pods).
+    slot: usize,
 }
 
 pub struct Cache {
@@ -192,13 +195,16 @@ impl Cache {
             return;
         };
         let uid = pod.uid.clone();
-        self.node_info_mut(&node).add_pod(pod.clone());
+        let ni = self.node_info_mut(&node);
+        let slot = ni.pods.len();
+        ni.add_pod(pod.clone());
         self.pod_states.insert(
             uid.clone(),
             PodState {
                 pod,
                 deadline: None,
                 binding_finished: false,
+                slot,
             },
         );
         if assumed {
@@ -206,13 +212,20 @@ impl Cache {
         }
     }
 
-    fn remove_pod_from_node(&mut self, cached: &Pod) {
+    /// Removes `cached` (the pod object this cache holds) from its node.
+    fn remove_pod_from_node(&mut self, cached: &Arc<Pod>) {
         if let Some(node) = cached.node_name.clone() {
             if self.nodes.contains_key(&node) {
+                let slot = self.pod_states.get(&cached.uid).map_or(0, |ps| ps.slot);
                 let ni = self.node_info_mut(&node);
-                ni.remove_pod(&cached.uid);
-                if ni.pods.is_empty() && !ni.has_node() {
+                let (_, moved) = ni.remove_pod_at(slot, cached);
+                let moved = moved.map(|p| p.uid.clone());
+                let gone = ni.pods.is_empty() && !ni.has_node();
+                if gone {
                     self.nodes.remove(&node);
+                }
+                if let Some(ps) = moved.and_then(|uid| self.pod_states.get_mut(&uid)) {
+                    ps.slot = slot;
                 }
             }
         }

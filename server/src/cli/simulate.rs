@@ -46,7 +46,8 @@ pub struct SimulateArgs {
     workload_root: Option<PathBuf>,
 
     /// List the workloads in --workload, each with whether it loads (and why not),
-    /// and exit.
+    /// and exit. With `--output-format json`: an array of {name, labels, threshold,
+    /// refused}.
     #[arg(long, requires = "workload")]
     list_workloads: bool,
 
@@ -116,16 +117,31 @@ pub struct SimulateArgs {
 pub fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     if args.list_workloads {
         if let Some(w) = &args.workload {
-            for name in simulate::workload::list_workloads(w, args.max_input_bytes)? {
-                match simulate::workload::load(
+            let mut rows = Vec::new();
+            for entry in simulate::workload::list_workloads(w, args.max_input_bytes)? {
+                let refused = simulate::workload::load(
                     w,
-                    Some(&name),
+                    Some(&entry.name),
                     args.max_input_bytes,
                     args.workload_root.as_deref(),
-                ) {
-                    Ok(_) => println!("{name}"),
-                    Err(e) => println!("{name}\trefused: {e}"),
+                )
+                .err()
+                .map(|e| e.to_string());
+                match args.output_format {
+                    OutputFormat::Table => match &refused {
+                        None => println!("{}", entry.name),
+                        Some(e) => println!("{}\trefused: {e}", entry.name),
+                    },
+                    OutputFormat::Json => rows.push(serde_json::json!({
+                        "name": entry.name,
+                        "labels": entry.labels,
+                        "threshold": entry.threshold,
+                        "refused": refused,
+                    })),
                 }
+            }
+            if args.output_format == OutputFormat::Json {
+                println!("{}", serde_json::Value::Array(rows));
             }
         }
         return Ok(ExitCode::SUCCESS);

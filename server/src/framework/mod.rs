@@ -7,6 +7,7 @@ pub mod diagnosis;
 pub mod events;
 pub mod interface;
 pub mod node_info;
+pub mod pod_list;
 pub mod runtime;
 pub mod snapshot;
 pub mod status;

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use smallvec::SmallVec;
 
+use super::pod_list::PodList;
 use crate::model::pod::{HostPort, Protocol};
 use crate::model::{Node, Pod, Resource};
 
@@ -119,7 +120,7 @@ pub struct NodeInfo {
     pub unschedulable: bool,
     /// Copied from the node: it has a NoSchedule or NoExecute taint.
     pub has_hard_taints: bool,
-    pub pods: Vec<Arc<Pod>>,
+    pub pods: PodList,
     /// Sum of the pods' effective requests.
     pub requested: Resource,
     pub allocatable: Resource,
@@ -143,7 +144,7 @@ impl Default for NodeInfo {
             node: None,
             unschedulable: false,
             has_hard_taints: false,
-            pods: Vec::new(),
+            pods: PodList::new(),
             pods_with_affinity: Vec::new(),
             pods_with_required_anti_affinity: Vec::new(),
             used_ports: HostPortInfo::default(),
@@ -260,20 +261,40 @@ impl NodeInfo {
 
     /// Removes the pod with this UID; returns it, or `None` if it is not on this node.
     pub fn remove_pod(&mut self, uid: &str) -> Option<Arc<Pod>> {
-        let i = self.pods.iter().position(|p| *p.uid == *uid)?;
-        Some(self.remove_at(i))
+        let i = self.pods.position(|p| *p.uid == *uid)?;
+        self.remove_at(i)
     }
 
     /// Removes this very pod object (found by identity, searching from the most
     /// recently added). Dry runs use it: it needs no UID comparisons, and removing pods
     /// in reverse order of adding restores the original pod order.
     pub fn remove_pod_object(&mut self, pod: &Arc<Pod>) -> Option<Arc<Pod>> {
-        let i = self.pods.iter().rposition(|p| Arc::ptr_eq(p, pod))?;
-        Some(self.remove_at(i))
+        let i = self.pods.rposition(|p| Arc::ptr_eq(p, pod))?;
+        self.remove_at(i)
     }
 
-    fn remove_at(&mut self, i: usize) -> Arc<Pod> {
-        let pod = self.pods.swap_remove(i);
+    /// Removes `pod` (this very object), which the caller knows to be at index `i`
+    /// (the cache keeps each pod's index, so a node with many pods needs no search);
+    /// searches when it is not there. Returns the pod moved into `i`, whose index
+    /// changed, if any.
+    pub fn remove_pod_at(
+        &mut self,
+        i: usize,
+        pod: &Arc<Pod>,
+    ) -> (Option<Arc<Pod>>, Option<&Arc<Pod>>) {
+        let i = match self.pods.get(i) {
+            Some(p) if Arc::ptr_eq(p, pod) => i,
+            _ => match self.pods.rposition(|p| Arc::ptr_eq(p, pod)) {
+                Some(i) => i,
+                None => return (None, None),
+            },
+        };
+        let removed = self.remove_at(i);
+        (removed, self.pods.get(i))
+    }
+
+    fn remove_at(&mut self, i: usize) -> Option<Arc<Pod>> {
+        let pod = self.pods.swap_remove(i)?;
         for list in [
             &mut self.pods_with_affinity,
             &mut self.pods_with_required_anti_affinity,
@@ -283,7 +304,7 @@ impl NodeInfo {
             }
         }
         self.update(&pod, -1);
-        pod
+        Some(pod)
     }
 
     fn update(&mut self, pod: &Pod, sign: i64) {

@@ -97,10 +97,9 @@ impl SchedulingQueue {
             let inner = self.lock();
             inner
                 .unschedulable
-                .iter()
+                .rejected()
                 .filter(|(_, p)| {
-                    !p.gated()
-                        && now.saturating_duration_since(p.timestamp) > self.max_in_unschedulable
+                    now.saturating_duration_since(p.timestamp) > self.max_in_unschedulable
                 })
                 .map(|(k, _)| k.clone())
                 .collect()

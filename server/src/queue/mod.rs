@@ -12,6 +12,7 @@ mod backoff;
 pub mod heap;
 pub mod nominator;
 mod requeue;
+mod unschedulable;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -20,6 +21,7 @@ use std::time::{Duration, Instant};
 use heap::PodHeap;
 pub use nominator::{NominatedPods, Nominator};
 use rustc_hash::FxHashMap;
+use unschedulable::UnschedulablePods;
 
 use crate::clock::Clock;
 use crate::framework::events::{
@@ -86,7 +88,7 @@ struct Inner {
     backoff: PodHeap,
     /// Pods that hit an error, ordered by backoff expiry.
     error_backoff: PodHeap,
-    unschedulable: FxHashMap<Uid, QueuedPodInfo>,
+    unschedulable: UnschedulablePods,
     /// Popped and not yet done: the event sequence number at pop.
     in_flight: FxHashMap<Uid, u64>,
     /// Of `in_flight`, the pods whose previous attempt ended in an error.
@@ -156,7 +158,7 @@ impl SchedulingQueue {
                 active: PodHeap::new(active_less),
                 backoff: PodHeap::new(backoff_then_sort),
                 error_backoff: PodHeap::new(Box::new(backoff_less)),
-                unschedulable: FxHashMap::default(),
+                unschedulable: UnschedulablePods::default(),
                 in_flight: FxHashMap::default(),
                 in_flight_errored: Default::default(),
                 in_flight_events: VecDeque::new(),
@@ -529,8 +531,8 @@ impl SchedulingQueue {
                 .map(|p| p.consecutive_errors_count)
                 .min()
                 .unwrap_or(0),
-            unschedulable: inner.unschedulable.values().filter(|p| !p.gated()).count(),
-            gated: inner.unschedulable.values().filter(|p| p.gated()).count(),
+            unschedulable: inner.unschedulable.rejected_len(),
+            gated: inner.unschedulable.gated_len(),
             in_flight: inner.in_flight.len(),
             errored_retrying: inner.in_flight_errored.len()
                 + inner

@@ -47,7 +47,7 @@ impl SchedulingQueue {
         event: &ClusterEvent,
     ) -> Placement {
         if !self.run_pre_enqueue(&mut p) {
-            inner.unschedulable.entry(p.pod.uid.clone()).or_insert(p);
+            inner.unschedulable.insert_if_absent(p);
             self.count(Placement::Unschedulable, event);
             return Placement::Unschedulable;
         }
@@ -158,39 +158,32 @@ impl SchedulingQueue {
             return;
         }
         let mut inner = self.lock();
-        // Whether a gating plugin registered this event, once per (profile, gate)
-        // for the whole event: a gated pod then costs a short comparison, not a
-        // profile lookup and a scan of the enqueue extensions (upstream keeps each
-        // gated pod's gating-plugin events on it, kubernetes#124618).
-        let mut gates: Vec<(&str, &str, bool)> = Vec::new();
         let mut to_move: Vec<(Uid, Strategy)> = Vec::new();
-        for (uid, p) in inner.unschedulable.iter() {
+        let mut consider = |uid: &Uid, p: &QueuedPodInfo| {
             if pre_check.is_some_and(|f| !f(&p.pod)) {
-                continue;
-            }
-            if let Some(gate) = &p.gating_plugin {
-                let profile: &str = &p.pod.spec.scheduler_name;
-                let hit = match gates
-                    .iter()
-                    .find(|(pr, g, _)| *pr == profile && *g == &**gate)
-                {
-                    Some((_, _, hit)) => *hit,
-                    None => {
-                        let hit = self
-                            .framework(&p.pod)
-                            .and_then(|fw| fw.enqueue_extensions().iter().find(|(n, _)| n == gate))
-                            .is_some_and(|(_, regs)| regs.iter().any(|r| r.event.matches(&event)));
-                        gates.push((profile, gate, hit));
-                        hit
-                    }
-                };
-                if !hit {
-                    continue;
-                }
+                return;
             }
             let s = self.worth_requeuing(p, &event, old.as_ref(), new.as_ref());
             if s != Strategy::Skip {
                 to_move.push((uid.clone(), s));
+            }
+        };
+        for (uid, p) in inner.unschedulable.rejected() {
+            consider(uid, p);
+        }
+        // A gated pod can only be released by an event its gating plugin registered:
+        // that is decided once per (profile, gate), and a group whose gate did not
+        // register the event is not visited at all.
+        for ((profile, gate), pods) in inner.unschedulable.gate_groups() {
+            let registered = self
+                .profiles
+                .get(profile)
+                .and_then(|fw| fw.enqueue_extensions().iter().find(|(n, _)| n == gate))
+                .is_some_and(|(_, regs)| regs.iter().any(|r| r.event.matches(&event)));
+            if registered {
+                for (uid, p) in pods {
+                    consider(uid, p);
+                }
             }
         }
         let mut moved = false;

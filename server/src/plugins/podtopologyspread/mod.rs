@@ -81,7 +81,11 @@ pub(crate) fn node_has_all_keys(labels: &Labels, constraints: &[Constraint]) -> 
 /// Upstream `countPodsMatchSelector`: pods of the namespace, not terminating, matching
 /// the selector. A selector with no requirements (`{}`) counts every such pod, as the
 /// newest upstream does (kubernetes#141340; 1.27-1.37 counted none).
-pub(crate) fn count_matching(pods: &[Arc<Pod>], selector: &LabelSelector, namespace: &str) -> i64 {
+pub(crate) fn count_matching(
+    pods: &crate::framework::pod_list::PodList,
+    selector: &LabelSelector,
+    namespace: &str,
+) -> i64 {
     if matches!(selector, LabelSelector::Nothing) {
         return 0;
     }

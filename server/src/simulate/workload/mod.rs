@@ -186,17 +186,39 @@ pub const SUPPORTED_OPS: &[&str] = &[
 /// (each pod costs about 2 KB).
 pub const MAX_OBJECTS_PER_OP: usize = 1_000_000;
 
-/// Names of `Case/Workload` pairs in a file.
-pub fn list_workloads(path: &Path, max_bytes: u64) -> Result<Vec<String>, WorkloadError> {
+/// A workload as its file names it, before it is loaded.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct WorkloadEntry {
+    /// `Case/Workload`.
+    pub name: String,
+    /// The case's labels, then the workload's (upstream selects runs by them:
+    /// `performance`, `integration-test`, `short`, ...).
+    pub labels: Vec<String>,
+    /// Upstream's minimum pods/s, if the workload sets one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub threshold: Option<f64>,
+}
+
+/// The `Case/Workload` pairs in a file, with their labels and thresholds.
+pub fn list_workloads(path: &Path, max_bytes: u64) -> Result<Vec<WorkloadEntry>, WorkloadError> {
     let cases = read_cases(path, max_bytes)?;
     Ok(cases
         .iter()
         .flat_map(|c| {
-            c.workloads
-                .iter()
-                .map(move |w| format!("{}/{}", c.name, w.name))
+            c.workloads.iter().map(move |w| WorkloadEntry {
+                name: format!("{}/{}", c.name, w.name),
+                labels: c.labels.iter().chain(&w.labels).cloned().collect(),
+                threshold: threshold_of(w),
+            })
         })
         .collect())
+}
+
+fn threshold_of(w: &file::WorkloadFile) -> Option<f64> {
+    match &w.threshold {
+        Some(Value::Number(n)) => n.as_f64(),
+        _ => None,
+    }
 }
 
 fn read_cases(path: &Path, max_bytes: u64) -> Result<Vec<TestCaseFile>, WorkloadError> {
@@ -299,10 +321,7 @@ pub fn load(
             ));
         }
     }
-    let threshold = match &w.threshold {
-        Some(Value::Number(n)) => n.as_f64(),
-        _ => None,
-    };
+    let threshold = threshold_of(w);
     let mut notes = Vec::new();
     if case.scheduler_api_client_qps.is_some() || case.scheduler_api_client_burst.is_some() {
         notes.push(format!(
