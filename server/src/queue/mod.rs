@@ -70,9 +70,6 @@ pub struct PendingCounts {
     pub unschedulable: usize,
     pub gated: usize,
     pub in_flight: usize,
-    /// Of `active` and `in_flight`, the pods whose previous attempt ended in an
-    /// error: retries after errors (see `simulate`'s settle rule).
-    pub errored_retrying: usize,
 }
 
 struct InFlightEvent {
@@ -534,13 +531,20 @@ impl SchedulingQueue {
             unschedulable: inner.unschedulable.rejected_len(),
             gated: inner.unschedulable.gated_len(),
             in_flight: inner.in_flight.len(),
-            errored_retrying: inner.in_flight_errored.len()
-                + inner
-                    .active
-                    .iter()
-                    .filter(|p| p.consecutive_errors_count > 0)
-                    .count(),
         }
+    }
+
+    /// Of activeQ and the pods in flight, those whose previous attempt ended in an
+    /// error: retries after errors (see `simulate`'s settle rule). Apart from
+    /// [`pending`](Self::pending) because it walks activeQ.
+    pub fn errored_retrying(&self) -> usize {
+        let inner = self.lock();
+        inner.in_flight_errored.len()
+            + inner
+                .active
+                .iter()
+                .filter(|p| p.consecutive_errors_count > 0)
+                .count()
     }
 
     /// Pods waiting in unschedulable pods (for reports).

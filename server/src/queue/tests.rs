@@ -131,23 +131,19 @@ fn retries_after_errors_are_counted_while_they_run() {
     q.add(pod("e").build());
     q.add(pod("fresh").build());
     let p = q.try_pop().unwrap();
-    assert_eq!(
-        q.pending().errored_retrying,
-        0,
-        "a first attempt is no retry"
-    );
+    assert_eq!(q.errored_retrying(), 0, "a first attempt is no retry");
     q.add_unschedulable_if_not_present(p);
     assert_eq!(q.pending().errored, 1);
     // The fresh pod's attempt is no retry after an error.
     let fresh = q.try_pop().unwrap();
-    assert_eq!(q.pending().errored_retrying, 0);
+    assert_eq!(q.errored_retrying(), 0);
     q.done(&fresh.pod.uid);
     clock.step(Duration::from_secs(2));
     let p = q.try_pop().unwrap();
     let n = q.pending();
-    assert_eq!((n.in_flight, n.errored_retrying, n.errored), (1, 1, 0));
+    assert_eq!((n.in_flight, q.errored_retrying(), n.errored), (1, 1, 0));
     q.done(&p.pod.uid);
-    assert_eq!(q.pending().errored_retrying, 0);
+    assert_eq!(q.errored_retrying(), 0);
 }
 
 #[test]

@@ -170,13 +170,22 @@ impl Scheduler {
         let node_list: &[Arc<NodeInfo>] = if pre_res.all_nodes() {
             st.snapshot.node_infos()
         } else {
-            let names = pre_res.node_names.as_ref();
-            nodes = st
-                .snapshot
-                .node_infos()
+            // The named nodes that exist, in snapshot order, found by name: a
+            // PreFilter naming one node of 15,000 (a DaemonSet pod's NodeAffinity)
+            // costs one lookup, not a pass over every node. Upstream looks them up
+            // the same way but in its map's random order.
+            let all_infos = st.snapshot.node_infos();
+            let mut at: Vec<usize> = pre_res
+                .node_names
                 .iter()
-                .filter(|ni| names.is_some_and(|n| n.contains(&ni.node().name)))
-                .cloned()
+                .flatten()
+                .filter_map(|n| st.snapshot.position(n))
+                .collect();
+            at.sort_unstable();
+            at.dedup();
+            nodes = at
+                .iter()
+                .filter_map(|&i| all_infos.get(i).cloned())
                 .collect();
             let mut plugins: Vec<&str> = plugins_with_nodes.iter().map(|p| &**p).collect();
             plugins.sort();

@@ -94,8 +94,8 @@ pub(super) fn wait_settled(
             && sched.in_flight_ops() == 0
             && terminating == 0
             && p.backoff == p.errored
-            && p.active + p.in_flight == p.errored_retrying
-            && p.errored > 0;
+            && p.errored > 0
+            && p.active + p.in_flight == sched.queue.errored_retrying();
         if only_errors_left {
             match stuck_since {
                 Some((t, b)) if b == bound => {
