@@ -122,11 +122,11 @@ def main():
             elif args.all or w.get("threshold") is not None:
                 plan.append((config, w["name"]))
 
-    head = f"| {'workload':<62} | {'pods/s':>9} | {'threshold':>9} | {'ratio':>7} | {'p99 attempt':>11} | {'peak MiB':>8} | invariants"
+    head = f"| {'area/Case/Workload':<80} | {'pods/s':>9} | {'threshold':>9} | {'ratio':>7} | {'p99 attempt':>11} | {'peak MiB':>8} | invariants"
     print(f"upstream scheduler_perf suite: {len(plan)} workloads to run, {len(refused)} refused "
           f"({SUITE.relative_to(ROOT)}; commits in {(SUITE.parent / 'README.md').relative_to(ROOT)})", flush=True)
     print(head)
-    print("|" + "|".join("-" * n for n in [64, 11, 11, 9, 13, 10, 12]))
+    print("|" + "|".join("-" * n for n in [82, 11, 11, 9, 13, 10, 12]))
     for i, (config, name) in enumerate(plan, 1):
         print(f"  [{i}/{len(plan)}] {name} ...", file=sys.stderr, flush=True)
         row = run(args.bin, config, name, args.timeout)
@@ -137,7 +137,8 @@ def main():
         row["ratio"] = round(ratio, 2) if ratio else None
         inv = "error: " + row["error"] if row.get("error") else ("ok" if row.get("invariants_ok") else "FAILED")
         p99 = row.get("p99_attempt_ms")
-        print(f"| {name:<62} | {fmt(rate, '9.0f')} | {fmt(thr, '9.0f')} | {fmt(ratio, '6.1f') + ('×' if ratio else ''):>7} "
+        label = row["config"].rsplit("/", 1)[0] + "/" + name
+        print(f"| {label:<80} | {fmt(rate, '9.0f')} | {fmt(thr, '9.0f')} | {fmt(ratio, '6.1f') + ('×' if ratio else ''):>7} "
               f"| {(fmt(p99, '.2f') + ' ms') if p99 is not None else '-':>11} | {fmt(row.get('peak_rss_mib'), '8.0f')} | {inv}",
               flush=True)
 
