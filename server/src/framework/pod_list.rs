@@ -106,10 +106,6 @@ impl PodList {
     pub fn last(&self) -> Option<&Arc<Pod>> {
         self.chunks.last()?.last()
     }
-
-    pub fn to_vec(&self) -> Vec<Arc<Pod>> {
-        self.iter().cloned().collect()
-    }
 }
 
 impl std::ops::Index<usize> for PodList {
@@ -127,22 +123,6 @@ impl<'a> IntoIterator for &'a PodList {
     type IntoIter = Iter<'a>;
     fn into_iter(self) -> Iter<'a> {
         self.iter()
-    }
-}
-
-impl FromIterator<Arc<Pod>> for PodList {
-    fn from_iter<I: IntoIterator<Item = Arc<Pod>>>(iter: I) -> Self {
-        let mut l = PodList::new();
-        for p in iter {
-            l.push(p);
-        }
-        l
-    }
-}
-
-impl From<Vec<Arc<Pod>>> for PodList {
-    fn from(v: Vec<Arc<Pod>>) -> Self {
-        v.into_iter().collect()
     }
 }
 
