@@ -2,18 +2,20 @@
 //! plugins that rejected it, and the `0/N nodes are available: ...` message built from
 //! them. Shared by the scheduling cycle and preemption.
 
-use std::collections::HashSet;
-use std::sync::Arc;
-
 use super::interface::NodeToStatus;
+use super::interned::PluginName;
 use super::status::{Code, Status};
+use std::collections::HashSet;
 
 /// Why no node was chosen, and what each node said (upstream `Diagnosis`).
 #[derive(Default, Debug)]
 pub struct Diagnosis {
     pub node_to_status: NodeToStatus,
-    pub unschedulable_plugins: HashSet<Arc<str>>,
-    pub pending_plugins: HashSet<Arc<str>>,
+    /// Nodes Filter rejected in this attempt. Their statuses are kept in
+    /// `node_to_status` only when no node fit: nothing reads them otherwise.
+    pub filter_rejected: usize,
+    pub unschedulable_plugins: HashSet<PluginName>,
+    pub pending_plugins: HashSet<PluginName>,
     pub pre_filter_msg: String,
     pub post_filter_msg: String,
 }
@@ -24,9 +26,9 @@ impl Diagnosis {
         let Some(p) = s.plugin() else { return };
         if s.is_rejected() {
             if s.code() == Code::Pending {
-                self.pending_plugins.insert(p.clone());
+                self.pending_plugins.insert(p);
             } else {
-                self.unschedulable_plugins.insert(p.clone());
+                self.unschedulable_plugins.insert(p);
             }
         }
     }

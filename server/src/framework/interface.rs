@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::cycle_state::CycleState;
 use super::events::ClusterEventWithHint;
+use super::interned::PluginName;
 use super::node_info::NodeInfo;
 use super::status::{Code, Status};
 use crate::framework::snapshot::Snapshot;
@@ -85,11 +86,11 @@ pub struct QueuedPodInfo {
     /// First time the pod entered activeQ (scheduling latency from here).
     pub initial_attempt_timestamp: Option<Instant>,
     /// Plugins that rejected the pod in its last attempt (drive requeueing).
-    pub unschedulable_plugins: HashSet<Arc<str>>,
+    pub unschedulable_plugins: HashSet<PluginName>,
     /// Plugins that returned Pending in its last attempt.
-    pub pending_plugins: HashSet<Arc<str>>,
+    pub pending_plugins: HashSet<PluginName>,
     /// The PreEnqueue plugin holding the pod back, if any.
-    pub gating_plugin: Option<Arc<str>>,
+    pub gating_plugin: Option<PluginName>,
     /// The last PreEnqueue error recorded as the pod's reason (not recorded again).
     pub pre_enqueue_error: Option<String>,
     /// Cached backoff expiry, cleared on requeue.
@@ -172,33 +173,63 @@ pub struct PostFilterResult {
 
 /// Statuses of the nodes that failed Filter; nodes not listed have the "absent" status
 /// (UnschedulableAndUnresolvable by default, or the PreFilter rejection).
+///
+/// Kept in the order they were found, with the by-name index built only when something
+/// looks a node up (preemption, failure handling): a pod that fits on one node of 5,000
+/// records 4,999 rejections and never reads them back.
 #[derive(Clone, Debug)]
 pub struct NodeToStatus {
-    statuses: rustc_hash::FxHashMap<Arc<str>, Status>,
+    statuses: Vec<(Arc<str>, Status)>,
+    index: std::sync::OnceLock<rustc_hash::FxHashMap<Arc<str>, u32>>,
     absent: Status,
 }
 
 impl Default for NodeToStatus {
     fn default() -> Self {
         NodeToStatus {
-            statuses: Default::default(),
+            statuses: Vec::new(),
+            index: std::sync::OnceLock::new(),
             absent: Status::code_only(Code::UnschedulableAndUnresolvable),
         }
     }
 }
 
 impl NodeToStatus {
+    fn position(&self, node: &str) -> Option<usize> {
+        let index = self.index.get_or_init(|| {
+            self.statuses
+                .iter()
+                .enumerate()
+                .map(|(i, (n, _))| (n.clone(), i as u32))
+                .collect()
+        });
+        index.get(node).map(|&i| i as usize)
+    }
     pub fn get(&self, node: &str) -> &Status {
-        self.statuses.get(node).unwrap_or(&self.absent)
+        self.explicit(node).unwrap_or(&self.absent)
     }
     /// The node's own status, if it has one (not the absent default).
     pub fn explicit(&self, node: &str) -> Option<&Status> {
-        self.statuses.get(node)
+        self.position(node).map(|i| &self.statuses[i].1)
     }
     pub fn set(&mut self, node: Arc<str>, status: Status) {
-        self.statuses.insert(node, status);
+        match self.position(&node) {
+            Some(i) => self.statuses[i].1 = status,
+            None => {
+                if let Some(index) = self.index.get_mut() {
+                    index.insert(node.clone(), self.statuses.len() as u32);
+                }
+                self.statuses.push((node, status));
+            }
+        }
     }
-    /// Room for `n` more statuses without rehashing.
+    /// Records a node that has no status yet (the caller knows): no lookup.
+    pub fn push_new(&mut self, node: Arc<str>, status: Status) {
+        debug_assert!(self.statuses.iter().all(|(n, _)| *n != node));
+        self.index.take();
+        self.statuses.push((node, status));
+    }
+    /// Room for `n` more statuses.
     pub fn reserve(&mut self, n: usize) {
         self.statuses.reserve(n);
     }
@@ -215,8 +246,9 @@ impl NodeToStatus {
     pub fn is_empty(&self) -> bool {
         self.statuses.is_empty()
     }
+    /// The statuses in the order they were recorded.
     pub fn iter(&self) -> impl Iterator<Item = (&Arc<str>, &Status)> {
-        self.statuses.iter()
+        self.statuses.iter().map(|(n, s)| (n, s))
     }
 }
 

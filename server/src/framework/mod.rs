@@ -6,6 +6,7 @@ pub mod derived;
 pub mod diagnosis;
 pub mod events;
 pub mod interface;
+pub mod interned;
 pub mod node_info;
 pub mod pod_list;
 pub mod runtime;
@@ -16,6 +17,7 @@ pub mod waiting_pods;
 
 pub use cycle_state::CycleState;
 pub use interface::*;
+pub use interned::PluginName;
 pub use node_info::NodeInfo;
 pub use runtime::{
     Framework, Handle, InvalidArgs, PluginFactory, ProfileError, Registry, ScoreBuffer,

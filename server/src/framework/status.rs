@@ -1,10 +1,10 @@
 //! `Status`: what every plugin call returns, with kube-scheduler's codes and meanings.
 
+use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::fmt;
-use std::sync::Arc;
 
-use smallvec::SmallVec;
+use super::interned::PluginName;
 
 /// Most statuses carry one reason; keeping it inline spares Filter an allocation per
 /// rejected node.
@@ -56,7 +56,7 @@ impl fmt::Display for Code {
 pub struct Status {
     code: Option<Code>,
     reasons: Reasons,
-    plugin: Option<Arc<str>>,
+    plugin: Option<PluginName>,
 }
 
 impl Status {
@@ -152,19 +152,19 @@ impl Status {
         self.reasons.join(", ")
     }
 
-    pub fn plugin(&self) -> Option<&Arc<str>> {
-        self.plugin.as_ref()
+    pub fn plugin(&self) -> Option<PluginName> {
+        self.plugin
     }
 
     /// Records which plugin produced this status (the framework does this).
-    pub fn with_plugin(mut self, plugin: &Arc<str>) -> Self {
+    pub fn with_plugin(mut self, plugin: &PluginName) -> Self {
         if self.plugin.is_none() {
-            self.plugin = Some(plugin.clone());
+            self.plugin = Some(*plugin);
         }
         self
     }
 
-    pub fn set_plugin(&mut self, plugin: Option<Arc<str>>) {
+    pub fn set_plugin(&mut self, plugin: Option<PluginName>) {
         self.plugin = plugin;
     }
 

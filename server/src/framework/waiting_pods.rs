@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
+use super::interned::PluginName;
 use super::status::{Code, Status};
 use crate::model::{Pod, Uid};
 
@@ -23,7 +24,7 @@ pub struct WaitingPod {
 
 struct WaitingInner {
     /// Plugins still to allow, with their deadlines.
-    pending: HashMap<Arc<str>, (Instant, Duration)>,
+    pending: HashMap<PluginName, (Instant, Duration)>,
     decided: bool,
 }
 
@@ -37,7 +38,7 @@ impl WaitingPod {
     }
 
     /// Plugins that have not allowed the pod yet.
-    pub fn pending_plugins(&self) -> Vec<Arc<str>> {
+    pub fn pending_plugins(&self) -> Vec<PluginName> {
         match self.inner.lock() {
             Ok(g) => g.pending.keys().cloned().collect(),
             Err(_) => Vec::new(),
@@ -68,7 +69,7 @@ impl WaitingPod {
         g.decided = true;
         let mut s = Status::new(Code::Unschedulable, msg.to_string());
         if !plugin.is_empty() {
-            s = s.with_plugin(&Arc::from(plugin));
+            s = s.with_plugin(&PluginName::new(plugin));
         }
         self.outcome.send_replace(Some(s));
         true
@@ -85,18 +86,18 @@ impl WaitingPod {
         }
         g.decided = true;
         self.outcome.send_replace(Some(
-            Status::error(msg.to_string()).with_plugin(&Arc::from(plugin)),
+            Status::error(msg.to_string()).with_plugin(&PluginName::new(plugin)),
         ));
         true
     }
 
     /// The earliest deadline among plugins still pending, with the plugin.
-    fn next_deadline(&self) -> Option<(Instant, Arc<str>, Duration)> {
+    fn next_deadline(&self) -> Option<(Instant, PluginName, Duration)> {
         let g = self.inner.lock().ok()?;
         g.pending
             .iter()
             .min_by_key(|(_, (d, _))| *d)
-            .map(|(p, (d, w))| (*d, p.clone(), *w))
+            .map(|(p, (d, w))| (*d, *p, *w))
     }
 }
 
@@ -113,7 +114,7 @@ impl WaitingPods {
         &self,
         pod: Arc<Pod>,
         node: Arc<str>,
-        plugins: Vec<(Arc<str>, Duration)>,
+        plugins: Vec<(PluginName, Duration)>,
         now: Instant,
     ) -> Arc<WaitingPod> {
         let (tx, _rx) = watch::channel(None);
@@ -305,7 +306,7 @@ mod tests {
             s.message(),
             "rejected due to timeout after waiting 30ms at plugin gang"
         );
-        assert_eq!(s.plugin().map(|p| &**p), Some("gang"));
+        assert_eq!(s.plugin().map(|p| p.as_str()), Some("gang"));
     }
 
     #[tokio::test]

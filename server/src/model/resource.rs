@@ -21,32 +21,68 @@ pub const DEFAULT_MEMORY_REQUEST: i64 = 200 * 1024 * 1024;
 /// An interned resource name. Cheap to clone and compare.
 pub type ResourceName = Arc<str>;
 
-/// Scalar resources as a small sorted vector: most pods and nodes have none or a few,
-/// so a vector beats a map and never allocates for the common case.
+/// One scalar amount, with its name's hash: a lookup compares hashes and reads the
+/// name's text only on a match, so checking a node that lacks the resource touches no
+/// memory beyond the node's own (the name lives in a separate allocation).
+#[derive(Clone, PartialEq, Eq)]
+struct ScalarEntry {
+    hash: u64,
+    name: ResourceName,
+    value: i64,
+}
+
+fn name_hash(name: &str) -> u64 {
+    use std::hash::Hasher;
+    let mut h = rustc_hash::FxHasher::default();
+    h.write(name.as_bytes());
+    h.finish()
+}
+
+/// Scalar resources as a small vector sorted by name: most pods and nodes have none or
+/// one, kept inline, so a vector beats a map and the common case never allocates.
 #[derive(Clone, Default, PartialEq, Eq)]
-pub struct ScalarResources(Vec<(ResourceName, i64)>);
+pub struct ScalarResources(smallvec::SmallVec<[ScalarEntry; 1]>);
 
 impl ScalarResources {
-    pub fn get(&self, name: &str) -> i64 {
-        match self.0.binary_search_by(|(n, _)| (**n).cmp(name)) {
-            Ok(i) => self.0[i].1,
-            Err(_) => 0,
+    fn find(&self, name: &str) -> Result<usize, usize> {
+        let h = name_hash(name);
+        match self.0.iter().position(|e| e.hash == h && *e.name == *name) {
+            Some(i) => Ok(i),
+            None => Err(self.0.partition_point(|e| *e.name < *name)),
         }
     }
 
+    pub fn get(&self, name: &str) -> i64 {
+        if self.0.is_empty() {
+            return 0;
+        }
+        let h = name_hash(name);
+        self.0
+            .iter()
+            .find(|e| e.hash == h && *e.name == *name)
+            .map_or(0, |e| e.value)
+    }
+
     pub fn contains(&self, name: &str) -> bool {
-        self.0.binary_search_by(|(n, _)| (**n).cmp(name)).is_ok()
+        !self.0.is_empty() && self.find(name).is_ok()
     }
 
     fn entry(&mut self, name: &ResourceName) -> &mut i64 {
-        let i = match self.0.binary_search_by(|(n, _)| (**n).cmp(name)) {
+        let i = match self.find(name) {
             Ok(i) => i,
             Err(i) => {
-                self.0.insert(i, (name.clone(), 0));
+                self.0.insert(
+                    i,
+                    ScalarEntry {
+                        hash: name_hash(name),
+                        name: name.clone(),
+                        value: 0,
+                    },
+                );
                 i
             }
         };
-        &mut self.0[i].1
+        &mut self.0[i].value
     }
 
     pub fn set(&mut self, name: &ResourceName, value: i64) {
@@ -59,7 +95,7 @@ impl ScalarResources {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&ResourceName, i64)> {
-        self.0.iter().map(|(n, v)| (n, *v))
+        self.0.iter().map(|e| (&e.name, e.value))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -70,7 +106,7 @@ impl ScalarResources {
 impl fmt::Debug for ScalarResources {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_map()
-            .entries(self.0.iter().map(|(k, v)| (k, v)))
+            .entries(self.0.iter().map(|e| (&e.name, e.value)))
             .finish()
     }
 }

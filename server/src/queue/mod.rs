@@ -237,7 +237,7 @@ impl SchedulingQueue {
                         p.pre_enqueue_error = Some(msg);
                     }
                 }
-                p.unschedulable_plugins.insert(plugin.clone());
+                p.unschedulable_plugins.insert(plugin);
                 p.gating_plugin = Some(plugin);
                 false
             }

@@ -21,7 +21,7 @@ fn queue() -> (SchedulingQueue, Arc<FakeClock>) {
 }
 
 fn rejected_by(mut p: QueuedPodInfo, plugin: &str) -> QueuedPodInfo {
-    p.unschedulable_plugins = HashSet::from([Arc::from(plugin)]);
+    p.unschedulable_plugins = HashSet::from([crate::framework::PluginName::new(plugin)]);
     p
 }
 

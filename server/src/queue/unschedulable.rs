@@ -12,11 +12,11 @@ use std::sync::Arc;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::framework::QueuedPodInfo;
+use crate::framework::{PluginName, QueuedPodInfo};
 use crate::model::Uid;
 
 /// A gated pod's group: the pod's profile (scheduler name) and its gating plugin.
-pub(super) type GateKey = (Arc<str>, Arc<str>);
+pub(super) type GateKey = (Arc<str>, PluginName);
 
 #[derive(Default)]
 pub(super) struct UnschedulablePods {
@@ -30,7 +30,7 @@ pub(super) struct UnschedulablePods {
 fn gate_key(p: &QueuedPodInfo) -> Option<GateKey> {
     p.gating_plugin
         .as_ref()
-        .map(|g| (p.pod.spec.scheduler_name.clone(), g.clone()))
+        .map(|g| (p.pod.spec.scheduler_name.clone(), *g))
 }
 
 impl UnschedulablePods {
@@ -118,7 +118,7 @@ mod tests {
 
     fn info(name: &str, gate: Option<&str>) -> QueuedPodInfo {
         let mut p = QueuedPodInfo::new(pod(name).build(), Instant::now());
-        p.gating_plugin = gate.map(Arc::from);
+        p.gating_plugin = gate.map(PluginName::new);
         p
     }
 

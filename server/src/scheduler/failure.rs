@@ -90,7 +90,7 @@ impl Scheduler {
             pinfo.pending_plugins = d.pending_plugins.clone();
         } else if rejected {
             if let Some(p) = status.plugin() {
-                pinfo.unschedulable_plugins.insert(p.clone());
+                pinfo.unschedulable_plugins.insert(p);
             }
         }
         let msg = status.message();

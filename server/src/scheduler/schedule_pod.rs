@@ -11,7 +11,7 @@ use super::observer::extension_point_metric;
 use super::Scheduler;
 use crate::framework::diagnosis::Diagnosis;
 use crate::framework::runtime::{filter_map_adaptive, Parallelism, PARALLEL_THRESHOLD};
-use crate::framework::{Code, CycleState, FirstRound, Framework, NodeInfo, Status};
+use crate::framework::{Code, CycleState, FirstRound, Framework, NodeInfo, PluginName, Status};
 use crate::model::Pod;
 use crate::queue::NominatedPods;
 
@@ -61,7 +61,7 @@ impl Scheduler {
         if feasible.len() == 1 {
             return Ok(ScheduleResult {
                 host: feasible[0].node().name.clone(),
-                evaluated_nodes: 1 + diag.node_to_status.len(),
+                evaluated_nodes: 1 + diag.filter_rejected,
                 feasible_nodes: 1,
             });
         }
@@ -75,7 +75,7 @@ impl Scheduler {
         drop(score);
         Ok(ScheduleResult {
             host,
-            evaluated_nodes: feasible.len() + diag.node_to_status.len(),
+            evaluated_nodes: feasible.len() + diag.filter_rejected,
             feasible_nodes: feasible.len(),
         })
     }
@@ -224,7 +224,7 @@ impl Scheduler {
         }
         match feasible {
             Ok(feasible) => {
-                let processed = feasible.len() + diag.node_to_status.len();
+                let processed = feasible.len() + diag.filter_rejected;
                 if all > 0 {
                     st.next_start_node_index = (st.next_start_node_index + processed) % all;
                 }
@@ -324,10 +324,30 @@ pub(super) fn filter_round(need: usize, left: usize) -> usize {
     (need + need / 4 + 16).min(left)
 }
 
+/// The size of a later round, from what the rounds so far found (`found` feasible among
+/// `checked`, the last round `prev` nodes): the pass rate seen so far, with the same
+/// margin, and at least four times the last round when nothing passed. A pod that fits
+/// few nodes then takes three rounds of 5,000 nodes, not eight: each round is a
+/// parallel fork and join. Round sizes never change the result, only the work past it.
+fn next_filter_round(need: usize, left: usize, checked: usize, found: usize, prev: usize) -> usize {
+    let want = if found == 0 {
+        prev.saturating_mul(4)
+    } else {
+        let at_rate = need.saturating_mul(checked).div_ceil(found);
+        at_rate.saturating_add(at_rate / 4 + 16)
+    };
+    want.max(filter_round(need, left)).min(left)
+}
+
 /// Upstream `findNodesThatPassFilters`: checks nodes from `start` onwards (wrapping) in
 /// rounds, in parallel when a round's projected work pays for it
 /// ([`filter_map_adaptive`]), stopping once `numFeasibleNodesToFind` fit. Rounds keep the
 /// result deterministic: the feasible nodes are the first ones in list order.
+///
+/// The rejected nodes are counted in `diag.filter_rejected`; their statuses go into
+/// `diag.node_to_status` (named, with their plugins in the diagnosis) only when no node
+/// fits, the only case that reads them. A pod that fits one node of 5,000 would
+/// otherwise clone 4,999 node names, each a cache miss, to throw them away.
 #[allow(clippy::too_many_arguments)]
 fn find_nodes_that_pass_filters(
     fw: &Framework,
@@ -364,11 +384,19 @@ fn find_nodes_that_pass_filters(
             }
         }
     };
+    // Rejections so far, by position from `start`, in order; only failures are
+    // materialised, as most nodes usually pass.
+    failures.clear();
+    let mut round = 0usize;
     while offset < n && feasible.len() < to_find {
         let need = to_find - feasible.len();
-        let round = filter_round(need, n - offset);
-        // Only failures are materialised; most nodes usually pass.
-        failures.clear();
+        round = if offset == 0 {
+            // The first round matches `FirstRound`'s (remote answers sent ahead).
+            filter_round(need, n)
+        } else {
+            next_filter_round(need, n - offset, offset, feasible.len(), round)
+        };
+        let round_start = failures.len();
         if fw.has_batch_filters() {
             // Remote plugins get the round's nodes in one call; nodes with nominated
             // pods take the node-by-node path (its what-if deltas).
@@ -379,7 +407,7 @@ fn find_nodes_that_pass_filters(
                 if !nominated.is_empty() && nominated.contains_key(&ni.node().name) {
                     let s = check(ni);
                     if !s.is_success() {
-                        failures.push((i, s));
+                        failures.push((offset + i, s));
                     }
                 } else {
                     plain.push(ni);
@@ -394,41 +422,56 @@ fn find_nodes_that_pass_filters(
                 Parallelism::for_nodes(round),
                 score_first,
             )?;
-            failures.extend(found.into_iter().map(|(k, s)| (plain_at[k], s)));
-            failures.sort_by_key(|(i, _)| *i);
+            failures.extend(found.into_iter().map(|(k, s)| (offset + plain_at[k], s)));
+            failures[round_start..].sort_by_key(|(i, _)| *i);
         } else if round >= PARALLEL_THRESHOLD {
             failures.extend(filter_map_adaptive(round, |i| {
                 let s = check(at(offset + i));
-                (!s.is_success()).then_some((i, s))
+                (!s.is_success()).then_some((offset + i, s))
             }));
         } else {
             for i in 0..round {
                 let s = check(at(offset + i));
                 if !s.is_success() {
-                    failures.push((i, s));
+                    failures.push((offset + i, s));
                 }
             }
         }
-        diag.node_to_status.reserve(failures.len());
-        let mut next_failure = 0usize;
-        for i in 0..round {
-            let ni = at(offset + i);
-            if failures.get(next_failure).is_some_and(|(fi, _)| *fi == i) {
-                let s = std::mem::take(&mut failures[next_failure].1);
-                next_failure += 1;
-                if s.code() == Code::Error {
-                    return Err(s);
+        let mut next = round_start;
+        for i in offset..offset + round {
+            if failures.get(next).is_some_and(|(fi, _)| *fi == i) {
+                if failures[next].1.code() == Code::Error {
+                    return Err(std::mem::take(&mut failures[next].1));
                 }
-                diag.add_plugin_status(&s);
-                diag.node_to_status.set(ni.node().name.clone(), s);
+                next += 1;
             } else {
-                feasible.push(ni.clone());
+                feasible.push(at(i).clone());
                 if feasible.len() == to_find {
+                    // Nodes after this one count as not evaluated, as upstream's
+                    // cancelled checks do.
+                    failures.truncate(next);
                     break;
                 }
             }
         }
         offset += round;
+    }
+    diag.filter_rejected += failures.len();
+    if feasible.is_empty() {
+        diag.node_to_status.reserve(failures.len());
+        // Most rejections come from one plugin with one code: add each (plugin, code)
+        // to the diagnosis once instead of hashing it per node.
+        let mut last_added: Option<(Option<PluginName>, Code)> = None;
+        for (i, s) in failures.drain(..) {
+            let key = (s.plugin(), s.code());
+            if last_added != Some(key) {
+                diag.add_plugin_status(&s);
+                last_added = Some(key);
+            }
+            diag.node_to_status.push_new(at(i).node().name.clone(), s);
+        }
+    } else {
+        failures.clear();
     }
     Ok(feasible)
 }
@@ -449,6 +492,20 @@ mod tests {
         assert_eq!(num_feasible_nodes_to_find(0, 1000), 420);
         assert_eq!(num_feasible_nodes_to_find(10, 500), 100);
         assert_eq!(num_feasible_nodes_to_find(100, 500), 500);
+    }
+
+    #[test]
+    fn later_filter_rounds_grow_with_what_failed() {
+        // Nothing passed: four times the last round, at most what is left.
+        assert_eq!(next_filter_round(500, 4359, 641, 0, 641), 2564);
+        assert_eq!(next_filter_round(500, 1795, 3205, 0, 2564), 1795);
+        // A quarter passed: the rate predicts four times the need, plus the margin.
+        assert_eq!(next_filter_round(400, 4359, 641, 160, 641), 2019);
+        // Never below the first round's rule.
+        assert_eq!(
+            next_filter_round(400, 4359, 641, 641, 641),
+            filter_round(400, 4359)
+        );
     }
 
     #[test]

@@ -67,7 +67,7 @@ impl Framework {
         pod: &Arc<Pod>,
         node: &Arc<str>,
     ) -> Status {
-        let mut waits: Vec<(Arc<str>, Duration)> = Vec::new();
+        let mut waits: Vec<(PluginName, Duration)> = Vec::new();
         for e in &self.permit {
             let Some(p) = e.plugin.as_permit() else {
                 continue;
@@ -83,7 +83,7 @@ impl Framework {
                 return s.with_plugin(&e.name);
             }
             if s.is_wait() {
-                waits.push((e.name.clone(), timeout.min(MAX_PERMIT_TIMEOUT)));
+                waits.push((e.name, timeout.min(MAX_PERMIT_TIMEOUT)));
                 continue;
             }
             return wrap(format!(
@@ -114,7 +114,7 @@ impl Framework {
         if s.is_success() || s.is_rejected() {
             return s;
         }
-        let plugin = s.plugin().cloned();
+        let plugin = s.plugin();
         let mut out = wrap(format!("waiting on permit for pod: {}", s.message()));
         out.set_plugin(plugin);
         out

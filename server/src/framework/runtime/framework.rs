@@ -12,7 +12,7 @@ impl Framework {
         &self,
         pod: &Pod,
         gating: Option<&str>,
-    ) -> Option<(Arc<str>, Status)> {
+    ) -> Option<(PluginName, Status)> {
         let ordered = gating
             .and_then(|g| self.pre_enqueue.iter().find(|e| *e.name == *g))
             .into_iter()
@@ -27,7 +27,7 @@ impl Framework {
             };
             let s = p.pre_enqueue(pod);
             if !s.is_success() {
-                return Some((e.name.clone(), s.with_plugin(&e.name)));
+                return Some((e.name, s.with_plugin(&e.name)));
             }
         }
         None
@@ -55,7 +55,7 @@ impl Framework {
         state: &mut CycleState,
         pod: &Pod,
         snapshot: &Snapshot,
-    ) -> (PreFilterResult, Status, Vec<Arc<str>>) {
+    ) -> (PreFilterResult, Status, Vec<PluginName>) {
         self.pre_filter_plugins(state, pod, snapshot, false)
     }
 
@@ -71,7 +71,7 @@ impl Framework {
         state: &mut CycleState,
         pod: &Pod,
         snapshot: &Snapshot,
-    ) -> (PreFilterResult, Status, Vec<Arc<str>>) {
+    ) -> (PreFilterResult, Status, Vec<PluginName>) {
         self.pre_filter_plugins(state, pod, snapshot, true)
     }
 
@@ -112,10 +112,10 @@ impl Framework {
         pod: &Pod,
         snapshot: &Snapshot,
         start: bool,
-    ) -> (PreFilterResult, Status, Vec<Arc<str>>) {
+    ) -> (PreFilterResult, Status, Vec<PluginName>) {
         state.started_pre_filter = PluginSet::default();
         let mut result = PreFilterResult::default();
-        let mut plugins_with_nodes: Vec<Arc<str>> = Vec::new();
+        let mut plugins_with_nodes: Vec<PluginName> = Vec::new();
         let mut return_status = Status::success();
         let mut skip = PluginSet::default();
         for (i, e) in self.pre_filter.iter().enumerate() {
@@ -169,7 +169,7 @@ impl Framework {
                 }
             }
             if r.as_ref().is_some_and(|r| !r.all_nodes()) {
-                plugins_with_nodes.push(e.name.clone());
+                plugins_with_nodes.push(e.name);
             }
             result = result.merge(r);
             if result.node_names.as_ref().is_some_and(|n| n.is_empty()) {
@@ -376,7 +376,7 @@ impl Framework {
     ) -> (Option<PostFilterResult>, Status) {
         let mut result = None;
         let mut reasons: Vec<std::borrow::Cow<'static, str>> = Vec::new();
-        let mut rejector: Option<Arc<str>> = None;
+        let mut rejector: Option<PluginName> = None;
         for e in &self.post_filter {
             let Some(p) = e.plugin.as_post_filter() else {
                 continue;
@@ -404,7 +404,7 @@ impl Framework {
             }
             reasons.extend(s.reasons().iter().cloned());
             if rejector.is_none() {
-                rejector = Some(e.name.clone());
+                rejector = Some(e.name);
             }
         }
         let mut s = Status::with_reasons(Code::Unschedulable, reasons);

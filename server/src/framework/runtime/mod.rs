@@ -25,6 +25,7 @@ use smallvec::SmallVec;
 use super::cycle_state::{CycleState, PluginSet};
 use super::events::ClusterEventWithHint;
 use super::interface::*;
+use super::interned::PluginName;
 use super::node_info::NodeInfo;
 use super::status::{Code, Status};
 use super::waiting_pods::WaitingPods;
@@ -40,7 +41,7 @@ pub use registry::{Handle, InvalidArgs, PluginFactory, Registry, SchedulerServic
 
 #[derive(Clone)]
 struct Entry {
-    name: Arc<str>,
+    name: PluginName,
     plugin: Arc<dyn Plugin>,
 }
 
@@ -80,7 +81,7 @@ pub struct Framework {
     bind: Vec<Entry>,
     post_bind: Vec<Entry>,
     /// Events each requeue-relevant plugin registered.
-    enqueue_extensions: Vec<(Arc<str>, Vec<ClusterEventWithHint>)>,
+    enqueue_extensions: Vec<(PluginName, Vec<ClusterEventWithHint>)>,
     /// Sidecar connections to tell about attempt boundaries, once each.
     cycle_hooks: Vec<Arc<dyn CycleHooks>>,
     /// Filter plugins that evaluate batches (by position in `filter`).
@@ -164,7 +165,7 @@ impl Framework {
     }
 
     /// The events each plugin registered, for the queue's requeue decisions.
-    pub fn enqueue_extensions(&self) -> &[(Arc<str>, Vec<ClusterEventWithHint>)] {
+    pub fn enqueue_extensions(&self) -> &[(PluginName, Vec<ClusterEventWithHint>)] {
         &self.enqueue_extensions
     }
 

@@ -339,8 +339,8 @@ fn score_weights(plugins: &Plugins, entries: Vec<Entry>) -> Result<Vec<ScoreEntr
 /// `EnqueueExtensions`), once per plugin; all events when it registered none.
 fn enqueue_extensions<'a>(
     rejecting: impl Iterator<Item = &'a Entry>,
-) -> Vec<(Arc<str>, Vec<ClusterEventWithHint>)> {
-    let mut out: Vec<(Arc<str>, Vec<ClusterEventWithHint>)> = Vec::new();
+) -> Vec<(PluginName, Vec<ClusterEventWithHint>)> {
+    let mut out: Vec<(PluginName, Vec<ClusterEventWithHint>)> = Vec::new();
     for e in rejecting {
         if out.iter().any(|(n, _)| *n == e.name) {
             continue;
@@ -349,7 +349,7 @@ fn enqueue_extensions<'a>(
             .plugin
             .events_to_register()
             .unwrap_or_else(crate::framework::events::unroll_wildcard_resource);
-        out.push((e.name.clone(), events));
+        out.push((e.name, events));
     }
     out
 }

@@ -12,7 +12,9 @@ use super::resource_allocation::{
 };
 use crate::cache::Snapshot;
 use crate::framework::events::{ActionType, ClusterEventWithHint, EventResource, QueueingHint};
-use crate::framework::interface::{FilterPlugin, Plugin, PreScorePlugin, ScorePlugin};
+use crate::framework::interface::{
+    FilterPlugin, Plugin, PreFilterPlugin, PreFilterResult, PreScorePlugin, ScorePlugin,
+};
 use crate::framework::{Code, CycleState, Handle, NodeInfo, PluginFactory, Status};
 use crate::model::labels::is_qualified_name;
 use crate::model::resource::is_extended_resource_name;
@@ -81,6 +83,23 @@ struct Insufficient {
 /// Reasons collected by [`Fit::fits`]; inline so a rejection does not allocate.
 type InsufficientList = smallvec::SmallVec<[Insufficient; 2]>;
 
+/// One scalar resource the pod asks for and Fit checks (not ignored, non-zero), with
+/// the reason a node lacking it gets.
+#[derive(Clone)]
+struct ScalarCheck {
+    name: crate::model::resource::ResourceName,
+    quantity: i64,
+    reason: Cow<'static, str>,
+}
+
+/// What PreFilter works out once per pod (upstream `preFilterState`): the scalar checks,
+/// whose reasons are interned so a Filter that rejects thousands of nodes neither
+/// formats nor allocates a reason per node.
+#[derive(Clone, Default)]
+struct PreFilterState {
+    scalars: smallvec::SmallVec<[ScalarCheck; 2]>,
+}
+
 impl Fit {
     fn is_ignored(&self, name: &str) -> bool {
         if !is_extended_resource_name(name) {
@@ -96,8 +115,38 @@ impl Fit {
         false
     }
 
+    /// The scalar checks for `req`. `intern`: reasons interned (once per pod) rather than
+    /// owned.
+    fn scalar_checks(&self, req: &Resource, intern: bool) -> PreFilterState {
+        let scalars = req
+            .scalar
+            .iter()
+            .filter(|&(name, q)| q != 0 && !self.is_ignored(name))
+            .map(|(name, quantity)| {
+                let reason = format!("Insufficient {name}");
+                ScalarCheck {
+                    name: name.clone(),
+                    quantity,
+                    reason: if intern {
+                        crate::framework::interned::reason(&reason)
+                    } else {
+                        Cow::Owned(reason)
+                    },
+                }
+            })
+            .collect();
+        PreFilterState { scalars }
+    }
+
     /// Upstream `fitsRequest`, appending into `out` only when something does not fit.
-    fn fits(&self, req: &Resource, node: &NodeInfo, out: &mut InsufficientList) {
+    /// `scalars` are `req`'s scalar checks ([`Fit::scalar_checks`]).
+    fn fits(
+        &self,
+        req: &Resource,
+        scalars: &[ScalarCheck],
+        node: &NodeInfo,
+        out: &mut InsufficientList,
+    ) {
         let a = &node.allocatable;
         let r = &node.requested;
         if node.pods.len() as i64 + 1 > a.allowed_pod_number {
@@ -133,15 +182,12 @@ impl Fit {
                 unresolvable: req.ephemeral_storage > a.ephemeral_storage,
             });
         }
-        for (name, q) in req.scalar.iter() {
-            if q == 0 || self.is_ignored(name) {
-                continue;
-            }
-            let avail = a.scalar.get(name);
-            if q > avail - r.scalar.get(name) {
+        for c in scalars {
+            let avail = a.scalar.get(&c.name);
+            if c.quantity > avail - r.scalar.get(&c.name) {
                 out.push(Insufficient {
-                    reason: Cow::Owned(format!("Insufficient {name}")),
-                    unresolvable: q > avail,
+                    reason: c.reason.clone(),
+                    unresolvable: c.quantity > avail,
                 });
             }
         }
@@ -153,7 +199,8 @@ impl Fit {
         let mut ni = NodeInfo::default();
         ni.set_node(Arc::new(node.clone()));
         let mut out = InsufficientList::new();
-        self.fits(&pod.spec.requests, &ni, &mut out);
+        let checks = self.scalar_checks(&pod.spec.requests, false);
+        self.fits(&pod.spec.requests, &checks.scalars, &ni, &mut out);
         out.is_empty()
     }
 }
@@ -167,6 +214,9 @@ struct PreScoreState {
 impl Plugin for Fit {
     fn name(&self) -> &str {
         NAME
+    }
+    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
+        Some(self)
     }
     fn as_filter(&self) -> Option<&dyn FilterPlugin> {
         Some(self)
@@ -256,10 +306,29 @@ impl Plugin for Fit {
     }
 }
 
+impl PreFilterPlugin for Fit {
+    fn pre_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        _snapshot: &Snapshot,
+    ) -> (Option<PreFilterResult>, Status) {
+        // The requests themselves are computed at ingest (`model::convert::requests`).
+        state.write(self.scalar_checks(&pod.spec.requests, true));
+        (None, Status::success())
+    }
+}
+
 impl FilterPlugin for Fit {
-    fn filter(&self, _state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
+    fn filter(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
         let mut out = InsufficientList::new();
-        self.fits(&pod.spec.requests, node, &mut out);
+        let req = &pod.spec.requests;
+        // Without PreFilter (a profile that disables it at that point) the checks are
+        // worked out here; upstream errors instead.
+        match state.read::<PreFilterState>() {
+            Some(pre) => self.fits(req, &pre.scalars, node, &mut out),
+            None => self.fits(req, &self.scalar_checks(req, false).scalars, node, &mut out),
+        }
         if out.is_empty() {
             return Status::success();
         }
