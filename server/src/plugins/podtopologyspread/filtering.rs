@@ -59,6 +59,26 @@ impl CriticalPaths {
     fn min(&self) -> i64 {
         self.0[0].1
     }
+
+    /// The critical paths of whole counts: the two least-loaded domains, ties broken by
+    /// the smaller value. The same as [`CriticalPaths::update`] over the counts sorted by
+    /// value, in one pass: a domain per node (hostname) made that sort most of
+    /// PreFilter's time.
+    fn from_counts<'a>(counts: impl IntoIterator<Item = (&'a str, i64)>) -> Self {
+        let mut best: [(Option<&str>, i64); 2] = [(None, i64::from(i32::MAX)); 2];
+        let before = |v: &str, n: i64, b: &(Option<&str>, i64)| {
+            n < b.1 || (n == b.1 && b.0.is_some_and(|bv| v < bv))
+        };
+        for (v, n) in counts {
+            if before(v, n, &best[0]) {
+                best[1] = best[0];
+                best[0] = (Some(v), n);
+            } else if before(v, n, &best[1]) {
+                best[1] = (Some(v), n);
+            }
+        }
+        CriticalPaths(best.map(|(v, n)| (v.map(Box::from), n)))
+    }
 }
 
 #[derive(Clone)]
@@ -128,16 +148,7 @@ impl PreFilterPlugin for PodTopologySpread {
         });
         let critical_paths = match_num
             .iter()
-            .map(|m| {
-                let mut cp = CriticalPaths::default();
-                // Deterministic order: smaller counts first, then by value.
-                let mut entries: Vec<(&Arc<str>, &i64)> = m.iter().collect();
-                entries.sort();
-                for (v, num) in entries {
-                    cp.update(v, *num);
-                }
-                cp
-            })
+            .map(|m| CriticalPaths::from_counts(m.iter().map(|(v, n)| (&**v, *n))))
             .collect();
         state.write(PreFilterState {
             constraints: constraints.into(),
@@ -250,5 +261,38 @@ mod tests {
         assert_eq!(cp.min(), 2);
         cp.update("c", 0);
         assert_eq!(cp.min(), 0);
+    }
+
+    #[test]
+    fn one_pass_equals_updates_in_value_order() {
+        // Small counts over few values: many ties, in every input order.
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |m: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % m
+        };
+        for _ in 0..2000 {
+            let len = next(8) as usize;
+            let mut counts: Vec<(String, i64)> = (0..len)
+                .map(|i| {
+                    (
+                        format!("d{}", (i as u64 * 7 + next(50)) % 50),
+                        next(3) as i64,
+                    )
+                })
+                .collect();
+            counts.sort();
+            counts.dedup_by(|a, b| a.0 == b.0);
+            let mut sorted = CriticalPaths::default();
+            for (v, n) in &counts {
+                sorted.update(v, *n);
+            }
+            // Any order in: the hash map's.
+            counts.reverse();
+            let one = CriticalPaths::from_counts(counts.iter().map(|(v, n)| (v.as_str(), *n)));
+            assert_eq!(format!("{one:?}"), format!("{sorted:?}"), "{counts:?}");
+        }
     }
 }
