@@ -54,17 +54,30 @@ impl Labels {
             .unwrap_or_default()
     }
 
-    pub fn get(&self, key: &str) -> Option<&str> {
+    /// The entry for `key`. A node's few labels are scanned comparing key lengths, which
+    /// live in `entries`, so the text is read only for keys of the right length: a
+    /// binary search compared the text of log₂(n) keys, on a line the filter loop
+    /// otherwise never touches.
+    fn find(&self, key: &str) -> Option<usize> {
+        if self.entries.len() <= 16 {
+            let want = key.len();
+            let text = self.text.as_bytes();
+            return self.entries.iter().position(|e| {
+                (e.1.wrapping_sub(e.0)) as usize == want
+                    && text.get(e.0 as usize..e.1 as usize) == Some(key.as_bytes())
+            });
+        }
         self.entries
             .binary_search_by(|e| self.key_at(e).cmp(key))
             .ok()
-            .map(|i| self.value_at(&self.entries[i]))
+    }
+
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.find(key).map(|i| self.value_at(&self.entries[i]))
     }
 
     pub fn contains_key(&self, key: &str) -> bool {
-        self.entries
-            .binary_search_by(|e| self.key_at(e).cmp(key))
-            .is_ok()
+        self.find(key).is_some()
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
@@ -353,6 +366,21 @@ mod tests {
 
     fn labels(pairs: &[(&str, &str)]) -> Labels {
         Labels::new(pairs.iter().map(|(k, v)| (*k, *v)))
+    }
+
+    #[test]
+    fn get_finds_keys_in_small_and_large_maps() {
+        for n in [0usize, 1, 3, 16, 17, 40] {
+            // Keys of equal length, so the scan must compare the text too.
+            let l = Labels::new((0..n).map(|i| (format!("k{i:03}"), format!("v{i}"))));
+            for i in 0..n {
+                assert_eq!(l.get(&format!("k{i:03}")), Some(format!("v{i}").as_str()));
+            }
+            assert_eq!(l.get("k999"), None);
+            assert_eq!(l.get("k"), None);
+            assert!(!l.contains_key("x000"));
+            assert_eq!(l.contains_key("k000"), n > 0);
+        }
     }
 
     #[test]
