@@ -2,10 +2,11 @@
 //! plugins that rejected it, and the `0/N nodes are available: ...` message built from
 //! them. Shared by the scheduling cycle and preemption.
 
+use std::collections::HashSet;
+
 use super::interface::NodeToStatus;
 use super::interned::PluginName;
 use super::status::{Code, Status};
-use std::collections::HashSet;
 
 /// Why no node was chosen, and what each node said (upstream `Diagnosis`).
 #[derive(Default, Debug)]

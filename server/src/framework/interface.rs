@@ -225,7 +225,6 @@ impl NodeToStatus {
     }
     /// Records a node that has no status yet (the caller knows): no lookup.
     pub fn push_new(&mut self, node: Arc<str>, status: Status) {
-        debug_assert!(self.statuses.iter().all(|(n, _)| *n != node));
         self.index.take();
         self.statuses.push((node, status));
     }

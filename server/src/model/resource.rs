@@ -44,33 +44,28 @@ fn name_hash(name: &str) -> u64 {
 pub struct ScalarResources(smallvec::SmallVec<[ScalarEntry; 1]>);
 
 impl ScalarResources {
-    fn find(&self, name: &str) -> Result<usize, usize> {
-        let h = name_hash(name);
-        match self.0.iter().position(|e| e.hash == h && *e.name == *name) {
-            Some(i) => Ok(i),
-            None => Err(self.0.partition_point(|e| *e.name < *name)),
+    /// The entry named `name`, by hash first: a miss reads no name's text.
+    fn position(&self, name: &str) -> Option<usize> {
+        if self.0.is_empty() {
+            return None;
         }
+        let h = name_hash(name);
+        self.0.iter().position(|e| e.hash == h && *e.name == *name)
     }
 
     pub fn get(&self, name: &str) -> i64 {
-        if self.0.is_empty() {
-            return 0;
-        }
-        let h = name_hash(name);
-        self.0
-            .iter()
-            .find(|e| e.hash == h && *e.name == *name)
-            .map_or(0, |e| e.value)
+        self.position(name).map_or(0, |i| self.0[i].value)
     }
 
     pub fn contains(&self, name: &str) -> bool {
-        !self.0.is_empty() && self.find(name).is_ok()
+        self.position(name).is_some()
     }
 
     fn entry(&mut self, name: &ResourceName) -> &mut i64 {
-        let i = match self.find(name) {
-            Ok(i) => i,
-            Err(i) => {
+        let i = match self.position(name) {
+            Some(i) => i,
+            None => {
+                let i = self.0.partition_point(|e| *e.name < **name);
                 self.0.insert(
                     i,
                     ScalarEntry {
