@@ -11,6 +11,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use rayon::prelude::*;
+use rustc_hash::FxHashMap;
 
 use super::node_info::NodeInfo;
 
@@ -23,6 +24,9 @@ pub struct NodeDerived<T> {
     /// an `Arc` we hold cannot be freed and reused, nor mutated in place.
     nodes: Vec<Arc<NodeInfo>>,
     values: Vec<T>,
+    /// Node id -> position, so a plugin handed a node info (Score, Filter) finds its
+    /// value without hashing the node's name.
+    positions: FxHashMap<u32, u32>,
 }
 
 impl<T> Default for NodeDerived<T> {
@@ -30,6 +34,7 @@ impl<T> Default for NodeDerived<T> {
         NodeDerived {
             nodes: Vec::new(),
             values: Vec::new(),
+            positions: FxHashMap::default(),
         }
     }
 }
@@ -66,6 +71,11 @@ impl<T: Send + Sync> NodeDerived<T> {
                 .map(|ni| compute(ni))
                 .collect();
             self.nodes = all.to_vec();
+            self.positions = all
+                .iter()
+                .enumerate()
+                .map(|(i, ni)| (ni.id, i as u32))
+                .collect();
             for v in &self.values {
                 on(Change::Replaced { old: None, new: v });
             }
@@ -88,6 +98,15 @@ impl<T: Send + Sync> NodeDerived<T> {
     /// The values, by snapshot position (as of the last refresh).
     pub fn values(&self) -> &[T] {
         &self.values
+    }
+
+    /// The value derived from `ni`, if `ni` is the node info of the last refresh at its
+    /// position (a copy with pods added, as Filter sees with nominated pods, is not).
+    pub fn get(&self, ni: &Arc<NodeInfo>) -> Option<&T> {
+        let &i = self.positions.get(&ni.id)?;
+        let i = i as usize;
+        let same = self.nodes.get(i).is_some_and(|n| Arc::ptr_eq(n, ni));
+        same.then(|| &self.values[i])
     }
 }
 
@@ -176,6 +195,9 @@ mod tests {
         all[1] = Arc::new(b);
         assert_eq!(run(&mut d, &all), (0, vec![(Some(0), 1)]));
         assert_eq!(d.values(), &[0, 1, 0]);
+        assert_eq!(d.get(&all[1]), Some(&1));
+        let copy = Arc::new((*all[1]).clone());
+        assert_eq!(d.get(&copy), None, "a copy is not the node info counted");
 
         // A node added: the list changed, so everything is rebuilt.
         all.extend(infos(&["d"]));

@@ -175,6 +175,24 @@ pub(crate) struct NodeSpread {
 }
 
 impl NodeSpread {
+    /// The node's domains and matching pods for `(selector, topology key)` terms.
+    pub fn of<'a>(
+        ni: &NodeInfo,
+        namespace: &str,
+        terms: impl Iterator<Item = (&'a LabelSelector, &'a str)> + Clone,
+    ) -> Self {
+        let labels = &ni.node().labels;
+        NodeSpread {
+            domains: terms
+                .clone()
+                .map(|(_, k)| labels.get(k).map(Arc::from))
+                .collect(),
+            counts: terms
+                .map(|(sel, _)| count_matching(&ni.pods, sel, namespace))
+                .collect(),
+        }
+    }
+
     pub fn has_all_keys(&self) -> bool {
         self.domains.iter().all(Option::is_some)
     }
@@ -192,8 +210,13 @@ pub(crate) struct DomainTotal {
 #[derive(Default)]
 pub(crate) struct SpreadIndex {
     nodes: NodeDerived<NodeSpread>,
-    /// Per constraint: domain -> totals.
+    /// Per constraint: domain -> totals over the nodes with every topology key
+    /// (PreFilter; PreScore of a pod's own constraints).
     pub totals: Vec<FxHashMap<Arc<str>, DomainTotal>>,
+    /// Per constraint: topology value -> totals over every node, a node without the key
+    /// counted under "" (PreScore of system-default constraints, which reads a missing
+    /// label as upstream does: as the empty value).
+    pub by_value: Vec<FxHashMap<Arc<str>, DomainTotal>>,
 }
 
 impl SpreadIndex {
@@ -201,30 +224,22 @@ impl SpreadIndex {
         let n = q.terms.len();
         if self.totals.len() != n {
             self.totals = vec![FxHashMap::default(); n];
+            self.by_value = vec![FxHashMap::default(); n];
         }
         let compute = |ni: &NodeInfo| {
-            let labels = &ni.node().labels;
-            NodeSpread {
-                domains: q
-                    .terms
-                    .iter()
-                    .map(|(_, k)| labels.get(k).map(Arc::from))
-                    .collect(),
-                counts: q
-                    .terms
-                    .iter()
-                    .map(|(sel, _)| count_matching(&ni.pods, sel, &q.namespace))
-                    .collect(),
-            }
+            NodeSpread::of(ni, &q.namespace, q.terms.iter().map(|(sel, k)| (sel, &**k)))
         };
-        let totals = &mut self.totals;
+        let (totals, by_value) = (&mut self.totals, &mut self.by_value);
         self.nodes.refresh(all, compute, |c| match c {
-            Change::Reset => totals.iter_mut().for_each(FxHashMap::clear),
+            Change::Reset => totals
+                .iter_mut()
+                .chain(by_value.iter_mut())
+                .for_each(FxHashMap::clear),
             Change::Replaced { old, new } => {
                 if let Some(old) = old {
-                    apply(totals, old, -1);
+                    apply(totals, by_value, old, -1);
                 }
-                apply(totals, new, 1);
+                apply(totals, by_value, new, 1);
             }
         });
     }
@@ -233,19 +248,48 @@ impl SpreadIndex {
     pub(crate) fn per_node(&self) -> &[NodeSpread] {
         self.nodes.values()
     }
+
+    /// The values of a snapshot node info (`None` for a copy or another snapshot's).
+    pub(crate) fn get(&self, ni: &Arc<NodeInfo>) -> Option<&NodeSpread> {
+        self.nodes.get(ni)
+    }
 }
 
-fn apply(totals: &mut [FxHashMap<Arc<str>, DomainTotal>], v: &NodeSpread, sign: i64) {
+/// The "" domain: a node without the topology key, as PreScore reads it.
+pub(crate) fn blank() -> Arc<str> {
+    static BLANK: std::sync::OnceLock<Arc<str>> = std::sync::OnceLock::new();
+    BLANK.get_or_init(|| Arc::from("")).clone()
+}
+
+fn apply(
+    totals: &mut [FxHashMap<Arc<str>, DomainTotal>],
+    by_value: &mut [FxHashMap<Arc<str>, DomainTotal>],
+    v: &NodeSpread,
+    sign: i64,
+) {
+    let add = |map: &mut FxHashMap<Arc<str>, DomainTotal>, d: &Arc<str>, pods: i64| {
+        let e = match map.get_mut(&**d) {
+            Some(e) => e,
+            None => map.entry(d.clone()).or_default(),
+        };
+        e.pods += sign * pods;
+        e.nodes = (i64::from(e.nodes) + sign).max(0) as u32;
+        if e.nodes == 0 {
+            map.remove(&**d);
+        }
+    };
+    for (i, d) in v.domains.iter().enumerate() {
+        match d {
+            Some(d) => add(&mut by_value[i], d, v.counts[i]),
+            None => add(&mut by_value[i], &blank(), v.counts[i]),
+        }
+    }
     if !v.has_all_keys() {
         return;
     }
     for (i, d) in v.domains.iter().enumerate() {
-        let Some(d) = d else { continue };
-        let e = totals[i].entry(d.clone()).or_default();
-        e.pods += sign * v.counts[i];
-        e.nodes = (i64::from(e.nodes) + sign).max(0) as u32;
-        if e.nodes == 0 {
-            totals[i].remove(&**d);
+        if let Some(d) = d {
+            add(&mut totals[i], d, v.counts[i]);
         }
     }
 }
@@ -619,6 +663,7 @@ mod tests {
     use super::*;
     use crate::framework::CycleState;
     use crate::model::labels::{Operator, Requirement};
+    use crate::model::node::WorkloadSelector;
     use crate::model::pod::TopologySpreadConstraint;
     use crate::rand::SplitMix64;
     use crate::testing::{node, pod};
@@ -641,18 +686,21 @@ mod tests {
         }
     }
 
-    /// PreFilter's counts, recounted over every node.
+    /// PreFilter's (or PreScore's) counts, recounted over every node. With
+    /// `require_all`, nodes missing a topology key are left out; without it (PreScore of
+    /// system defaults) a missing key reads as "".
     fn brute(
         pl: &PodTopologySpread,
         p: &Pod,
         snap: &Snapshot,
         action: UnsatisfiableConstraintAction,
+        require_all: bool,
     ) -> Vec<FxHashMap<Box<str>, i64>> {
         let cs = pl.constraints(p, action, snap);
         let mut out = vec![FxHashMap::default(); cs.len()];
         for ni in snap.node_infos() {
             let node = ni.node();
-            if !node_has_all_keys(&node.labels, &cs) {
+            if require_all && !node_has_all_keys(&node.labels, &cs) {
                 continue;
             }
             for (i, c) in cs.iter().enumerate() {
@@ -699,6 +747,13 @@ mod tests {
             infos.push(ni);
         }
         let mut snap = Snapshot::from_node_infos(infos);
+        snap.workload_selectors = Arc::new(vec![Arc::new(WorkloadSelector {
+            kind: WorkloadKind::Service,
+            namespace: "default".into(),
+            name: "svc".into(),
+            match_labels: Some(Labels::new([("app", "a")])),
+            selector: LabelSelector::Nothing,
+        })]);
         let pl = build(None).unwrap();
         let mut honor_taints = constraint(LABEL_ZONE, "a", DoNotSchedule);
         honor_taints.node_taints_policy = NodeInclusionPolicy::Honor;
@@ -725,50 +780,82 @@ mod tests {
             pod("i3")
                 .label("app", "a")
                 .spec(|s| s.topology_spread_constraints = vec![honor_taints.clone()].into()),
+            // No constraints of its own: the system defaults (hostname and zone, soft),
+            // with the Service's selector; nodes without a zone still score.
+            pod("i4").label("app", "a"),
         ]
         .map(|b| b.build());
-        let mut nonzero = 0;
+        let (mut nonzero, mut scored) = (0, 0);
         for round in 0..40 {
             for p in &incoming {
                 let mut state = CycleState::new();
                 let (_, s) = PreFilterPlugin::pre_filter(&pl, &mut state, p, &snap);
-                assert!(s.is_success(), "{s:?}");
-                let want = brute(&pl, p, &snap, DoNotSchedule);
-                let got: Vec<FxHashMap<Box<str>, i64>> = filtering::match_num(&state)
-                    .unwrap()
-                    .iter()
-                    .map(|m| m.iter().map(|(k, v)| (Box::from(&**k), *v)).collect())
-                    .collect();
-                assert_eq!(got, want, "round {round}, {}", p.name);
-                nonzero += want
-                    .iter()
-                    .flat_map(|m| m.values())
-                    .filter(|v| **v > 0)
-                    .count();
+                // i4 has no hard constraint (the system defaults are soft).
+                assert_eq!(s.is_skip(), p.name.as_ref() == "i4", "{s:?}");
+                if !s.is_skip() {
+                    assert!(s.is_success(), "{s:?}");
+                    let want = brute(&pl, p, &snap, DoNotSchedule, true);
+                    let got: Vec<FxHashMap<Box<str>, i64>> = filtering::match_num(&state)
+                        .unwrap()
+                        .iter()
+                        .map(|m| m.iter().map(|(k, v)| (Box::from(&**k), *v)).collect())
+                        .collect();
+                    assert_eq!(got, want, "round {round}, {}", p.name);
+                    nonzero += want
+                        .iter()
+                        .flat_map(|m| m.values())
+                        .filter(|v| **v > 0)
+                        .count();
+                }
 
                 let mut state = CycleState::new();
                 let s = PreScorePlugin::pre_score(&pl, &mut state, p, snap.node_infos(), &snap);
                 if s.is_skip() {
                     continue;
                 }
-                let mut want = brute(&pl, p, &snap, ScheduleAnyway);
+                let require_all = !p.spec.topology_spread_constraints.is_empty();
+                let mut want = brute(&pl, p, &snap, ScheduleAnyway, require_all);
                 let cs = pl.constraints(p, ScheduleAnyway, &snap);
                 for (i, c) in cs.iter().enumerate() {
                     if *c.topology_key == *LABEL_HOSTNAME {
                         want[i].clear();
                     }
                 }
-                // Scoring counts domains of the filtered nodes (here: nodes with all keys).
+                // Scoring counts domains of the filtered nodes (here: every node).
                 let got = scoring::counts(&state).unwrap();
                 for (i, m) in got.iter().enumerate() {
                     for (d, c) in m {
                         assert_eq!(
                             Some(c),
-                            want[i].get(d).or(Some(&0)),
-                            "round {round}, {}, {d}",
+                            want[i].get(&**d).or(Some(&0)),
+                            "round {round}, {}, {d:?}",
                             p.name
                         );
                     }
+                }
+                // Score, from the index's per-node values, against labels and pods read
+                // directly: the same sum.
+                let weights = scoring::weights(&state).unwrap();
+                for ni in snap.node_infos() {
+                    let node = ni.node();
+                    if require_all && !node_has_all_keys(&node.labels, &cs) {
+                        continue;
+                    }
+                    let mut expect = 0f64;
+                    for (i, c) in cs.iter().enumerate() {
+                        let Some(v) = node.labels.get(&c.topology_key) else {
+                            continue;
+                        };
+                        let cnt = if *c.topology_key == *LABEL_HOSTNAME {
+                            count_matching(&ni.pods, &c.selector, &p.namespace)
+                        } else {
+                            want[i].get(v).copied().unwrap_or(0)
+                        };
+                        expect += cnt as f64 * weights[i] + (c.max_skew - 1) as f64;
+                    }
+                    let got = ScorePlugin::score(&pl, &state, p, ni).unwrap();
+                    assert_eq!(got, expect.round() as i64, "round {round}, {}", p.name);
+                    scored += 1;
                 }
             }
             let i = rng.below(snap.node_infos.len());
@@ -784,5 +871,6 @@ mod tests {
             snap.node_infos[i] = Arc::new(ni);
         }
         assert!(nonzero > 100, "the cluster has matching pods to count");
+        assert!(scored > 1000, "nodes were scored");
     }
 }

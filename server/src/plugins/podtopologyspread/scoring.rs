@@ -5,7 +5,7 @@ use std::sync::Arc;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::{
-    count_matching, inclusion_is_trivial, node_has_all_keys, Constraint, PodTopologySpread,
+    blank, count_matching, inclusion_is_trivial, Constraint, NodeSpread, PodTopologySpread,
     LABEL_HOSTNAME,
 };
 use crate::cache::Snapshot;
@@ -23,14 +23,22 @@ struct PreScoreData {
     /// Feasible nodes lacking a topology key: scored 0.
     ignored_nodes: FxHashSet<Arc<str>>,
     /// Per constraint (non-hostname): topology value -> matching pods.
-    counts: Vec<FxHashMap<Box<str>, i64>>,
+    counts: Vec<FxHashMap<Arc<str>, i64>>,
     /// Per constraint: ln(domains + 2).
     weights: Vec<f64>,
+    /// The feasible nodes' domains and matching pods, by node id, so Score reads
+    /// neither a node's labels nor its pods. Empty when two nodes share an id.
+    nodes: FxHashMap<u32, NodeSpread>,
 }
 
 #[cfg(test)]
-pub(crate) fn counts(state: &CycleState) -> Option<&[FxHashMap<Box<str>, i64>]> {
+pub(crate) fn counts(state: &CycleState) -> Option<&[FxHashMap<Arc<str>, i64>]> {
     state.read::<PreScoreState>().map(|s| &s.0.counts[..])
+}
+
+#[cfg(test)]
+pub(crate) fn weights(state: &CycleState) -> Option<&[f64]> {
+    state.read::<PreScoreState>().map(|s| &s.0.weights[..])
 }
 
 impl PreScorePlugin for PodTopologySpread {
@@ -52,68 +60,92 @@ impl PreScorePlugin for PodTopologySpread {
         }
         let require_all =
             !pod.spec.topology_spread_constraints.is_empty() || !self.system_defaulted;
-        let n = constraints.len();
-        let mut ignored_nodes = FxHashSet::default();
-        let mut counts: Vec<FxHashMap<Box<str>, i64>> = vec![FxHashMap::default(); n];
-        for ni in filtered {
-            let labels = &ni.node().labels;
-            if require_all && !node_has_all_keys(labels, &constraints) {
-                ignored_nodes.insert(ni.node().name.clone());
-                continue;
-            }
-            for (i, c) in constraints.iter().enumerate() {
-                if *c.topology_key == *LABEL_HOSTNAME {
-                    continue;
-                }
-                let v = labels.get(&c.topology_key).unwrap_or("");
-                counts[i].entry(v.into()).or_insert(0);
-            }
-        }
-        let weights: Vec<f64> = constraints
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                let size = if *c.topology_key == *LABEL_HOSTNAME {
-                    filtered.len() - ignored_nodes.len()
-                } else {
-                    counts[i].len()
-                };
-                ((size + 2) as f64).ln()
-            })
-            .collect();
         let trivial = inclusion_is_trivial(pod, &constraints);
-        let no_blank_domain = counts.iter().all(|m| !m.contains_key(""));
-        self.with_index(pod, &constraints, snapshot, |idx| {
-            if require_all && trivial && no_blank_domain {
-                // Totals cover exactly the nodes with every key, all included.
-                for (i, m) in counts.iter_mut().enumerate() {
-                    for (d, slot) in m.iter_mut() {
-                        *slot += idx.totals[i].get(&**d).map_or(0, |t| t.pods);
-                    }
-                }
-                return;
-            }
-            for (ni, ns) in all.iter().zip(idx.per_node()) {
+        let terms = constraints.iter().map(|c| (&c.selector, &*c.topology_key));
+        let data = self.with_index(pod, &constraints, snapshot, |idx| {
+            let n = constraints.len();
+            let mut ignored_nodes = FxHashSet::default();
+            let mut counts: Vec<FxHashMap<Arc<str>, i64>> = vec![FxHashMap::default(); n];
+            let mut nodes: FxHashMap<u32, NodeSpread> =
+                FxHashMap::with_capacity_and_hasher(filtered.len(), Default::default());
+            let mut ids_unique = true;
+            for ni in filtered {
+                let ns = match idx.get(ni) {
+                    Some(ns) => ns.clone(),
+                    None => NodeSpread::of(ni, &pod.namespace, terms.clone()),
+                };
                 if require_all && !ns.has_all_keys() {
+                    ignored_nodes.insert(ni.node().name.clone());
                     continue;
                 }
-                let node = ni.node();
                 for (i, c) in constraints.iter().enumerate() {
-                    if *c.topology_key == *LABEL_HOSTNAME || !c.includes_node(pod, node) {
+                    if *c.topology_key == *LABEL_HOSTNAME {
                         continue;
                     }
-                    let v = ns.domains[i].as_deref().unwrap_or("");
-                    if let Some(slot) = counts[i].get_mut(v) {
-                        *slot += ns.counts[i];
+                    let d = ns.domains[i].as_ref();
+                    if !counts[i].contains_key(d.map_or("", |d| &**d)) {
+                        counts[i].insert(d.cloned().unwrap_or_else(blank), 0);
                     }
                 }
+                ids_unique &= nodes.insert(ni.id, ns).is_none();
+            }
+            if !ids_unique {
+                nodes.clear();
+            }
+            let weights: Vec<f64> = constraints
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    let size = if *c.topology_key == *LABEL_HOSTNAME {
+                        filtered.len() - ignored_nodes.len()
+                    } else {
+                        counts[i].len()
+                    };
+                    ((size + 2) as f64).ln()
+                })
+                .collect();
+            if trivial {
+                // Every node is included: the index's totals are the counts. With every
+                // key required they are over the nodes that have all keys, else over
+                // every node with a missing key read as "".
+                let totals = if require_all {
+                    &idx.totals
+                } else {
+                    &idx.by_value
+                };
+                for (i, m) in counts.iter_mut().enumerate() {
+                    for (d, slot) in m.iter_mut() {
+                        *slot += totals[i].get(&**d).map_or(0, |t| t.pods);
+                    }
+                }
+            } else {
+                for (ni, ns) in all.iter().zip(idx.per_node()) {
+                    if require_all && !ns.has_all_keys() {
+                        continue;
+                    }
+                    let node = ni.node();
+                    for (i, c) in constraints.iter().enumerate() {
+                        if *c.topology_key == *LABEL_HOSTNAME || !c.includes_node(pod, node) {
+                            continue;
+                        }
+                        let v = ns.domains[i].as_deref().unwrap_or("");
+                        if let Some(slot) = counts[i].get_mut(v) {
+                            *slot += ns.counts[i];
+                        }
+                    }
+                }
+            }
+            PreScoreData {
+                constraints: Vec::new(),
+                ignored_nodes,
+                counts,
+                weights,
+                nodes,
             }
         });
         state.write(PreScoreState(Arc::new(PreScoreData {
             constraints,
-            ignored_nodes,
-            counts,
-            weights,
+            ..data
         })));
         Status::success()
     }
@@ -129,15 +161,29 @@ impl ScorePlugin for PodTopologySpread {
         if s.ignored_nodes.contains(&n.name) {
             return Ok(0);
         }
+        let known = s.nodes.get(&node.id);
         let mut score = 0f64;
         for (i, c) in s.constraints.iter().enumerate() {
-            let Some(v) = n.labels.get(&c.topology_key) else {
-                continue;
-            };
-            let cnt = if *c.topology_key == *LABEL_HOSTNAME {
-                count_matching(&node.pods, &c.selector, &pod.namespace)
-            } else {
-                s.counts[i].get(v).copied().unwrap_or(0)
+            let hostname = *c.topology_key == *LABEL_HOSTNAME;
+            let cnt = match known {
+                Some(ns) => {
+                    let Some(v) = &ns.domains[i] else { continue };
+                    if hostname {
+                        ns.counts[i]
+                    } else {
+                        s.counts[i].get(&**v).copied().unwrap_or(0)
+                    }
+                }
+                None => {
+                    let Some(v) = n.labels.get(&c.topology_key) else {
+                        continue;
+                    };
+                    if hostname {
+                        count_matching(&node.pods, &c.selector, &pod.namespace)
+                    } else {
+                        s.counts[i].get(v).copied().unwrap_or(0)
+                    }
+                }
             };
             score += cnt as f64 * s.weights[i] + (c.max_skew - 1) as f64;
         }
