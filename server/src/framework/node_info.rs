@@ -120,6 +120,13 @@ pub struct NodeInfo {
     pub unschedulable: bool,
     /// Copied from the node: it has a NoSchedule or NoExecute taint.
     pub has_hard_taints: bool,
+    /// Copied from the node: it has a PreferNoSchedule taint (TaintToleration's Score
+    /// reads the node's taints only then).
+    pub has_soft_taints: bool,
+    /// A number for this node, stable while the cache holds it (copies keep it): remote
+    /// plugins name nodes by it instead of by name. In the first cache line, as the
+    /// flags, for plugins that look per-node values up by it.
+    pub id: u32,
     pub pods: PodList,
     /// Sum of the pods' effective requests.
     pub requested: Resource,
@@ -128,9 +135,6 @@ pub struct NodeInfo {
     pub non_zero_requested: NonZeroResource,
     pub used_ports: HostPortInfo,
     pub generation: u64,
-    /// A number for this node, stable while the cache holds it (copies keep it): remote
-    /// plugins name nodes by it instead of by name.
-    pub id: u32,
     /// Pods with any inter-pod (anti-)affinity term.
     pub pods_with_affinity: Vec<Arc<Pod>>,
     /// Pods with a required anti-affinity term.
@@ -144,6 +148,7 @@ impl Default for NodeInfo {
             node: None,
             unschedulable: false,
             has_hard_taints: false,
+            has_soft_taints: false,
             pods: PodList::new(),
             pods_with_affinity: Vec::new(),
             pods_with_required_anti_affinity: Vec::new(),
@@ -156,6 +161,26 @@ impl Default for NodeInfo {
             added_view: AddedPodsView::default(),
         }
     }
+}
+
+/// Asks the CPU to start loading the first cache lines of a node info (its hot fields:
+/// flags, pods, requested and allocatable) that a loop will reach a few nodes later.
+/// A pass over hundreds of node infos is bound by these misses, not by the checks.
+#[inline(always)]
+#[allow(unsafe_code)]
+pub fn prefetch(ni: &NodeInfo) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let p = (ni as *const NodeInfo).cast::<i8>();
+        for line in 0..4 {
+            // SAFETY: a prefetch is a hint that never faults and changes no memory; SSE,
+            // which it needs, is part of every x86_64 target.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(line * 64)) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = ni;
 }
 
 impl NodeInfo {
@@ -205,6 +230,10 @@ impl NodeInfo {
                 crate::model::TaintEffect::NoSchedule | crate::model::TaintEffect::NoExecute
             )
         });
+        self.has_soft_taints = node
+            .taints
+            .iter()
+            .any(|t| t.effect == crate::model::TaintEffect::PreferNoSchedule);
         self.node = Some(node);
         self.changed();
     }

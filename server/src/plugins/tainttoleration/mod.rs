@@ -140,11 +140,11 @@ impl ScorePlugin for TaintToleration {
             .read::<PreScoreState>()
             .ok_or_else(|| missing_state("PreScoreTaintToleration"))?;
         for (n, o) in nodes.iter().zip(out.iter_mut()) {
-            let taints = &n.node().taints;
-            *o = if taints.is_empty() {
+            *o = if !n.has_soft_taints {
                 0
             } else {
-                taints
+                n.node()
+                    .taints
                     .iter()
                     .filter(|t| {
                         t.effect == TaintEffect::PreferNoSchedule
@@ -221,5 +221,16 @@ mod tests {
         let mut st = CycleState::new();
         TaintToleration.pre_score(&mut st, &p, &[], &Snapshot::default());
         assert_eq!(TaintToleration.score(&st, &p, &soft).unwrap(), 2);
+        // The batch path, which reads a node's taints only when it has soft ones, agrees.
+        let nodes = [soft, tainted, NodeInfo::new(node("o").build())].map(Arc::new);
+        let mut out = [9; 3];
+        TaintToleration
+            .score_nodes(&st, &p, &nodes, &mut out)
+            .unwrap();
+        let one: Vec<i64> = nodes
+            .iter()
+            .map(|n| TaintToleration.score(&st, &p, n).unwrap())
+            .collect();
+        assert_eq!((out.to_vec(), one), (vec![2, 0, 0], vec![2, 0, 0]));
     }
 }
