@@ -5,7 +5,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use super::{
-    inclusion_is_trivial, node_has_all_keys, Constraint, PodTopologySpread,
+    inclusion_is_trivial, node_has_all_keys, Constraint, DomainNumbers, PodTopologySpread,
     ERR_REASON_CONSTRAINTS_NOT_MATCH, ERR_REASON_NODE_LABEL_NOT_MATCH,
 };
 use crate::cache::Snapshot;
@@ -85,26 +85,109 @@ impl CriticalPaths {
 pub(crate) struct PreFilterState {
     constraints: Arc<[Constraint]>,
     /// Per constraint: topology value -> matching pods (every eligible domain present).
-    match_num: Counts,
+    match_num: Vec<DomainCounts>,
     critical_paths: Vec<CriticalPaths>,
 }
 
+/// One constraint's matching pods per eligible domain, by domain number (upstream's
+/// `TpValueToMatchNum` map, as a vector): Filter reads a node's count through its id.
+#[derive(Clone)]
+pub(crate) struct DomainCounts {
+    numbers: Arc<DomainNumbers>,
+    /// By domain number: matching pods of the eligible domains, `None` for the others.
+    pods: Vec<Option<i64>>,
+    /// Eligible domains the numbers lack (a preemption what-if on a node the index has
+    /// not seen; none in practice).
+    extra: FxHashMap<Arc<str>, i64>,
+    /// Eligible domains.
+    len: usize,
+}
+
+impl DomainCounts {
+    fn new(numbers: Arc<DomainNumbers>) -> Self {
+        DomainCounts {
+            pods: vec![None; numbers.names.len()],
+            numbers,
+            extra: FxHashMap::default(),
+            len: 0,
+        }
+    }
+
+    fn set(&mut self, number: u32, pods: i64) {
+        let slot = &mut self.pods[number as usize];
+        if slot.is_none() {
+            self.len += 1;
+        }
+        *slot = Some(pods);
+    }
+
+    fn get(&self, value: &str) -> Option<i64> {
+        match self.numbers.by_name.get(value) {
+            Some(&n) => self.pods[n as usize],
+            None => self.extra.get(value).copied(),
+        }
+    }
+
+    /// Adds `delta` to a domain (making it eligible); returns its new count.
+    fn add(&mut self, value: &str, delta: i64) -> i64 {
+        if let Some(&n) = self.numbers.by_name.get(value) {
+            let now = self.pods[n as usize].unwrap_or(0) + delta;
+            self.set(n, now);
+            return now;
+        }
+        let e = match self.extra.get_mut(value) {
+            Some(e) => e,
+            None => {
+                self.len += 1;
+                self.extra.entry(Arc::from(value)).or_insert(0)
+            }
+        };
+        *e += delta;
+        *e
+    }
+
+    /// The eligible domains and their counts.
+    fn iter(&self) -> impl Iterator<Item = (&str, i64)> {
+        let numbered = self
+            .pods
+            .iter()
+            .enumerate()
+            .filter_map(|(n, p)| p.map(|p| (&*self.numbers.names[n], p)));
+        numbered.chain(self.extra.iter().map(|(d, p)| (&**d, *p)))
+    }
+
+    /// The node's count, `Err` when it lacks the topology key.
+    fn of_node(&self, node: &NodeInfo, key: &str) -> Result<i64, ()> {
+        if let Some(&n) = self.numbers.by_node.get(&node.id) {
+            return Ok(self.pods[n as usize].unwrap_or(0));
+        }
+        // A node the index did not number: read its label.
+        match node.node().labels.get(key) {
+            Some(v) => Ok(self.get(v).unwrap_or(0)),
+            None => Err(()),
+        }
+    }
+}
+
 #[cfg(test)]
-pub(crate) fn match_num(state: &CycleState) -> Option<&[FxHashMap<Arc<str>, i64>]> {
-    state.read::<PreFilterState>().map(|s| &s.match_num[..])
+pub(crate) fn match_num(state: &CycleState) -> Option<Vec<FxHashMap<Box<str>, i64>>> {
+    state.read::<PreFilterState>().map(|s| {
+        s.match_num
+            .iter()
+            .map(|m| m.iter().map(|(d, p)| (Box::from(d), p)).collect())
+            .collect()
+    })
 }
 
 impl PreFilterState {
     fn min_match_num(&self, i: usize, min_domains: i64) -> i64 {
         // Fewer eligible domains than minDomains: the global minimum counts as 0.
-        if (self.match_num[i].len() as i64) < min_domains {
+        if (self.match_num[i].len as i64) < min_domains {
             return 0;
         }
         self.critical_paths[i].min()
     }
 }
-
-type Counts = Vec<FxHashMap<Arc<str>, i64>>;
 
 impl PreFilterPlugin for PodTopologySpread {
     fn pre_filter(
@@ -118,18 +201,26 @@ impl PreFilterPlugin for PodTopologySpread {
         if constraints.is_empty() {
             return (None, Status::skip());
         }
-        let n = constraints.len();
         let trivial = inclusion_is_trivial(pod, &constraints);
-        let match_num: Counts = self.with_index(pod, &constraints, snapshot, |idx| {
+        let match_num: Vec<DomainCounts> = self.with_index(pod, &constraints, snapshot, |idx| {
+            let mut counts: Vec<DomainCounts> = idx
+                .numbers
+                .iter()
+                .map(|nums| DomainCounts::new(nums.clone()))
+                .collect();
             if trivial {
-                return idx
-                    .totals
-                    .iter()
-                    .map(|t| t.iter().map(|(d, v)| (d.clone(), v.pods)).collect())
-                    .collect();
+                for (c, totals) in counts.iter_mut().zip(&idx.totals) {
+                    for (d, t) in totals {
+                        if (t.number as usize) < c.pods.len() {
+                            c.set(t.number, t.pods);
+                        } else {
+                            c.add(d, t.pods);
+                        }
+                    }
+                }
+                return counts;
             }
             // Node inclusion depends on this pod: walk the nodes, counts come cached.
-            let mut counts: Counts = vec![FxHashMap::default(); n];
             for (ni, ns) in snapshot.node_infos().iter().zip(idx.per_node()) {
                 if !ns.has_all_keys() {
                     continue;
@@ -140,7 +231,7 @@ impl PreFilterPlugin for PodTopologySpread {
                         continue;
                     }
                     if let Some(d) = &ns.domains[i] {
-                        *counts[i].entry(d.clone()).or_insert(0) += ns.counts[i];
+                        counts[i].add(d, ns.counts[i]);
                     }
                 }
             }
@@ -148,7 +239,7 @@ impl PreFilterPlugin for PodTopologySpread {
         });
         let critical_paths = match_num
             .iter()
-            .map(|m| CriticalPaths::from_counts(m.iter().map(|(v, n)| (&**v, *n))))
+            .map(|m| CriticalPaths::from_counts(m.iter()))
             .collect();
         state.write(PreFilterState {
             constraints: constraints.into(),
@@ -185,12 +276,7 @@ fn update_with_pod(
         let Some(v) = n.labels.get(&c.topology_key) else {
             continue;
         };
-        let e = match state.match_num[i].get_mut(v) {
-            Some(e) => e,
-            None => state.match_num[i].entry(Arc::from(v)).or_insert(0),
-        };
-        *e += delta;
-        let num = *e;
+        let num = state.match_num[i].add(v, delta);
         state.critical_paths[i].update(v, num);
     }
 }
@@ -230,14 +316,12 @@ impl FilterPlugin for PodTopologySpread {
         let Some(s) = state.read::<PreFilterState>() else {
             return missing_state("PreFilterPodTopologySpread");
         };
-        let labels = &node.node().labels;
         for (i, c) in s.constraints.iter().enumerate() {
-            let Some(value) = labels.get(&c.topology_key) else {
+            let Ok(match_num) = s.match_num[i].of_node(node, &c.topology_key) else {
                 return Status::unresolvable(ERR_REASON_NODE_LABEL_NOT_MATCH);
             };
             let min = s.min_match_num(i, c.min_domains);
             let self_match = i64::from(c.selector.matches(pod.labels()));
-            let match_num = s.match_num[i].get(value).copied().unwrap_or(0);
             if match_num + self_match - min > c.max_skew {
                 return Status::unschedulable(ERR_REASON_CONSTRAINTS_NOT_MATCH);
             }

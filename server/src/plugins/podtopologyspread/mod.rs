@@ -168,6 +168,8 @@ impl SpreadQuery {
 /// One node's part in a [`SpreadQuery`].
 #[derive(Clone, Default)]
 pub(crate) struct NodeSpread {
+    /// The node's id ([`NodeInfo::id`]).
+    pub id: u32,
     /// Per constraint: the node's domain, if it has the topology key.
     pub domains: SmallVec<[Option<Arc<str>>; 2]>,
     /// Per constraint: matching pods on the node.
@@ -183,6 +185,7 @@ impl NodeSpread {
     ) -> Self {
         let labels = &ni.node().labels;
         NodeSpread {
+            id: ni.id,
             domains: terms
                 .clone()
                 .map(|(_, k)| labels.get(k).map(Arc::from))
@@ -203,6 +206,32 @@ impl NodeSpread {
 pub(crate) struct DomainTotal {
     pub pods: i64,
     pub nodes: u32,
+    /// The domain's number in the constraint's [`DomainNumbers`] (`totals` only).
+    pub number: u32,
+}
+
+/// A constraint's topology domains, numbered, and each node's domain by node id, so
+/// Filter finds a node's count without reading its labels or hashing text. Replaced
+/// (copy on write) only when a node's domain changes or the node list does: a cycle's
+/// PreFilter state shares it.
+#[derive(Clone, Default)]
+pub(crate) struct DomainNumbers {
+    /// Node id -> the number of its domain (nodes with the topology key).
+    pub by_node: FxHashMap<u32, u32>,
+    pub names: Vec<Arc<str>>,
+    pub by_name: FxHashMap<Arc<str>, u32>,
+}
+
+impl DomainNumbers {
+    fn number(&mut self, d: &Arc<str>) -> u32 {
+        if let Some(&n) = self.by_name.get(&**d) {
+            return n;
+        }
+        let n = self.names.len() as u32;
+        self.names.push(d.clone());
+        self.by_name.insert(d.clone(), n);
+        n
+    }
 }
 
 /// Per-node counts for one query and their per-domain totals, both kept up to date
@@ -213,6 +242,9 @@ pub(crate) struct SpreadIndex {
     /// Per constraint: domain -> totals over the nodes with every topology key
     /// (PreFilter; PreScore of a pod's own constraints).
     pub totals: Vec<FxHashMap<Arc<str>, DomainTotal>>,
+    /// Per constraint: its domains numbered (numbers are not reused until the node list
+    /// changes, which renumbers from scratch).
+    pub numbers: Vec<Arc<DomainNumbers>>,
     /// Per constraint: topology value -> totals over every node, a node without the key
     /// counted under "" (PreScore of system-default constraints, which reads a missing
     /// label as upstream does: as the empty value).
@@ -225,21 +257,26 @@ impl SpreadIndex {
         if self.totals.len() != n {
             self.totals = vec![FxHashMap::default(); n];
             self.by_value = vec![FxHashMap::default(); n];
+            self.numbers = vec![Arc::default(); n];
         }
         let compute = |ni: &NodeInfo| {
             NodeSpread::of(ni, &q.namespace, q.terms.iter().map(|(sel, k)| (sel, &**k)))
         };
-        let (totals, by_value) = (&mut self.totals, &mut self.by_value);
+        let (totals, by_value, numbers) = (&mut self.totals, &mut self.by_value, &mut self.numbers);
         self.nodes.refresh(all, compute, |c| match c {
-            Change::Reset => totals
-                .iter_mut()
-                .chain(by_value.iter_mut())
-                .for_each(FxHashMap::clear),
+            Change::Reset => {
+                totals
+                    .iter_mut()
+                    .chain(by_value.iter_mut())
+                    .for_each(FxHashMap::clear);
+                numbers.iter_mut().for_each(|n| *n = Arc::default());
+            }
             Change::Replaced { old, new } => {
+                renumber(numbers, old, new);
                 if let Some(old) = old {
-                    apply(totals, by_value, old, -1);
+                    apply(totals, by_value, numbers, old, -1);
                 }
-                apply(totals, by_value, new, 1);
+                apply(totals, by_value, numbers, new, 1);
             }
         });
     }
@@ -261,16 +298,37 @@ pub(crate) fn blank() -> Arc<str> {
     BLANK.get_or_init(|| Arc::from("")).clone()
 }
 
+/// Keeps each constraint's node -> domain numbers in step with a recomputed node.
+fn renumber(numbers: &mut [Arc<DomainNumbers>], old: Option<&NodeSpread>, new: &NodeSpread) {
+    for (i, d) in new.domains.iter().enumerate() {
+        if old.is_some_and(|o| o.id == new.id && o.domains[i] == *d) {
+            continue;
+        }
+        let nums = Arc::make_mut(&mut numbers[i]);
+        if let Some(o) = old {
+            nums.by_node.remove(&o.id);
+        }
+        if let Some(d) = d {
+            let n = nums.number(d);
+            nums.by_node.insert(new.id, n);
+        }
+    }
+}
+
 fn apply(
     totals: &mut [FxHashMap<Arc<str>, DomainTotal>],
     by_value: &mut [FxHashMap<Arc<str>, DomainTotal>],
+    numbers: &[Arc<DomainNumbers>],
     v: &NodeSpread,
     sign: i64,
 ) {
     let add = |map: &mut FxHashMap<Arc<str>, DomainTotal>, d: &Arc<str>, pods: i64| {
         let e = match map.get_mut(&**d) {
             Some(e) => e,
-            None => map.entry(d.clone()).or_default(),
+            None => map.entry(d.clone()).or_insert(DomainTotal {
+                number: u32::MAX,
+                ..DomainTotal::default()
+            }),
         };
         e.pods += sign * pods;
         e.nodes = (i64::from(e.nodes) + sign).max(0) as u32;
@@ -290,6 +348,11 @@ fn apply(
     for (i, d) in v.domains.iter().enumerate() {
         if let Some(d) = d {
             add(&mut totals[i], d, v.counts[i]);
+            if let Some(t) = totals[i].get_mut(&**d) {
+                if t.number == u32::MAX {
+                    t.number = numbers[i].by_name.get(&**d).copied().unwrap_or(u32::MAX);
+                }
+            }
         }
     }
 }
@@ -661,7 +724,7 @@ mod tests {
     //! The incremental counts against a plain recount, over random cluster changes.
 
     use super::*;
-    use crate::framework::CycleState;
+    use crate::framework::{Code, CycleState};
     use crate::model::labels::{Operator, Requirement};
     use crate::model::node::WorkloadSelector;
     use crate::model::pod::TopologySpreadConstraint;
@@ -785,7 +848,7 @@ mod tests {
             pod("i4").label("app", "a"),
         ]
         .map(|b| b.build());
-        let (mut nonzero, mut scored) = (0, 0);
+        let (mut nonzero, mut scored, mut filtered) = (0, 0, 0);
         for round in 0..40 {
             for p in &incoming {
                 let mut state = CycleState::new();
@@ -801,6 +864,40 @@ mod tests {
                         .map(|m| m.iter().map(|(k, v)| (Box::from(&**k), *v)).collect())
                         .collect();
                     assert_eq!(got, want, "round {round}, {}", p.name);
+                    // Filter's verdicts, by the index's domain numbers and (on a copy
+                    // with an id the index never saw) by labels, against the recount.
+                    let cs = pl.constraints(p, DoNotSchedule, &snap);
+                    for ni in snap.node_infos() {
+                        let node = ni.node();
+                        let mut expect = Code::Success;
+                        for (i, c) in cs.iter().enumerate() {
+                            let Some(v) = node.labels.get(&c.topology_key) else {
+                                expect = Code::UnschedulableAndUnresolvable;
+                                break;
+                            };
+                            let min = if (want[i].len() as i64) < c.min_domains {
+                                0
+                            } else {
+                                want[i]
+                                    .values()
+                                    .copied()
+                                    .min()
+                                    .unwrap_or(i64::from(i32::MAX))
+                            };
+                            let self_match = i64::from(c.selector.matches(p.labels()));
+                            if want[i].get(v).copied().unwrap_or(0) + self_match - min > c.max_skew
+                            {
+                                expect = Code::Unschedulable;
+                                break;
+                            }
+                        }
+                        let copy = NodeInfo::new(ni.node_arc().unwrap().clone());
+                        for n in [&**ni, &copy] {
+                            let got = FilterPlugin::filter(&pl, &state, p, n).code();
+                            assert_eq!(got, expect, "round {round}, {}, {}", p.name, node.name);
+                        }
+                        filtered += 1;
+                    }
                     nonzero += want
                         .iter()
                         .flat_map(|m| m.values())
@@ -860,7 +957,18 @@ mod tests {
             }
             let i = rng.below(snap.node_infos.len());
             let mut ni = (*snap.node_infos[i]).clone();
-            if ni.pods.is_empty() || rng.below(2) == 0 {
+            if rng.below(6) == 0 {
+                // The node moves to another zone, a new one, or out of every zone.
+                let name = ni.node().name.to_string();
+                let mut b = node(&name)
+                    .label(LABEL_HOSTNAME, &name)
+                    .label("disk", ["ssd", "hdd"][i % 2]);
+                let zone = rng.below(5);
+                if zone < 4 {
+                    b = b.label(LABEL_ZONE, ["z1", "z2", "z3", "z4"][zone]);
+                }
+                ni.set_node(b.build());
+            } else if ni.pods.is_empty() || rng.below(2) == 0 {
                 n += 1;
                 let name = ni.node().name.to_string();
                 ni.add_pod(new_pod(&mut rng, n, &name));
@@ -871,6 +979,7 @@ mod tests {
             snap.node_infos[i] = Arc::new(ni);
         }
         assert!(nonzero > 100, "the cluster has matching pods to count");
+        assert!(filtered > 1000, "nodes were filtered");
         assert!(scored > 1000, "nodes were scored");
     }
 }
