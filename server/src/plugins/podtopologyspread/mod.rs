@@ -218,6 +218,9 @@ pub(crate) struct DomainTotal {
 pub(crate) struct DomainNumbers {
     /// Node id -> the number of its domain (nodes with the topology key).
     pub by_node: FxHashMap<u32, u32>,
+    /// Two nodes were seen with one id (node infos not numbered by one cache): then
+    /// `by_node` is not used, and Filter reads labels.
+    pub ambiguous: bool,
     pub names: Vec<Arc<str>>,
     pub by_name: FxHashMap<Arc<str>, u32>,
 }
@@ -310,7 +313,7 @@ fn renumber(numbers: &mut [Arc<DomainNumbers>], old: Option<&NodeSpread>, new: &
         }
         if let Some(d) = d {
             let n = nums.number(d);
-            nums.by_node.insert(new.id, n);
+            nums.ambiguous |= nums.by_node.insert(new.id, n).is_some();
         }
     }
 }
@@ -776,6 +779,49 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn filter_reads_labels_when_node_ids_repeat() {
+        use UnsatisfiableConstraintAction::*;
+        // Two node infos share id 7 (not numbered by one cache), in different zones.
+        let mk = |name: &str, zone: &str, pods: usize| {
+            let mut ni = NodeInfo::with_id(7);
+            ni.set_node(
+                node(name)
+                    .label(LABEL_HOSTNAME, name)
+                    .label(LABEL_ZONE, zone)
+                    .build(),
+            );
+            for k in 0..pods {
+                ni.add_pod(
+                    pod(&format!("{name}-{k}"))
+                        .label("app", "a")
+                        .node(name)
+                        .build(),
+                );
+            }
+            ni
+        };
+        let snap = Snapshot::from_node_infos(vec![mk("a", "z1", 3), mk("b", "z2", 0)]);
+        let pl = build(None).unwrap();
+        let p = pod("in")
+            .label("app", "a")
+            .spec(|s| {
+                s.topology_spread_constraints =
+                    vec![constraint(LABEL_ZONE, "a", DoNotSchedule)].into()
+            })
+            .build();
+        let mut state = CycleState::new();
+        let (_, st) = PreFilterPlugin::pre_filter(&pl, &mut state, &p, &snap);
+        assert!(st.is_success(), "{st:?}");
+        // maxSkew 1 with z1 at 3 and z2 at 0: a (z1) is rejected, b (z2) fits.
+        let codes: Vec<Code> = snap
+            .node_infos()
+            .iter()
+            .map(|n| FilterPlugin::filter(&pl, &state, &p, n).code())
+            .collect();
+        assert_eq!(codes, [Code::Unschedulable, Code::Success]);
     }
 
     #[test]
