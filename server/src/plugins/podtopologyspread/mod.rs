@@ -325,11 +325,11 @@ fn apply(
     v: &NodeSpread,
     sign: i64,
 ) {
-    let add = |map: &mut FxHashMap<Arc<str>, DomainTotal>, d: &Arc<str>, pods: i64| {
+    let add = |map: &mut FxHashMap<Arc<str>, DomainTotal>, d: &Arc<str>, pods: i64, number| {
         let e = match map.get_mut(&**d) {
             Some(e) => e,
             None => map.entry(d.clone()).or_insert(DomainTotal {
-                number: u32::MAX,
+                number,
                 ..DomainTotal::default()
             }),
         };
@@ -341,8 +341,8 @@ fn apply(
     };
     for (i, d) in v.domains.iter().enumerate() {
         match d {
-            Some(d) => add(&mut by_value[i], d, v.counts[i]),
-            None => add(&mut by_value[i], &blank(), v.counts[i]),
+            Some(d) => add(&mut by_value[i], d, v.counts[i], u32::MAX),
+            None => add(&mut by_value[i], &blank(), v.counts[i], u32::MAX),
         }
     }
     if !v.has_all_keys() {
@@ -350,12 +350,9 @@ fn apply(
     }
     for (i, d) in v.domains.iter().enumerate() {
         if let Some(d) = d {
-            add(&mut totals[i], d, v.counts[i]);
-            if let Some(t) = totals[i].get_mut(&**d) {
-                if t.number == u32::MAX {
-                    t.number = numbers[i].by_name.get(&**d).copied().unwrap_or(u32::MAX);
-                }
-            }
+            // `renumber` ran first, so the domain has its number.
+            let number = numbers[i].by_name.get(&**d).copied().unwrap_or(u32::MAX);
+            add(&mut totals[i], d, v.counts[i], number);
         }
     }
 }
