@@ -2,12 +2,15 @@
 
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use super::index::{RequiredQuery, TermKind};
 use super::{
     matches_all, resolve_term, InterPodAffinity, TopologyCounts, ERR_REASON_AFFINITY,
     ERR_REASON_ANTI_AFFINITY, ERR_REASON_EXISTING_ANTI_AFFINITY,
 };
 use crate::cache::Snapshot;
+use crate::framework::domains::DomainNumbers;
 use crate::framework::interface::{
     FilterPlugin, PreFilterExtensions, PreFilterPlugin, PreFilterResult,
 };
@@ -20,7 +23,7 @@ use crate::plugins::helper::missing_state;
 #[derive(Clone)]
 pub(crate) struct PreFilterState {
     /// Domains where an existing pod's required anti-affinity matches the incoming pod.
-    existing_anti_affinity_counts: TopologyCounts,
+    existing_anti_affinity: ExistingAnti,
     /// Domains with pods matching all of the incoming pod's required affinity terms.
     affinity_counts: TopologyCounts,
     /// Domains with pods matching the incoming pod's required anti-affinity terms.
@@ -30,12 +33,113 @@ pub(crate) struct PreFilterState {
 
 #[cfg(test)]
 impl PreFilterState {
-    pub(crate) fn counts(&self) -> (&TopologyCounts, &TopologyCounts, &TopologyCounts) {
+    /// Whether existing pods' anti-affinity rejects the node (Filter's last check).
+    pub(crate) fn existing_anti_rejects(&self, node: &NodeInfo) -> bool {
+        !self.existing_anti_affinity.is_empty()
+            && self.existing_anti_affinity.node_has_positive(node)
+    }
+
+    pub(crate) fn counts(&self) -> (TopologyCounts, &TopologyCounts, &TopologyCounts) {
         (
-            &self.existing_anti_affinity_counts,
+            self.existing_anti_affinity.to_counts(),
             &self.affinity_counts,
             &self.anti_affinity_counts,
         )
+    }
+}
+
+/// Existing pods' required anti-affinity terms that match the incoming pod: their
+/// pods by domain, shared with the index (upstream's `existingAntiAffinityCounts`,
+/// read by domain number instead of by label value), plus what AddPod and RemovePod
+/// changed in this cycle.
+#[derive(Clone, Default)]
+pub(crate) struct ExistingAnti {
+    /// Per topology key: the pods of the matching terms, by domain number.
+    base: SmallVec<[KeyCounts; 1]>,
+    /// AddPod/RemovePod changes, by key and domain value.
+    delta: TopologyCounts,
+}
+
+#[derive(Clone)]
+struct KeyCounts {
+    key: Arc<str>,
+    numbers: Arc<DomainNumbers>,
+    by_domain: Arc<Vec<i64>>,
+}
+
+impl KeyCounts {
+    fn at(&self, d: u32) -> i64 {
+        self.by_domain.get(d as usize).copied().unwrap_or(0)
+    }
+
+    fn of_value(&self, v: &str) -> i64 {
+        self.numbers.by_name.get(v).map_or(0, |&d| self.at(d))
+    }
+}
+
+impl ExistingAnti {
+    /// Adds a matching term's pods by domain.
+    fn add_term(&mut self, key: &str, numbers: &Arc<DomainNumbers>, by_domain: &Arc<Vec<i64>>) {
+        let Some(k) = self.base.iter_mut().find(|k| *k.key == *key) else {
+            self.base.push(KeyCounts {
+                key: Arc::from(key),
+                numbers: numbers.clone(),
+                by_domain: by_domain.clone(),
+            });
+            return;
+        };
+        // Two terms with one key: summed (the index numbers a key's domains once, so
+        // both count by the same numbers).
+        let sum = Arc::make_mut(&mut k.by_domain);
+        if sum.len() < by_domain.len() {
+            sum.resize(by_domain.len(), 0);
+        }
+        for (s, n) in sum.iter_mut().zip(by_domain.iter()) {
+            *s += n;
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.base.is_empty() && self.delta.is_empty()
+    }
+
+    /// Whether any of the node's domains has a matching pod.
+    fn node_has_positive(&self, node: &NodeInfo) -> bool {
+        if self.delta.is_empty() {
+            return self
+                .base
+                .iter()
+                .any(|k| k.numbers.of_node(node, &k.key).is_some_and(|d| k.at(d) > 0));
+        }
+        let labels = &node.node().labels;
+        let in_base = self.base.iter().any(|k| {
+            labels
+                .get(&k.key)
+                .is_some_and(|v| k.of_value(v) + self.delta.get(&k.key, v) > 0)
+        });
+        in_base
+            || self.delta.iter().any(|(key, vals)| {
+                !self.base.iter().any(|k| k.key == *key)
+                    && labels
+                        .get(key)
+                        .and_then(|v| vals.get(v))
+                        .is_some_and(|c| *c > 0)
+            })
+    }
+
+    /// The counts by domain value (tests compare them with a recount).
+    #[cfg(test)]
+    fn to_counts(&self) -> TopologyCounts {
+        let mut out = TopologyCounts::default();
+        for k in &self.base {
+            for (d, n) in k.by_domain.iter().enumerate() {
+                if let Some(name) = k.numbers.names.get(d) {
+                    out.add_shared(&k.key, name, *n);
+                }
+            }
+        }
+        out.add_all(&self.delta, 1);
+        out
     }
 }
 
@@ -61,7 +165,8 @@ impl InterPodAffinity {
         for t in changed.spec.required_anti_affinity_terms.iter() {
             if t.matches(incoming, &terms.namespace_labels) {
                 state
-                    .existing_anti_affinity_counts
+                    .existing_anti_affinity
+                    .delta
                     .add_for_node(labels, &t.topology_key, delta);
             }
         }
@@ -107,28 +212,25 @@ impl PreFilterPlugin for InterPodAffinity {
 
         // Existing pods' required anti-affinity against the incoming pod: once per
         // distinct term, not per existing pod.
-        let mut existing_anti_affinity_counts = TopologyCounts::default();
+        let mut existing_anti_affinity = ExistingAnti::default();
         if snapshot
             .have_pods_with_required_anti_affinity()
             .next()
             .is_some()
         {
             self.with_existing(snapshot, |idx| {
-                for (t, counts) in idx.terms() {
-                    if t.kind != TermKind::RequiredAnti || !t.term.matches(pod, &namespace_labels) {
-                        continue;
-                    }
-                    let key: Arc<str> = Arc::from(&*t.term.topology_key);
-                    for (v, n) in counts {
-                        existing_anti_affinity_counts.add_shared(&key, v, *n);
+                for (t, totals, numbers) in idx.terms() {
+                    if t.kind == TermKind::RequiredAnti && t.term.matches(pod, &namespace_labels) {
+                        existing_anti_affinity.add_term(
+                            &t.term.topology_key,
+                            numbers,
+                            &totals.by_domain,
+                        );
                     }
                 }
             });
         }
-        if existing_anti_affinity_counts.is_empty()
-            && affinity.is_empty()
-            && anti_affinity.is_empty()
-        {
+        if existing_anti_affinity.is_empty() && affinity.is_empty() && anti_affinity.is_empty() {
             return (None, Status::skip());
         }
 
@@ -152,7 +254,7 @@ impl PreFilterPlugin for InterPodAffinity {
             };
         let matches_itself = matches_all(&affinity, pod);
         state.write(PreFilterState {
-            existing_anti_affinity_counts,
+            existing_anti_affinity,
             affinity_counts,
             anti_affinity_counts,
             terms: Arc::new(IncomingTerms {
@@ -244,8 +346,7 @@ impl FilterPlugin for InterPodAffinity {
         if !satisfy_pod_anti_affinity(s, labels) {
             return Status::unschedulable(ERR_REASON_ANTI_AFFINITY);
         }
-        if !s.existing_anti_affinity_counts.is_empty()
-            && s.existing_anti_affinity_counts.node_has_positive(labels)
+        if !s.existing_anti_affinity.is_empty() && s.existing_anti_affinity.node_has_positive(node)
         {
             return Status::unschedulable(ERR_REASON_EXISTING_ANTI_AFFINITY);
         }

@@ -14,6 +14,7 @@ use smallvec::SmallVec;
 
 use super::{matches_all, TopologyCounts, EMPTY_LABELS};
 use crate::framework::derived::{Change, NodeDerived};
+use crate::framework::domains::{DomainNumbers, KeyDomains};
 use crate::framework::NodeInfo;
 use crate::model::pod::{AffinityTerm, WeightedAffinityTerm};
 use crate::model::Labels;
@@ -182,24 +183,59 @@ const INTERNER_GC_AT: usize = 4096;
 /// A node's existing terms: (term id, the node's domain for its key, pods).
 type TermContribs = SmallVec<[(u32, Arc<str>, i64); 2]>;
 
-/// Per domain value: pods.
-pub(crate) type DomainCounts = FxHashMap<Arc<str>, i64>;
+/// One existing term's pods by domain of its topology key.
+#[derive(Clone, Default)]
+pub(crate) struct TermTotals {
+    /// The term's topology key.
+    pub key: Arc<str>,
+    /// Pods carrying the term, over all domains (0: it no longer occurs).
+    pub pods: i64,
+    /// By domain number (in the key's [`DomainNumbers`]): pods carrying the term.
+    /// Shared with the cycle states that read it, copied when it changes meanwhile.
+    pub by_domain: Arc<Vec<i64>>,
+}
+
+impl TermTotals {
+    /// The domains with pods, by name.
+    pub fn iter<'a>(
+        &'a self,
+        numbers: &'a DomainNumbers,
+    ) -> impl Iterator<Item = (&'a Arc<str>, i64)> + 'a {
+        self.by_domain
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n != 0)
+            .filter_map(|(d, n)| numbers.names.get(d).map(|name| (name, *n)))
+    }
+}
 
 /// Per distinct existing term: pods carrying it, by the domain of its topology key.
 #[derive(Default)]
 pub(crate) struct ExistingIndex {
     interner: Mutex<Interner>,
     nodes: NodeDerived<TermContribs>,
-    /// By term id: domain value -> pods.
-    totals: Vec<DomainCounts>,
+    /// By term id.
+    totals: Vec<TermTotals>,
+    /// By topology key of the interned terms: the key's domains, numbered.
+    domains: FxHashMap<Arc<str>, KeyDomains>,
 }
 
 impl ExistingIndex {
     pub fn refresh(&mut self, all: &[Arc<NodeInfo>]) {
-        let live = self.totals.iter().filter(|t| !t.is_empty()).count();
+        let live = self.totals.iter().filter(|t| t.pods != 0).count();
         let interned = self.lock().terms.len();
         if interned >= INTERNER_GC_AT && live * 2 < interned {
             *self.lock() = Interner::default();
+            self.nodes = NodeDerived::default();
+            self.domains.clear();
+        }
+        // The domains first: when a key's numbers start over, every total by number
+        // is void and the terms are recounted.
+        let mut renumbered = false;
+        for (key, kd) in self.domains.iter_mut() {
+            renumbered |= kd.refresh(key, all);
+        }
+        if renumbered {
             self.nodes = NodeDerived::default();
         }
         let interner = &self.interner;
@@ -244,7 +280,7 @@ impl ExistingIndex {
             }
             out
         };
-        let totals = &mut self.totals;
+        let (totals, domains) = (&mut self.totals, &mut self.domains);
         self.nodes.refresh(all, compute, |c| match c {
             Change::Reset => totals.clear(),
             Change::Replaced { old, new } => {
@@ -252,30 +288,53 @@ impl ExistingIndex {
                     for (id, v, n) in list.into_iter().flatten() {
                         let i = *id as usize;
                         if totals.len() <= i {
-                            totals.resize_with(i + 1, FxHashMap::default);
+                            totals.resize_with(i + 1, TermTotals::default);
                         }
-                        let e = match totals[i].get_mut(&**v) {
-                            Some(e) => e,
-                            None => totals[i].entry(v.clone()).or_insert(0),
+                        let t = &mut totals[i];
+                        if t.key.is_empty() {
+                            let int = match interner.lock() {
+                                Ok(g) => g,
+                                Err(p) => p.into_inner(),
+                            };
+                            if let Some(term) = int.terms.get(i) {
+                                t.key = Arc::from(&*term.term.topology_key);
+                            }
+                        }
+                        let kd = match domains.get_mut(&*t.key) {
+                            Some(kd) => kd,
+                            None => {
+                                let mut kd = KeyDomains::default();
+                                kd.refresh(&t.key, all);
+                                domains.entry(t.key.clone()).or_insert(kd)
+                            }
                         };
-                        *e += sign * n;
-                        if *e == 0 {
-                            totals[i].remove(&**v);
+                        // The node's own label numbered it already.
+                        let d = kd.number(v) as usize;
+                        let by_domain = Arc::make_mut(&mut t.by_domain);
+                        if by_domain.len() <= d {
+                            by_domain.resize(d + 1, 0);
                         }
+                        by_domain[d] += sign * n;
+                        t.pods += sign * n;
                     }
                 }
             }
         });
     }
 
-    /// Every distinct term that occurs now, with its counts by domain.
-    pub fn terms(&self) -> Vec<(Arc<ExistingTerm>, &DomainCounts)> {
+    /// Every distinct term that occurs now, with its pods by domain and the numbers of
+    /// those domains.
+    pub fn terms(&self) -> Vec<(Arc<ExistingTerm>, &TermTotals, &Arc<DomainNumbers>)> {
         let int = self.lock();
         self.totals
             .iter()
             .enumerate()
-            .filter(|(_, t)| !t.is_empty())
-            .filter_map(|(i, t)| int.terms.get(i).map(|term| (term.clone(), t)))
+            .filter(|(_, t)| t.pods != 0)
+            .filter_map(|(i, t)| {
+                let term = int.terms.get(i)?;
+                let kd = self.domains.get(&*t.key)?;
+                Some((term.clone(), t, kd.numbers()))
+            })
             .collect()
     }
 

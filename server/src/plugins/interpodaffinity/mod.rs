@@ -162,16 +162,6 @@ impl TopologyCounts {
         }
     }
 
-    /// Whether any domain the node is in has a positive count.
-    pub fn node_has_positive(&self, labels: &Labels) -> bool {
-        self.0.iter().any(|(k, vals)| {
-            labels
-                .get(k)
-                .and_then(|v| vals.get(v))
-                .is_some_and(|c| *c > 0)
-        })
-    }
-
     pub fn iter(&self) -> impl Iterator<Item = (&Arc<str>, &FxHashMap<Arc<str>, i64>)> {
         self.0.iter()
     }
@@ -430,8 +420,22 @@ mod tests {
         score
     }
 
-    #[test]
-    fn indexes_match_a_recount_as_the_cluster_changes() {
+    /// Whether a recount's existing anti-affinity counts reject the node.
+    fn brute_rejects(existing: &TopologyCounts, ni: &NodeInfo) -> bool {
+        let labels = &ni.node().labels;
+        existing.iter().any(|(k, vals)| {
+            labels
+                .get(k)
+                .and_then(|v| vals.get(v))
+                .is_some_and(|c| *c > 0)
+        })
+    }
+
+    /// The indexes against a recount as pods come and go and nodes are relabelled;
+    /// with `ids`, node infos carry distinct ids (as the cache numbers them) and Filter
+    /// reads existing anti-affinity by domain number, else all ids are 0 (hand-built
+    /// snapshots) and it reads labels.
+    fn check_indexes_against_recount(ids: bool) {
         let mut rng = SplitMix64(7);
         let mut infos = Vec::new();
         let mut n = 0;
@@ -443,6 +447,9 @@ mod tests {
                     .label("topology.kubernetes.io/zone", ["z1", "z2", "z3"][i % 3])
                     .build(),
             );
+            if ids {
+                ni.id = i as u32 + 1;
+            }
             for _ in 0..rng.below(4) {
                 n += 1;
                 ni.add_pod(random_pod(&mut rng, n, Some(&name)));
@@ -454,21 +461,64 @@ mod tests {
         let incoming: Vec<Arc<Pod>> = (0..6)
             .map(|i| random_pod(&mut rng, 1000 + i, None))
             .collect();
-        // Which kinds of counts were non-empty at least once: the test is not vacuous.
+        // Which kinds of counts were non-empty at least once, and how many Filter
+        // verdicts were rejections: the test is not vacuous.
         let mut seen = [false; 4];
-        for round in 0..40 {
+        let mut rejected = 0;
+        for round in 0..60 {
             for p in &incoming {
                 let mut state = CycleState::new();
                 let (_, s) = PreFilterPlugin::pre_filter(&plugin, &mut state, p, &snap);
-                let [existing, aff, anti] = brute_prefilter(p, &snap);
+                let [mut existing, aff, anti] = brute_prefilter(p, &snap);
                 for (i, c) in [&existing, &aff, &anti].iter().enumerate() {
                     seen[i] |= !c.is_empty();
                 }
                 match state.read::<PreFilterState>() {
-                    Some(st) => assert_eq!(st.counts(), (&existing, &aff, &anti), "round {round}"),
+                    Some(st) => {
+                        assert_eq!(
+                            st.counts(),
+                            (existing.clone(), &aff, &anti),
+                            "round {round}"
+                        )
+                    }
                     None => {
                         assert!(s.is_skip());
                         assert!(existing.is_empty() && aff.is_empty() && anti.is_empty());
+                    }
+                }
+                if state.read::<PreFilterState>().is_some() {
+                    // Filter's verdicts, then again after AddPod/RemovePod (a what-if:
+                    // the changes by label on top of the shared counts).
+                    for step in 0..2 {
+                        let st = state.read::<PreFilterState>().unwrap();
+                        for ni in snap.node_infos() {
+                            let copy = NodeInfo::new(ni.node_arc().unwrap().clone());
+                            let want = brute_rejects(&existing, ni);
+                            rejected += usize::from(want);
+                            assert_eq!(st.existing_anti_rejects(ni), want, "round {round}");
+                            assert_eq!(st.existing_anti_rejects(&copy), want, "round {round}");
+                        }
+                        if step == 1 {
+                            break;
+                        }
+                        let at = &snap.node_infos()[rng.below(snap.node_infos.len())];
+                        let labels = &at.node().labels;
+                        let (changed, sign) = match at.pods.first() {
+                            Some(e) if rng.below(2) == 0 => (e.clone(), -1),
+                            _ => (random_pod(&mut rng, 5000 + round, None), 1),
+                        };
+                        for t in changed.spec.required_anti_affinity_terms.iter() {
+                            if t.matches(p, &EMPTY_LABELS) {
+                                existing.add_for_node(labels, &t.topology_key, sign);
+                            }
+                        }
+                        let ext = plugin.pre_filter_extensions().unwrap();
+                        let s = if sign > 0 {
+                            ext.add_pod(&mut state, p, &changed, at)
+                        } else {
+                            ext.remove_pod(&mut state, p, &changed, at)
+                        };
+                        assert!(s.is_success(), "{s:?}");
                     }
                 }
                 let mut state = CycleState::new();
@@ -485,20 +535,44 @@ mod tests {
                     );
                 }
             }
-            // Replace one node: add or remove a pod. Others keep their Arc.
+            // Replace one node: add or remove a pod, or move it to another zone (its
+            // domain number changes). Others keep their Arc.
             let i = rng.below(snap.node_infos.len());
             let mut ni = (*snap.node_infos[i]).clone();
-            if ni.pods.is_empty() || rng.below(2) == 0 {
-                n += 1;
-                let name = ni.node().name.to_string();
-                ni.add_pod(random_pod(&mut rng, n, Some(&name)));
-            } else {
-                let uid = ni.pods[rng.below(ni.pods.len())].uid.clone();
-                ni.remove_pod(&uid);
+            match rng.below(5) {
+                0 => {
+                    let old = ni.node();
+                    let zone = ["z1", "z2", "z3", "z4"][rng.below(4)];
+                    let mut b = node(&old.name);
+                    for (k, v) in old.labels.iter() {
+                        b = b.label(k, if k == KEYS[1] { zone } else { v });
+                    }
+                    ni.set_node(b.build());
+                }
+                1 | 2 if !ni.pods.is_empty() => {
+                    let uid = ni.pods[rng.below(ni.pods.len())].uid.clone();
+                    ni.remove_pod(&uid);
+                }
+                _ => {
+                    n += 1;
+                    let name = ni.node().name.to_string();
+                    ni.add_pod(random_pod(&mut rng, n, Some(&name)));
+                }
             }
             snap.node_infos[i] = Arc::new(ni);
             snap.rebuild_affinity_lists();
         }
         assert_eq!(seen, [true; 4]);
+        assert!(rejected > 100, "{rejected} rejections");
+    }
+
+    #[test]
+    fn indexes_match_a_recount_as_the_cluster_changes() {
+        check_indexes_against_recount(true);
+    }
+
+    #[test]
+    fn indexes_match_a_recount_with_node_ids_repeated() {
+        check_indexes_against_recount(false);
     }
 }

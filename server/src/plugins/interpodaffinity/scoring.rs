@@ -68,7 +68,7 @@ impl PreScorePlugin for InterPodAffinity {
                 .cloned()
                 .unwrap_or_default();
             self.with_existing(snapshot, |idx| {
-                for (t, counts) in idx.terms() {
+                for (t, totals, numbers) in idx.terms() {
                     let weight = match t.kind {
                         TermKind::Required if self.hard_pod_affinity_weight > 0 => {
                             self.hard_pod_affinity_weight
@@ -80,9 +80,8 @@ impl PreScorePlugin for InterPodAffinity {
                     if !t.term.matches(pod, &ns_labels) {
                         continue;
                     }
-                    let key: Arc<str> = Arc::from(&*t.term.topology_key);
-                    for (v, n) in counts {
-                        score.add_shared(&key, v, weight * n);
+                    for (v, n) in totals.iter(numbers) {
+                        score.add_shared(&totals.key, v, weight * n);
                     }
                 }
             });

@@ -13,6 +13,7 @@ use serde::Deserialize;
 
 use crate::cache::Snapshot;
 use crate::framework::derived::{Change, DerivedCache, NodeDerived};
+pub(crate) use crate::framework::domains::DomainNumbers;
 use crate::framework::events::{
     ActionType, ClusterEventWithHint, EventObject, EventResource, QueueingHint,
 };
@@ -210,33 +211,6 @@ pub(crate) struct DomainTotal {
     pub number: u32,
 }
 
-/// A constraint's topology domains, numbered, and each node's domain by node id, so
-/// Filter finds a node's count without reading its labels or hashing text. Replaced
-/// (copy on write) only when a node's domain changes or the node list does: a cycle's
-/// PreFilter state shares it.
-#[derive(Clone, Default)]
-pub(crate) struct DomainNumbers {
-    /// Node id -> the number of its domain (nodes with the topology key).
-    pub by_node: FxHashMap<u32, u32>,
-    /// Two nodes were seen with one id (node infos not numbered by one cache): then
-    /// `by_node` is not used, and Filter reads labels.
-    pub ambiguous: bool,
-    pub names: Vec<Arc<str>>,
-    pub by_name: FxHashMap<Arc<str>, u32>,
-}
-
-impl DomainNumbers {
-    fn number(&mut self, d: &Arc<str>) -> u32 {
-        if let Some(&n) = self.by_name.get(&**d) {
-            return n;
-        }
-        let n = self.names.len() as u32;
-        self.names.push(d.clone());
-        self.by_name.insert(d.clone(), n);
-        n
-    }
-}
-
 /// Per-node counts for one query and their per-domain totals, both kept up to date
 /// incrementally (only nodes that changed since the last cycle are recounted).
 #[derive(Default)]
@@ -307,14 +281,7 @@ fn renumber(numbers: &mut [Arc<DomainNumbers>], old: Option<&NodeSpread>, new: &
         if old.is_some_and(|o| o.id == new.id && o.domains[i] == *d) {
             continue;
         }
-        let nums = Arc::make_mut(&mut numbers[i]);
-        if let Some(o) = old {
-            nums.by_node.remove(&o.id);
-        }
-        if let Some(d) = d {
-            let n = nums.number(d);
-            nums.ambiguous |= nums.by_node.insert(new.id, n).is_some();
-        }
+        Arc::make_mut(&mut numbers[i]).set_node(old.map(|o| o.id), new.id, d.as_ref());
     }
 }
 

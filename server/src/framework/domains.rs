@@ -1,0 +1,169 @@
+//! Topology domains, numbered. PodTopologySpread's and InterPodAffinity's Filter ask,
+//! per node and per pod, "how many matching pods are in this node's domain"; reading
+//! the node's label and hashing its value for that costs more than the rest of the
+//! check. With the domains numbered and each node's number kept by node id, the answer
+//! is a lookup by an integer and a vector index.
+
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+
+use super::derived::{Change, NodeDerived};
+use super::node_info::NodeInfo;
+
+/// One topology key's domains, numbered, and each node's domain by node id. Numbers
+/// are not reused until the node list changes (which starts over). Cycle states share
+/// it (`Arc`); it is copied only when a node's domain changes while one holds it.
+#[derive(Clone, Default, Debug)]
+pub struct DomainNumbers {
+    /// Node id -> the number of its domain (nodes with the topology key).
+    pub by_node: FxHashMap<u32, u32>,
+    /// Two nodes were seen with one id (node infos not numbered by one cache, as in
+    /// hand-built snapshots): then `by_node` is not used and readers go by label.
+    pub ambiguous: bool,
+    pub names: Vec<Arc<str>>,
+    pub by_name: FxHashMap<Arc<str>, u32>,
+}
+
+impl DomainNumbers {
+    /// The domain's number, given one if it has none.
+    pub fn number(&mut self, d: &Arc<str>) -> u32 {
+        if let Some(&n) = self.by_name.get(&**d) {
+            return n;
+        }
+        let n = self.names.len() as u32;
+        self.names.push(d.clone());
+        self.by_name.insert(d.clone(), n);
+        n
+    }
+
+    /// Notes that node `id` (formerly `old_id`) is now in `domain` (`None`: it lacks
+    /// the key).
+    pub fn set_node(&mut self, old_id: Option<u32>, id: u32, domain: Option<&Arc<str>>) {
+        if let Some(o) = old_id {
+            self.by_node.remove(&o);
+        }
+        if let Some(d) = domain {
+            let n = self.number(d);
+            self.ambiguous |= self.by_node.insert(id, n).is_some();
+        }
+    }
+
+    /// The node's domain number: by id when ids tell nodes apart, else (or for a node
+    /// not numbered) by its `key` label. `None` when it lacks the key or its domain
+    /// has no number.
+    pub fn of_node(&self, node: &NodeInfo, key: &str) -> Option<u32> {
+        if !self.ambiguous {
+            if let Some(&n) = self.by_node.get(&node.id) {
+                return Some(n);
+            }
+        }
+        let v = node.node().labels.get(key)?;
+        self.by_name.get(v).copied()
+    }
+}
+
+/// A topology key's [`DomainNumbers`] over every snapshot node, recomputed only for
+/// node infos that were replaced.
+#[derive(Default)]
+pub struct KeyDomains {
+    /// Per node: its id and its value for the key.
+    nodes: NodeDerived<(u32, Option<Arc<str>>)>,
+    numbers: Arc<DomainNumbers>,
+}
+
+impl KeyDomains {
+    /// Brings the numbers up to date with `all`. Returns `true` when the node list
+    /// changed and the domains were numbered afresh: numbers taken before are void.
+    pub fn refresh(&mut self, key: &str, all: &[Arc<NodeInfo>]) -> bool {
+        let mut renumbered = false;
+        let numbers = &mut self.numbers;
+        let compute = |ni: &NodeInfo| (ni.id, ni.node().labels.get(key).map(Arc::from));
+        self.nodes.refresh(all, compute, |c| match c {
+            Change::Reset => {
+                renumbered = true;
+                *numbers = Arc::default();
+            }
+            Change::Replaced { old, new } => {
+                if old == Some(new) {
+                    return;
+                }
+                Arc::make_mut(numbers).set_node(old.map(|o| o.0), new.0, new.1.as_ref());
+            }
+        });
+        renumbered
+    }
+
+    pub fn numbers(&self) -> &Arc<DomainNumbers> {
+        &self.numbers
+    }
+
+    /// The domain's number, given one if it has none.
+    pub fn number(&mut self, d: &Arc<str>) -> u32 {
+        match self.numbers.by_name.get(&**d) {
+            Some(&n) => n,
+            None => Arc::make_mut(&mut self.numbers).number(d),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(id: u32, name: &str, zone: Option<&str>) -> Arc<NodeInfo> {
+        let mut b = crate::testing::node(name);
+        if let Some(z) = zone {
+            b = b.label("zone", z);
+        }
+        let mut ni = NodeInfo::new(b.build());
+        ni.id = id;
+        Arc::new(ni)
+    }
+
+    #[test]
+    fn numbers_follow_label_changes_and_start_over_on_a_new_node_list() {
+        let mut kd = KeyDomains::default();
+        let mut all = vec![
+            node(1, "a", Some("z1")),
+            node(2, "b", Some("z2")),
+            node(3, "c", None),
+        ];
+        assert!(kd.refresh("zone", &all));
+        let n = kd.numbers().clone();
+        assert_eq!(n.by_node.len(), 2);
+        assert_eq!(n.names[n.by_node[&1] as usize].as_ref(), "z1");
+        assert!(!n.by_node.contains_key(&3));
+
+        // b moves to z1, c gains a zone; the snapshot taken before keeps its numbers.
+        all[1] = node(2, "b", Some("z1"));
+        all[2] = node(3, "c", Some("z3"));
+        assert!(!kd.refresh("zone", &all));
+        let m = kd.numbers();
+        assert_eq!(m.by_node[&2], m.by_node[&1]);
+        assert_eq!(m.names[m.by_node[&3] as usize].as_ref(), "z3");
+        assert_eq!(n.names[n.by_node[&2] as usize].as_ref(), "z2");
+        assert_eq!(m.of_node(&all[2], "zone"), m.by_node.get(&3).copied());
+
+        all.pop();
+        assert!(kd.refresh("zone", &all));
+        assert_eq!(kd.numbers().by_node.len(), 2);
+    }
+
+    #[test]
+    fn repeated_ids_make_readers_go_by_label() {
+        let mut kd = KeyDomains::default();
+        let all = vec![node(0, "a", Some("z1")), node(0, "b", Some("z2"))];
+        kd.refresh("zone", &all);
+        let n = kd.numbers();
+        assert!(n.ambiguous);
+        assert_eq!(
+            n.names[n.of_node(&all[1], "zone").unwrap() as usize].as_ref(),
+            "z2"
+        );
+        assert_eq!(
+            n.names[n.of_node(&all[0], "zone").unwrap() as usize].as_ref(),
+            "z1"
+        );
+    }
+}
