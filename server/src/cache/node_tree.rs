@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use rustc_hash::FxHashSet;
+
 use crate::model::Node;
 
 /// Upstream `GetZoneKey`: region and zone from the beta labels first, then the GA ones;
@@ -29,12 +31,18 @@ pub fn zone_key(node: &Node) -> String {
 pub struct NodeTree {
     /// Zones in insertion order, each with its nodes in insertion order.
     zones: Vec<(String, Vec<Arc<str>>)>,
+    /// (zone, node) pairs listed: upstream scans the zone's list for a repeat, which is
+    /// quadratic when thousands of nodes join one zone.
+    members: FxHashSet<(String, Arc<str>)>,
     num_nodes: usize,
 }
 
 impl NodeTree {
     pub fn add_node(&mut self, node: &Node) {
         let key = zone_key(node);
+        if !self.members.insert((key.clone(), node.name.clone())) {
+            return;
+        }
         let zone = match self.zones.iter_mut().position(|(z, _)| *z == key) {
             Some(i) => &mut self.zones[i].1,
             None => {
@@ -43,9 +51,6 @@ impl NodeTree {
                 &mut self.zones[last].1
             }
         };
-        if zone.contains(&node.name) {
-            return;
-        }
         zone.push(node.name.clone());
         self.num_nodes += 1;
     }
@@ -60,6 +65,7 @@ impl NodeTree {
             return false;
         };
         zone.remove(ni);
+        self.members.remove(&(key, node.name.clone()));
         if zone.is_empty() {
             self.zones.remove(zi);
         }
@@ -126,6 +132,13 @@ mod tests {
         }
         let names: Vec<String> = t.list().iter().map(|s| s.to_string()).collect();
         assert_eq!(names, ["a1", "b1", "a2", "a3"]);
+        // A repeat is listed once; removed, it can come back.
+        t.add_node(&node("a2", Some("A")));
+        assert_eq!(t.len(), 4);
+        assert!(t.remove_node(&node("a3", Some("A"))));
+        assert!(!t.remove_node(&node("a3", Some("A"))));
+        t.add_node(&node("a3", Some("A")));
+        assert_eq!(t.len(), 4);
         assert!(t.remove_node(&node("b1", Some("B"))));
         assert_eq!(t.len(), 3);
         t.update_node(&node("a2", Some("A")), &node("a2", Some("C")));

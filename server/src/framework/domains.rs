@@ -16,14 +16,24 @@ use super::node_info::NodeInfo;
 /// it (`Arc`); it is copied only when a node's domain changes while one holds it.
 #[derive(Clone, Default, Debug)]
 pub struct DomainNumbers {
-    /// Node id -> the number of its domain (nodes with the topology key).
-    pub by_node: FxHashMap<u32, u32>,
+    /// By node id: the number of its domain, [`NONE`] for nodes without the key. The
+    /// cache hands out ids from 1 up, so this is dense; a vector read is a fraction of
+    /// a hash look-up in the filter loop.
+    by_node: Vec<u32>,
     /// Two nodes were seen with one id (node infos not numbered by one cache, as in
-    /// hand-built snapshots): then `by_node` is not used and readers go by label.
+    /// hand-built snapshots), or an id past [`MAX_DENSE_ID`]: then `by_node` is not
+    /// used and readers go by label.
     pub ambiguous: bool,
     pub names: Vec<Arc<str>>,
     pub by_name: FxHashMap<Arc<str>, u32>,
 }
+
+/// No domain (the node lacks the key, or was never numbered).
+const NONE: u32 = u32::MAX;
+
+/// Node ids are numbered in a vector up to this (4 MiB of it); a cluster that has
+/// seen more nodes come and go than this is read by label.
+const MAX_DENSE_ID: u32 = 1 << 20;
 
 impl DomainNumbers {
     /// The domain's number, given one if it has none.
@@ -40,26 +50,50 @@ impl DomainNumbers {
     /// Notes that node `id` (formerly `old_id`) is now in `domain` (`None`: it lacks
     /// the key).
     pub fn set_node(&mut self, old_id: Option<u32>, id: u32, domain: Option<&Arc<str>>) {
-        if let Some(o) = old_id {
-            self.by_node.remove(&o);
+        if let Some(slot) = old_id.and_then(|o| self.by_node.get_mut(o as usize)) {
+            *slot = NONE;
         }
-        if let Some(d) = domain {
-            let n = self.number(d);
-            self.ambiguous |= self.by_node.insert(id, n).is_some();
+        let Some(d) = domain else { return };
+        let n = self.number(d);
+        if id >= MAX_DENSE_ID {
+            self.ambiguous = true;
+            return;
         }
+        let i = id as usize;
+        if self.by_node.len() <= i {
+            self.by_node.resize(i + 1, NONE);
+        }
+        self.ambiguous |= self.by_node[i] != NONE;
+        self.by_node[i] = n;
+    }
+
+    /// The domain number of the node with this id, when ids tell nodes apart and the
+    /// node has one.
+    pub fn by_id(&self, id: u32) -> Option<u32> {
+        if self.ambiguous {
+            return None;
+        }
+        self.by_node
+            .get(id as usize)
+            .copied()
+            .filter(|&n| n != NONE)
     }
 
     /// The node's domain number: by id when ids tell nodes apart, else (or for a node
     /// not numbered) by its `key` label. `None` when it lacks the key or its domain
     /// has no number.
     pub fn of_node(&self, node: &NodeInfo, key: &str) -> Option<u32> {
-        if !self.ambiguous {
-            if let Some(&n) = self.by_node.get(&node.id) {
-                return Some(n);
-            }
+        if let Some(n) = self.by_id(node.id) {
+            return Some(n);
         }
         let v = node.node().labels.get(key)?;
         self.by_name.get(v).copied()
+    }
+
+    /// Nodes with a domain, by id (tests).
+    #[cfg(test)]
+    fn numbered(&self) -> usize {
+        self.by_node.iter().filter(|&&n| n != NONE).count()
     }
 }
 
@@ -131,23 +165,23 @@ mod tests {
         ];
         assert!(kd.refresh("zone", &all));
         let n = kd.numbers().clone();
-        assert_eq!(n.by_node.len(), 2);
-        assert_eq!(n.names[n.by_node[&1] as usize].as_ref(), "z1");
-        assert!(!n.by_node.contains_key(&3));
+        assert_eq!(n.numbered(), 2);
+        assert_eq!(n.names[n.by_id(1).unwrap() as usize].as_ref(), "z1");
+        assert_eq!(n.by_id(3), None);
 
         // b moves to z1, c gains a zone; the snapshot taken before keeps its numbers.
         all[1] = node(2, "b", Some("z1"));
         all[2] = node(3, "c", Some("z3"));
         assert!(!kd.refresh("zone", &all));
         let m = kd.numbers();
-        assert_eq!(m.by_node[&2], m.by_node[&1]);
-        assert_eq!(m.names[m.by_node[&3] as usize].as_ref(), "z3");
-        assert_eq!(n.names[n.by_node[&2] as usize].as_ref(), "z2");
-        assert_eq!(m.of_node(&all[2], "zone"), m.by_node.get(&3).copied());
+        assert_eq!(m.by_id(2), m.by_id(1));
+        assert_eq!(m.names[m.by_id(3).unwrap() as usize].as_ref(), "z3");
+        assert_eq!(n.names[n.by_id(2).unwrap() as usize].as_ref(), "z2");
+        assert_eq!(m.of_node(&all[2], "zone"), m.by_id(3));
 
         all.pop();
         assert!(kd.refresh("zone", &all));
-        assert_eq!(kd.numbers().by_node.len(), 2);
+        assert_eq!(kd.numbers().numbered(), 2);
     }
 
     #[test]

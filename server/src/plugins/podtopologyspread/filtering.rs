@@ -158,10 +158,8 @@ impl DomainCounts {
 
     /// The node's count, `Err` when it lacks the topology key.
     fn of_node(&self, node: &NodeInfo, key: &str) -> Result<i64, ()> {
-        if !self.numbers.ambiguous {
-            if let Some(&n) = self.numbers.by_node.get(&node.id) {
-                return Ok(self.pods[n as usize].unwrap_or(0));
-            }
+        if let Some(n) = self.numbers.by_id(node.id) {
+            return Ok(self.pods[n as usize].unwrap_or(0));
         }
         // A node the index did not number (or ids that do not tell nodes apart): read
         // its label.
