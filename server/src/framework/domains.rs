@@ -200,4 +200,19 @@ mod tests {
             "z1"
         );
     }
+
+    #[test]
+    fn ids_past_the_dense_range_make_readers_go_by_label() {
+        let mut kd = KeyDomains::default();
+        let all = vec![
+            node(1, "a", Some("z1")),
+            node(MAX_DENSE_ID, "b", Some("z2")),
+        ];
+        kd.refresh("zone", &all);
+        let n = kd.numbers();
+        assert!(n.ambiguous);
+        assert_eq!(n.by_id(1), None);
+        let d = n.of_node(&all[1], "zone").unwrap();
+        assert_eq!(n.names[d as usize].as_ref(), "z2");
+    }
 }
