@@ -372,7 +372,18 @@ fn find_nodes_that_pass_filters(
     if !fw.has_score_plugins() {
         to_find = 1;
     }
-    let at = |i: usize| &nodes[(start + i) % n];
+    // `(start + i) % n` without a division per node (the prefetch asks past the end).
+    let start = start % n;
+    let at = |i: usize| {
+        let j = start + i;
+        &nodes[if j < n {
+            j
+        } else if j < 2 * n {
+            j - n
+        } else {
+            j % n
+        }]
+    };
     if !fw.has_filter_plugins() {
         return Ok((0..to_find.min(n)).map(|i| at(i).clone()).collect());
     }

@@ -210,12 +210,12 @@ impl Framework {
                 pending.push((i, call));
             }
         }
+        // The batched plugins answer by call, the rest here.
+        let skip_local = skip.union(&self.batch_filters);
         let local = |k: usize| -> Option<(usize, Status)> {
             let (state, ni) = (state_of(k), refs[k]);
-            for (i, e) in self.filter.iter().enumerate() {
-                if self.batch_filters.contains(i) || (!skip.is_empty() && skip.contains(i)) {
-                    continue;
-                }
+            for i in skip_local.absent_below(self.filter.len()) {
+                let e = &self.filter[i];
                 let Some(p) = e.plugin.as_filter() else {
                     continue;
                 };

@@ -271,11 +271,8 @@ impl Framework {
     /// Filter plugins on one node; the first failure wins (upstream `RunFilterPlugins`).
     #[inline]
     pub fn run_filter_plugins(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
-        let skip = state.skip_filter_plugins;
-        for (i, e) in self.filter.iter().enumerate() {
-            if !skip.is_empty() && skip.contains(i) {
-                continue;
-            }
+        for i in state.skip_filter_plugins.absent_below(self.filter.len()) {
+            let e = &self.filter[i];
             let Some(p) = e.plugin.as_filter() else {
                 continue;
             };

@@ -131,7 +131,17 @@ pub fn allocatable_and_requested(
 
 /// Utilisation in percent, `requested * 100 / capacity`, without overflow near i64::MAX.
 pub fn percent_of(requested: i64, capacity: i64) -> i64 {
-    (i128::from(requested) * 100 / i128::from(capacity)) as i64
+    times_100_over(requested, capacity)
+}
+
+/// `x * 100 / capacity` as in i128, in i64 arithmetic when `x * 100` fits (always, for
+/// real quantities): a 128-bit division is a library call several times slower, in the
+/// Score loop over every feasible node.
+fn times_100_over(x: i64, capacity: i64) -> i64 {
+    match x.checked_mul(100) {
+        Some(p) => p / capacity,
+        None => (i128::from(x) * 100 / i128::from(capacity)) as i64,
+    }
 }
 
 /// Upstream `leastRequestedScore`.
@@ -139,8 +149,14 @@ pub fn least_requested_score(requested: i64, capacity: i64) -> i64 {
     if capacity == 0 || requested > capacity {
         return 0;
     }
-    // In i128: near i64::MAX the product overflows (Go's int64 wraps there).
-    ((i128::from(capacity) - i128::from(requested)) * 100 / i128::from(capacity)) as i64
+    // Without overflow near i64::MAX (Go's int64 wraps there); requested <= capacity,
+    // so the difference is never negative and fits when requested >= 0.
+    match capacity.checked_sub(requested) {
+        Some(free) => times_100_over(free, capacity),
+        None => {
+            ((i128::from(capacity) - i128::from(requested)) * 100 / i128::from(capacity)) as i64
+        }
+    }
 }
 
 /// Upstream `mostRequestedScore` (requests above capacity count as full).
@@ -148,7 +164,7 @@ pub fn most_requested_score(requested: i64, capacity: i64) -> i64 {
     if capacity == 0 {
         return 0;
     }
-    (i128::from(requested.min(capacity)) * 100 / i128::from(capacity)) as i64
+    times_100_over(requested.min(capacity), capacity)
 }
 
 /// A piecewise-linear function over utilisation 0..=100 (upstream `BuildBrokenLinearFunction`);
@@ -175,6 +191,29 @@ impl BrokenLinear {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scores_equal_the_128_bit_arithmetic_at_the_edges() {
+        let wide = |x: i64, c: i64| (i128::from(x) * 100 / i128::from(c)) as i64;
+        let edges = [
+            0,
+            1,
+            99,
+            4000,
+            i64::MAX / 100,
+            i64::MAX / 100 + 1,
+            i64::MAX - 1,
+            i64::MAX,
+        ];
+        for &c in edges.iter().filter(|c| **c > 0) {
+            for &r in &edges {
+                assert_eq!(percent_of(r, c), wide(r, c), "{r}/{c}");
+                assert_eq!(most_requested_score(r, c), wide(r.min(c), c), "{r}/{c}");
+                let least = if r > c { 0 } else { wide(c - r, c) };
+                assert_eq!(least_requested_score(r, c), least, "{r}/{c}");
+            }
+        }
+    }
 
     #[test]
     fn scorers() {
