@@ -9,6 +9,7 @@ use std::time::Instant;
 use super::cycle::{LoopState, ScheduleError, ScheduleResult};
 use super::observer::extension_point_metric;
 use super::Scheduler;
+use crate::framework::cycle_state::PluginSet;
 use crate::framework::diagnosis::Diagnosis;
 use crate::framework::node_info::prefetch;
 use crate::framework::runtime::{filter_map_adaptive, Parallelism, PARALLEL_THRESHOLD};
@@ -389,13 +390,14 @@ fn find_nodes_that_pass_filters(
     }
     let mut feasible: Vec<Arc<NodeInfo>> = Vec::with_capacity(to_find);
     let mut offset = 0usize;
+    let run = fw.filter_run(state, PluginSet::default());
     let check = |ni: &Arc<NodeInfo>| -> Status {
         if nominated.is_empty() {
-            fw.run_filter_plugins(state, pod, ni)
+            run.run(state, pod, ni)
         } else {
             match nominated.get(&ni.node().name) {
                 Some(np) => fw.run_filter_plugins_with_nominated_pods(state, pod, ni, np),
-                None => fw.run_filter_plugins(state, pod, ni),
+                None => run.run(state, pod, ni),
             }
         }
     };

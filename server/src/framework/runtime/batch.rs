@@ -211,21 +211,9 @@ impl Framework {
             }
         }
         // The batched plugins answer by call, the rest here.
-        let skip_local = skip.union(&self.batch_filters);
-        let local = |k: usize| -> Option<(usize, Status)> {
-            let (state, ni) = (state_of(k), refs[k]);
-            for i in skip_local.absent_below(self.filter.len()) {
-                let e = &self.filter[i];
-                let Some(p) = e.plugin.as_filter() else {
-                    continue;
-                };
-                let s = p.filter(state, pod, ni);
-                if !s.is_success() {
-                    return Some((i, s));
-                }
-            }
-            None
-        };
+        let run = self.filter_run(state, self.batch_filters);
+        let local =
+            |k: usize| -> Option<(usize, Status)> { run.first_failure(state_of(k), pod, refs[k]) };
         let mut first: Vec<Option<(usize, Status)>> = match parallel {
             Parallelism::Adaptive => filter_map_adaptive(refs.len(), |k| Some(local(k))),
             Parallelism::Serial => (0..refs.len()).map(local).collect(),

@@ -272,25 +272,44 @@ impl Framework {
     #[inline]
     pub fn run_filter_plugins(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
         for i in state.skip_filter_plugins.absent_below(self.filter.len()) {
-            let e = &self.filter[i];
-            let Some(p) = e.plugin.as_filter() else {
+            let Some(p) = self.filter[i].plugin.as_filter() else {
                 continue;
             };
             let s = p.filter(state, pod, node);
             if !s.is_success() {
-                let s = if s.is_rejected() {
-                    s
-                } else {
-                    wrap(format!(
-                        "running {:?} filter plugin: {}",
-                        e.name,
-                        s.message()
-                    ))
-                };
-                return s.with_plugin(&e.name);
+                return self.filter_failed(i, s);
             }
         }
         Status::success()
+    }
+
+    /// The Filter plugins of this cycle (those whose PreFilter did not skip, but the
+    /// ones in `leave_out`), resolved once for the loop over every node: a node then
+    /// costs one call per plugin, without looking the plugin up again.
+    pub fn filter_run(&self, state: &CycleState, leave_out: PluginSet) -> FilterRun<'_> {
+        let plugins = state
+            .skip_filter_plugins
+            .union(&leave_out)
+            .absent_below(self.filter.len())
+            .filter_map(|i| self.filter[i].plugin.as_filter().map(|p| (i, p)))
+            .collect();
+        FilterRun { fw: self, plugins }
+    }
+
+    /// A Filter plugin's failure as the framework reports it: the plugin named, and an
+    /// error (not a rejection) wrapped as upstream words it.
+    fn filter_failed(&self, i: usize, s: Status) -> Status {
+        let e = &self.filter[i];
+        let s = if s.is_rejected() {
+            s
+        } else {
+            wrap(format!(
+                "running {:?} filter plugin: {}",
+                e.name,
+                s.message()
+            ))
+        };
+        s.with_plugin(&e.name)
     }
 
     /// Filter with nominated pods (upstream `RunFilterPluginsWithNominatedPods`): pods
@@ -407,5 +426,38 @@ impl Framework {
         let mut s = Status::with_reasons(Code::Unschedulable, reasons);
         s.set_plugin(rejector);
         (result, s)
+    }
+}
+
+/// A cycle's Filter plugins, resolved (see [`Framework::filter_run`]).
+pub struct FilterRun<'a> {
+    fw: &'a Framework,
+    plugins: SmallVec<[(usize, &'a dyn FilterPlugin); 16]>,
+}
+
+impl FilterRun<'_> {
+    /// [`Framework::run_filter_plugins`] for one node, or the first failure with the
+    /// plugin's position.
+    pub fn run(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
+        match self.first_failure(state, pod, node) {
+            None => Status::success(),
+            Some((i, s)) => self.fw.filter_failed(i, s),
+        }
+    }
+
+    /// The first plugin that does not pass the node, as it answered.
+    pub fn first_failure(
+        &self,
+        state: &CycleState,
+        pod: &Pod,
+        node: &NodeInfo,
+    ) -> Option<(usize, Status)> {
+        for &(i, p) in &self.plugins {
+            let s = p.filter(state, pod, node);
+            if !s.is_success() {
+                return Some((i, s));
+            }
+        }
+        None
     }
 }

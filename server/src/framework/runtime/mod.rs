@@ -33,6 +33,7 @@ use crate::config::{ExtensionPoint, PluginRef};
 use crate::framework::snapshot::Snapshot;
 use crate::model::Pod;
 
+pub use framework::FilterRun;
 pub use parallel::{
     filter_map_adaptive, Parallelism, PARALLEL_CHUNK, PARALLEL_MIN_WORK, PARALLEL_THRESHOLD,
 };
