@@ -125,22 +125,41 @@ impl PodHeap {
 
     fn swap(&mut self, a: usize, b: usize) {
         self.items.swap(a, b);
-        self.index.insert(self.items[a].pod.uid.clone(), a);
-        self.index.insert(self.items[b].pod.uid.clone(), b);
+        self.set_index(a);
+        self.set_index(b);
     }
 
-    fn up(&mut self, mut i: usize) {
+    /// Records that the item at `i` is there. A known UID is updated in place, without
+    /// cloning it (an atomic increment and decrement per heap level otherwise).
+    fn set_index(&mut self, i: usize) {
+        let uid = &self.items[i].pod.uid;
+        match self.index.get_mut(&**uid) {
+            Some(at) => *at = i,
+            None => {
+                self.index.insert(uid.clone(), i);
+            }
+        }
+    }
+
+    /// Sifts up. The items passed over move one level each and are re-indexed; the
+    /// sifted item only once, where it stops (its index is stale meanwhile).
+    fn up(&mut self, i0: usize) {
+        let mut i = i0;
         while i > 0 {
             let parent = (i - 1) / 2;
             if !(self.less)(&self.items[i], &self.items[parent]) {
                 break;
             }
-            self.swap(i, parent);
+            self.items.swap(i, parent);
+            self.set_index(i);
             i = parent;
+        }
+        if i != i0 {
+            self.set_index(i);
         }
     }
 
-    /// Sifts down; returns whether the item moved.
+    /// Sifts down; returns whether the item moved. Re-indexes as [`PodHeap::up`] does.
     fn down(&mut self, i0: usize) -> bool {
         let n = self.items.len();
         let mut i = i0;
@@ -156,8 +175,12 @@ impl PodHeap {
             if !(self.less)(&self.items[j], &self.items[i]) {
                 break;
             }
-            self.swap(i, j);
+            self.items.swap(i, j);
+            self.set_index(i);
             i = j;
+        }
+        if i != i0 {
+            self.set_index(i);
         }
         i > i0
     }
@@ -207,5 +230,44 @@ mod tests {
             h.pop().map(|p| p.pod.name.to_string()).as_deref(),
             Some("p39")
         );
+    }
+
+    #[test]
+    fn index_follows_every_move_under_random_operations() {
+        use crate::rand::SplitMix64;
+        let mut rng = SplitMix64(5);
+        let mut h = PodHeap::new(Box::new(|a, b| a.pod.priority() > b.pod.priority()));
+        // Reference: uid -> priority.
+        let mut want: std::collections::BTreeMap<String, i32> = Default::default();
+        let now = Instant::now();
+        for step in 0..3000 {
+            let name = format!("p{}", rng.below(60));
+            let uid = format!("uid-{name}");
+            match rng.below(4) {
+                0 | 1 => {
+                    let prio = rng.below(1000) as i32;
+                    h.add_or_update(QueuedPodInfo::new(pod(&name).priority(prio).build(), now));
+                    want.insert(uid, prio);
+                }
+                2 => {
+                    assert_eq!(h.delete(&uid).is_some(), want.remove(&uid).is_some());
+                }
+                _ => {
+                    let top = want.values().copied().max();
+                    let got = h.pop();
+                    assert_eq!(got.as_ref().map(|p| p.pod.priority()), top, "step {step}");
+                    if let Some(p) = got {
+                        want.remove(&*p.pod.uid);
+                    }
+                }
+            }
+            assert_eq!(h.len(), want.len());
+            for (uid, prio) in &want {
+                let at = h
+                    .get(uid)
+                    .map(|p| (p.pod.uid.to_string(), p.pod.priority()));
+                assert_eq!(at, Some((uid.clone(), *prio)), "step {step}");
+            }
+        }
     }
 }
