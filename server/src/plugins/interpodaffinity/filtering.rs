@@ -79,10 +79,15 @@ impl KeyCounts {
 
 impl ExistingAnti {
     /// Adds a matching term's pods by domain.
-    fn add_term(&mut self, key: &str, numbers: &Arc<DomainNumbers>, by_domain: &Arc<Vec<i64>>) {
-        let Some(k) = self.base.iter_mut().find(|k| *k.key == *key) else {
+    fn add_term(
+        &mut self,
+        key: &Arc<str>,
+        numbers: &Arc<DomainNumbers>,
+        by_domain: &Arc<Vec<i64>>,
+    ) {
+        let Some(k) = self.base.iter_mut().find(|k| k.key == *key) else {
             self.base.push(KeyCounts {
-                key: Arc::from(key),
+                key: key.clone(),
                 numbers: numbers.clone(),
                 by_domain: by_domain.clone(),
             });
@@ -221,11 +226,7 @@ impl PreFilterPlugin for InterPodAffinity {
             self.with_existing(snapshot, |idx| {
                 for (t, totals, numbers) in idx.terms() {
                     if t.kind == TermKind::RequiredAnti && t.term.matches(pod, &namespace_labels) {
-                        existing_anti_affinity.add_term(
-                            &t.term.topology_key,
-                            numbers,
-                            &totals.by_domain,
-                        );
+                        existing_anti_affinity.add_term(&totals.key, numbers, &totals.by_domain);
                     }
                 }
             });
