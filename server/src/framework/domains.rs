@@ -28,6 +28,16 @@ pub struct DomainNumbers {
     pub by_name: FxHashMap<Arc<str>, u32>,
 }
 
+/// A node's domain for one topology key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Domain<'a> {
+    /// The node lacks the key.
+    Missing,
+    Numbered(u32),
+    /// A value no numbered node has (a node the numbers never saw).
+    Unnumbered(&'a str),
+}
+
 /// No domain (the node lacks the key, or was never numbered).
 const NONE: u32 = u32::MAX;
 
@@ -88,6 +98,21 @@ impl DomainNumbers {
         }
         let v = node.node().labels.get(key)?;
         self.by_name.get(v).copied()
+    }
+
+    /// The node's domain: by id when ids tell nodes apart, else (or for a node not
+    /// numbered) by its `key` label, which may name a domain without a number.
+    pub fn domain_of<'a>(&self, node: &'a NodeInfo, key: &str) -> Domain<'a> {
+        if let Some(n) = self.by_id(node.id) {
+            return Domain::Numbered(n);
+        }
+        match node.node().labels.get(key) {
+            None => Domain::Missing,
+            Some(v) => match self.by_name.get(v) {
+                Some(&n) => Domain::Numbered(n),
+                None => Domain::Unnumbered(v),
+            },
+        }
     }
 
     /// Nodes with a domain, by id (tests).

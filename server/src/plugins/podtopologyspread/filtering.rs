@@ -87,6 +87,9 @@ pub(crate) struct PreFilterState {
     /// Per constraint: topology value -> matching pods (every eligible domain present).
     match_num: Vec<DomainCounts>,
     critical_paths: Vec<CriticalPaths>,
+    /// Per constraint: 1 when the incoming pod matches its selector (it would count
+    /// itself), read by Filter on every node.
+    self_match: Vec<i64>,
 }
 
 /// One constraint's matching pods per eligible domain, by domain number (upstream's
@@ -128,12 +131,17 @@ impl DomainCounts {
         }
     }
 
+    /// Adds `delta` to a numbered domain (making it eligible); returns its new count.
+    fn add_numbered(&mut self, number: u32, delta: i64) -> i64 {
+        let now = self.pods[number as usize].unwrap_or(0) + delta;
+        self.set(number, now);
+        now
+    }
+
     /// Adds `delta` to a domain (making it eligible); returns its new count.
     fn add(&mut self, value: &str, delta: i64) -> i64 {
         if let Some(&n) = self.numbers.by_name.get(value) {
-            let now = self.pods[n as usize].unwrap_or(0) + delta;
-            self.set(n, now);
-            return now;
+            return self.add_numbered(n, delta);
         }
         let e = match self.extra.get_mut(value) {
             Some(e) => e,
@@ -231,9 +239,14 @@ impl PreFilterPlugin for PodTopologySpread {
                     if !c.includes_node(pod, node) {
                         continue;
                     }
-                    if let Some(d) = &ns.domains[i] {
-                        counts[i].add(d, ns.counts[i]);
-                    }
+                    let Some(d) = &ns.domains[i] else { continue };
+                    // By the node's id where the numbers have it: no hashing of names.
+                    match counts[i].numbers.by_id(ns.id) {
+                        Some(n) if (n as usize) < counts[i].pods.len() => {
+                            counts[i].add_numbered(n, ns.counts[i])
+                        }
+                        _ => counts[i].add(d, ns.counts[i]),
+                    };
                 }
             }
             counts
@@ -242,10 +255,15 @@ impl PreFilterPlugin for PodTopologySpread {
             .iter()
             .map(|m| CriticalPaths::from_counts(m.iter()))
             .collect();
+        let self_match = constraints
+            .iter()
+            .map(|c| i64::from(c.selector.matches(pod.labels())))
+            .collect();
         state.write(PreFilterState {
             constraints: constraints.into(),
             match_num,
             critical_paths,
+            self_match,
         });
         (None, Status::success())
     }
@@ -313,7 +331,7 @@ impl PreFilterExtensions for PodTopologySpread {
 }
 
 impl FilterPlugin for PodTopologySpread {
-    fn filter(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
+    fn filter(&self, state: &CycleState, _pod: &Pod, node: &NodeInfo) -> Status {
         let Some(s) = state.read::<PreFilterState>() else {
             return missing_state("PreFilterPodTopologySpread");
         };
@@ -322,8 +340,7 @@ impl FilterPlugin for PodTopologySpread {
                 return Status::unresolvable(ERR_REASON_NODE_LABEL_NOT_MATCH);
             };
             let min = s.min_match_num(i, c.min_domains);
-            let self_match = i64::from(c.selector.matches(pod.labels()));
-            if match_num + self_match - min > c.max_skew {
+            if match_num + s.self_match[i] - min > c.max_skew {
                 return Status::unschedulable(ERR_REASON_CONSTRAINTS_NOT_MATCH);
             }
         }

@@ -697,6 +697,7 @@ mod tests {
     use crate::model::pod::TopologySpreadConstraint;
     use crate::rand::SplitMix64;
     use crate::testing::{node, pod};
+    use rustc_hash::FxHashSet;
 
     fn constraint(
         key: &str,
@@ -943,6 +944,25 @@ mod tests {
                 // Score, from the index's per-node values, against labels and pods read
                 // directly: the same sum.
                 let weights = scoring::weights(&state).unwrap();
+                // Weights: ln(domains + 2), domains of the nodes not ignored (a node
+                // without the key is in "" when not every key is required).
+                for (i, c) in cs.iter().enumerate() {
+                    let scored = snap
+                        .node_infos()
+                        .iter()
+                        .map(|ni| &ni.node().labels)
+                        .filter(|l| !require_all || node_has_all_keys(l, &cs));
+                    let domains = if *c.topology_key == *LABEL_HOSTNAME {
+                        scored.count()
+                    } else {
+                        let values: FxHashSet<&str> = scored
+                            .map(|l| l.get(&c.topology_key).unwrap_or_default())
+                            .collect();
+                        values.len()
+                    };
+                    let want = ((domains + 2) as f64).ln();
+                    assert_eq!(weights[i], want, "round {round}, {}, {i}", p.name);
+                }
                 for ni in snap.node_infos() {
                     let node = ni.node();
                     if require_all && !node_has_all_keys(&node.labels, &cs) {
@@ -973,9 +993,11 @@ mod tests {
                 let mut b = node(&name)
                     .label(LABEL_HOSTNAME, &name)
                     .label("disk", ["ssd", "hdd"][i % 2]);
-                let zone = rng.below(5);
-                if zone < 4 {
-                    b = b.label(LABEL_ZONE, ["z1", "z2", "z3", "z4"][zone]);
+                // A zone labelled "" is a domain of its own where every key is
+                // required, and shares "" with nodes without one where not.
+                let zone = rng.below(6);
+                if zone < 5 {
+                    b = b.label(LABEL_ZONE, ["z1", "z2", "z3", "z4", ""][zone]);
                 }
                 ni.set_node(b.build());
             } else if ni.pods.is_empty() || rng.below(2) == 0 {

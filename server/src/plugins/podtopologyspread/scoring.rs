@@ -2,13 +2,18 @@
 
 use std::sync::Arc;
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashSet;
+#[cfg(test)]
+use {super::blank, rustc_hash::FxHashMap};
+
+use smallvec::SmallVec;
 
 use super::{
-    blank, count_matching, inclusion_is_trivial, Constraint, NodeSpread, PodTopologySpread,
+    count_matching, inclusion_is_trivial, Constraint, DomainNumbers, PodTopologySpread,
     LABEL_HOSTNAME,
 };
 use crate::cache::Snapshot;
+use crate::framework::domains::Domain;
 use crate::framework::interface::{PreScorePlugin, ScorePlugin, MAX_NODE_SCORE};
 use crate::framework::{CycleState, NodeInfo, Status};
 use crate::model::pod::UnsatisfiableConstraintAction;
@@ -20,25 +25,83 @@ struct PreScoreState(Arc<PreScoreData>);
 
 struct PreScoreData {
     constraints: Vec<Constraint>,
-    /// Feasible nodes lacking a topology key: scored 0.
+    /// Per constraint, what Score reads.
+    terms: SmallVec<[ScoreTerm; 2]>,
+    /// Feasible nodes lacking a topology key (when every key is required): scored 0.
     ignored_nodes: FxHashSet<Arc<str>>,
-    /// Per constraint (non-hostname): topology value -> matching pods.
-    counts: Vec<FxHashMap<Arc<str>, i64>>,
-    /// Per constraint: ln(domains + 2).
-    weights: Vec<f64>,
-    /// The feasible nodes' domains and matching pods, by node id, so Score reads
-    /// neither a node's labels nor its pods. Empty when two nodes share an id.
-    nodes: FxHashMap<u32, NodeSpread>,
+}
+
+/// One constraint's part of Score, read by domain number or node id: Score reads
+/// neither a node's labels nor its pods, and PreScore copies no domain names.
+struct ScoreTerm {
+    hostname: bool,
+    /// ln(domains + 2), domains over the feasible nodes not ignored.
+    weight: f64,
+    /// The index's numbers for the constraint's topology key.
+    numbers: Arc<DomainNumbers>,
+    /// Not hostname: matching pods by domain number, and in the slot past the numbers
+    /// the nodes without the key, read as the domain "" as upstream reads them (when
+    /// no node is labelled ""; else they share that domain's slot). Hostname: matching
+    /// pods on the node by node id, [`UNCOUNTED`] for nodes PreScore did not count
+    /// (Score counts those itself); empty when node ids repeat.
+    pods: Vec<i64>,
+}
+
+/// A node PreScore did not count (hostname terms).
+const UNCOUNTED: i64 = i64::MIN;
+
+/// Node ids past this are not kept in a hostname term's vector (Score counts).
+const MAX_DENSE_ID: usize = 1 << 20;
+
+impl ScoreTerm {
+    fn new(c: &Constraint, numbers: &Arc<DomainNumbers>) -> Self {
+        let hostname = *c.topology_key == *LABEL_HOSTNAME;
+        ScoreTerm {
+            hostname,
+            weight: 0.0,
+            pods: vec![0; if hostname { 0 } else { numbers.names.len() + 1 }],
+            numbers: numbers.clone(),
+        }
+    }
+
+    /// The slot of nodes without the key.
+    fn blank(&self) -> usize {
+        match self.numbers.by_name.get("") {
+            Some(&n) => n as usize,
+            None => self.numbers.names.len(),
+        }
+    }
+
+    /// The slot of a domain (not hostname); `None` for a value without a number.
+    fn slot(&self, d: Domain, blank: usize) -> Option<usize> {
+        match d {
+            Domain::Missing => Some(blank),
+            Domain::Numbered(n) => Some(n as usize),
+            Domain::Unnumbered(_) => None,
+        }
+    }
 }
 
 #[cfg(test)]
-pub(crate) fn counts(state: &CycleState) -> Option<&[FxHashMap<Arc<str>, i64>]> {
-    state.read::<PreScoreState>().map(|s| &s.0.counts[..])
+pub(crate) fn counts(state: &CycleState) -> Option<Vec<FxHashMap<Arc<str>, i64>>> {
+    let s = &state.read::<PreScoreState>()?.0;
+    let by_domain = |t: &ScoreTerm| -> FxHashMap<Arc<str>, i64> {
+        if t.hostname {
+            return FxHashMap::default();
+        }
+        let mut m: FxHashMap<Arc<str>, i64> = (t.numbers.names.iter().cloned())
+            .zip(t.pods.iter().copied())
+            .collect();
+        m.entry(blank()).or_insert(t.pods[t.blank()]);
+        m
+    };
+    Some(s.terms.iter().map(by_domain).collect())
 }
 
 #[cfg(test)]
-pub(crate) fn weights(state: &CycleState) -> Option<&[f64]> {
-    state.read::<PreScoreState>().map(|s| &s.0.weights[..])
+pub(crate) fn weights(state: &CycleState) -> Option<Vec<f64>> {
+    let s = &state.read::<PreScoreState>()?.0;
+    Some(s.terms.iter().map(|t| t.weight).collect())
 }
 
 impl PreScorePlugin for PodTopologySpread {
@@ -61,61 +124,98 @@ impl PreScorePlugin for PodTopologySpread {
         let require_all =
             !pod.spec.topology_spread_constraints.is_empty() || !self.system_defaulted;
         let trivial = inclusion_is_trivial(pod, &constraints);
-        let terms = constraints.iter().map(|c| (&c.selector, &*c.topology_key));
-        let data = self.with_index(pod, &constraints, snapshot, |idx| {
-            let n = constraints.len();
+        let (terms, ignored_nodes) = self.with_index(pod, &constraints, snapshot, |idx| {
+            let mut terms: SmallVec<[ScoreTerm; 2]> = constraints
+                .iter()
+                .zip(&idx.numbers)
+                .map(|(c, numbers)| ScoreTerm::new(c, numbers))
+                .collect();
+            let blank: SmallVec<[usize; 2]> = terms.iter().map(ScoreTerm::blank).collect();
+            // The feasible nodes' domains, for the weights.
+            let mut seen: SmallVec<[Vec<bool>; 2]> =
+                terms.iter().map(|t| vec![false; t.pods.len()]).collect();
+            let mut unnumbered: SmallVec<[FxHashSet<&str>; 2]> =
+                terms.iter().map(|_| FxHashSet::default()).collect();
             let mut ignored_nodes = FxHashSet::default();
-            let mut counts: Vec<FxHashMap<Arc<str>, i64>> = vec![FxHashMap::default(); n];
-            let mut nodes: FxHashMap<u32, NodeSpread> =
-                FxHashMap::with_capacity_and_hasher(filtered.len(), Default::default());
             let mut ids_unique = true;
+            let mut domains: SmallVec<[Domain; 2]> = SmallVec::new();
             for ni in filtered {
-                let ns = match idx.get(ni) {
-                    Some(ns) => ns.clone(),
-                    None => NodeSpread::of(ni, &pod.namespace, terms.clone()),
-                };
-                if require_all && !ns.has_all_keys() {
+                domains.clear();
+                domains.extend(
+                    terms
+                        .iter()
+                        .zip(&constraints)
+                        .map(|(t, c)| t.numbers.domain_of(ni, &c.topology_key)),
+                );
+                if require_all && domains.contains(&Domain::Missing) {
                     ignored_nodes.insert(ni.node().name.clone());
                     continue;
                 }
-                for (i, c) in constraints.iter().enumerate() {
-                    if *c.topology_key == *LABEL_HOSTNAME {
+                for (i, t) in terms.iter_mut().enumerate() {
+                    if !t.hostname {
+                        match t.slot(domains[i], blank[i]) {
+                            Some(s) => seen[i][s] = true,
+                            None => {
+                                if let Domain::Unnumbered(v) = domains[i] {
+                                    unnumbered[i].insert(v);
+                                }
+                            }
+                        }
                         continue;
                     }
-                    let d = ns.domains[i].as_ref();
-                    if !counts[i].contains_key(d.map_or("", |d| &**d)) {
-                        counts[i].insert(d.cloned().unwrap_or_else(blank), 0);
+                    // Score skips a node without the hostname label.
+                    let id = ni.id as usize;
+                    if domains[i] == Domain::Missing || id >= MAX_DENSE_ID {
+                        ids_unique &= id < MAX_DENSE_ID;
+                        continue;
                     }
-                }
-                ids_unique &= nodes.insert(ni.id, ns).is_none();
-            }
-            if !ids_unique {
-                nodes.clear();
-            }
-            let weights: Vec<f64> = constraints
-                .iter()
-                .enumerate()
-                .map(|(i, c)| {
-                    let size = if *c.topology_key == *LABEL_HOSTNAME {
-                        filtered.len() - ignored_nodes.len()
-                    } else {
-                        counts[i].len()
+                    let c = &constraints[i];
+                    let n = match idx.get(ni) {
+                        Some(ns) => ns.counts[i],
+                        None => count_matching(&ni.pods, &c.selector, &pod.namespace),
                     };
-                    ((size + 2) as f64).ln()
-                })
-                .collect();
+                    if t.pods.len() <= id {
+                        t.pods.resize(id + 1, UNCOUNTED);
+                    }
+                    ids_unique &= t.pods[id] == UNCOUNTED;
+                    t.pods[id] = n;
+                }
+            }
+            for (i, t) in terms.iter_mut().enumerate() {
+                let size = if t.hostname {
+                    if !ids_unique {
+                        t.pods = Vec::new();
+                    }
+                    filtered.len() - ignored_nodes.len()
+                } else {
+                    seen[i].iter().filter(|s| **s).count() + unnumbered[i].len()
+                };
+                t.weight = ((size + 2) as f64).ln();
+            }
             if trivial {
                 // Every node is included: the index's totals are the counts. With every
                 // key required they are over the nodes that have all keys, else over
                 // every node with a missing key read as "".
-                let totals = if require_all {
-                    &idx.totals
-                } else {
-                    &idx.by_value
-                };
-                for (i, m) in counts.iter_mut().enumerate() {
-                    for (d, slot) in m.iter_mut() {
-                        *slot += totals[i].get(&**d).map_or(0, |t| t.pods);
+                for (i, t) in terms.iter_mut().enumerate() {
+                    if t.hostname {
+                        continue;
+                    }
+                    let totals = if require_all {
+                        &idx.totals[i]
+                    } else {
+                        &idx.by_value[i]
+                    };
+                    for (d, total) in totals {
+                        let slot = if d.is_empty() {
+                            Some(blank[i])
+                        } else if total.number != u32::MAX {
+                            Some(total.number as usize)
+                        } else {
+                            t.numbers.by_name.get(&**d).map(|&n| n as usize)
+                        };
+                        if let Some(p) = slot.and_then(|s| t.pods.get_mut(s)) {
+                            *p += total.pods;
+                        }
                     }
                 }
             } else {
@@ -125,29 +225,58 @@ impl PreScorePlugin for PodTopologySpread {
                     }
                     let node = ni.node();
                     for (i, c) in constraints.iter().enumerate() {
-                        if *c.topology_key == *LABEL_HOSTNAME || !c.includes_node(pod, node) {
+                        let t = &mut terms[i];
+                        if t.hostname || !c.includes_node(pod, node) {
                             continue;
                         }
-                        let v = ns.domains[i].as_deref().unwrap_or("");
-                        if let Some(slot) = counts[i].get_mut(v) {
-                            *slot += ns.counts[i];
+                        let slot = match &ns.domains[i] {
+                            None => Some(blank[i]),
+                            Some(d) => t
+                                .numbers
+                                .by_id(ns.id)
+                                .or_else(|| t.numbers.by_name.get(&**d).copied())
+                                .map(|n| n as usize),
+                        };
+                        if let Some(p) = slot.and_then(|s| t.pods.get_mut(s)) {
+                            *p += ns.counts[i];
                         }
                     }
                 }
             }
-            PreScoreData {
-                constraints: Vec::new(),
-                ignored_nodes,
-                counts,
-                weights,
-                nodes,
-            }
+            (terms, ignored_nodes)
         });
         state.write(PreScoreState(Arc::new(PreScoreData {
             constraints,
-            ..data
+            terms,
+            ignored_nodes,
         })));
         Status::success()
+    }
+}
+
+impl PreScoreData {
+    fn ignored(&self, node: &NodeInfo) -> bool {
+        !self.ignored_nodes.is_empty() && self.ignored_nodes.contains(&node.node().name)
+    }
+
+    fn score(&self, pod: &Pod, node: &NodeInfo) -> i64 {
+        if self.ignored(node) {
+            return 0;
+        }
+        let mut score = 0f64;
+        for (t, c) in self.terms.iter().zip(&self.constraints) {
+            let cnt = match t.numbers.domain_of(node, &c.topology_key) {
+                Domain::Missing => continue,
+                _ if t.hostname => match t.pods.get(node.id as usize) {
+                    Some(&n) if n != UNCOUNTED => n,
+                    _ => count_matching(&node.pods, &c.selector, &pod.namespace),
+                },
+                Domain::Numbered(n) => t.pods.get(n as usize).copied().unwrap_or(0),
+                Domain::Unnumbered(_) => 0,
+            };
+            score += cnt as f64 * t.weight + (c.max_skew - 1) as f64;
+        }
+        score.round() as i64
     }
 }
 
@@ -156,38 +285,23 @@ impl ScorePlugin for PodTopologySpread {
         let s = state
             .read::<PreScoreState>()
             .ok_or_else(|| missing_state("PreScorePodTopologySpread"))?;
-        let s = &s.0;
-        let n = node.node();
-        if s.ignored_nodes.contains(&n.name) {
-            return Ok(0);
+        Ok(s.0.score(pod, node))
+    }
+
+    fn score_nodes(
+        &self,
+        state: &CycleState,
+        pod: &Pod,
+        nodes: &[Arc<NodeInfo>],
+        out: &mut [i64],
+    ) -> Result<(), Status> {
+        let s = state
+            .read::<PreScoreState>()
+            .ok_or_else(|| missing_state("PreScorePodTopologySpread"))?;
+        for (n, o) in nodes.iter().zip(out.iter_mut()) {
+            *o = s.0.score(pod, n);
         }
-        let known = s.nodes.get(&node.id);
-        let mut score = 0f64;
-        for (i, c) in s.constraints.iter().enumerate() {
-            let hostname = *c.topology_key == *LABEL_HOSTNAME;
-            let cnt = match known {
-                Some(ns) => {
-                    let Some(v) = &ns.domains[i] else { continue };
-                    if hostname {
-                        ns.counts[i]
-                    } else {
-                        s.counts[i].get(&**v).copied().unwrap_or(0)
-                    }
-                }
-                None => {
-                    let Some(v) = n.labels.get(&c.topology_key) else {
-                        continue;
-                    };
-                    if hostname {
-                        count_matching(&node.pods, &c.selector, &pod.namespace)
-                    } else {
-                        s.counts[i].get(v).copied().unwrap_or(0)
-                    }
-                }
-            };
-            score += cnt as f64 * s.weights[i] + (c.max_skew - 1) as f64;
-        }
-        Ok(score.round() as i64)
+        Ok(())
     }
 
     fn has_normalize_score(&self) -> bool {
@@ -205,7 +319,7 @@ impl ScorePlugin for PodTopologySpread {
         let Some(s) = state.read::<PreScoreState>() else {
             return Status::success();
         };
-        let ignored = |i: usize| s.0.ignored_nodes.contains(&nodes[i].node().name);
+        let ignored = |i: usize| s.0.ignored(&nodes[i]);
         let mut min = i64::MAX;
         let mut max = 0i64;
         for (i, v) in scores.iter().enumerate() {
