@@ -110,6 +110,13 @@ fn workload_runs_and_measures_throughput() {
     assert_eq!(v["summary"]["unschedulable"], 0);
     assert_eq!(v["measured"]["pods"], 1000);
     assert!(v["measured"]["pods_per_second"].as_f64().unwrap() > 0.0);
+    // Throughput as upstream's collector times it: from the first measured pod bound
+    // to the last, inside the op's own stretch.
+    let (op, binding) = (
+        v["measured"]["seconds"].as_f64().unwrap(),
+        v["measured"]["binding_seconds"].as_f64().unwrap(),
+    );
+    assert!(binding > 0.0 && binding <= op, "{}", v["measured"]);
     assert_eq!(v["invariants"]["ok"], true);
 }
 

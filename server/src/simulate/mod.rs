@@ -312,11 +312,16 @@ impl Measuring<'_> {
         }
     }
 
-    /// Records the stretch from `m` to now, in which `pods` pods were bound.
-    fn record(&mut self, m: Mark, pods: usize) {
+    /// Records the stretch from `m` to now, in which `bound` pods were bound.
+    fn record(&mut self, m: Mark, bound: ops::Bound) {
+        let binding_seconds = bound
+            .first_micros
+            .zip(bound.last_micros)
+            .map(|(f, l)| (l - f) as f64 / 1e6);
         self.result = Some(Measured {
-            pods,
+            pods: bound.pods,
             seconds: m.at.elapsed().as_secs_f64(),
+            binding_seconds,
             cpu: cpu::CpuSeconds::now(self.cpu_groups)
                 .zip(m.cpu)
                 .map(|(b, a)| b.since(a)),
@@ -329,6 +334,8 @@ impl Measuring<'_> {
 pub struct Measured {
     pub pods: usize,
     pub seconds: f64,
+    /// From the first of the pods bound to the last (wall clock).
+    pub binding_seconds: Option<f64>,
     /// CPU time spent over the stretch (Linux).
     pub cpu: Option<cpu::CpuSeconds>,
 }

@@ -8,24 +8,39 @@ use super::*;
 
 /// Pods in `namespaces` (empty: any) created at or after `since` (a
 /// [`EmbeddedCluster::next_order`] value) that are bound now, as upstream's throughput
-/// collector counts them. Counting only new pods keeps preemption workloads honest:
-/// victims leave the cluster, so a difference of bound totals would undercount.
+/// collector counts them, and when the first and the last of them were bound.
+/// Counting only new pods keeps preemption workloads honest: victims leave the
+/// cluster, so a difference of bound totals would undercount.
 pub(super) fn bound_since(
     cluster: &EmbeddedCluster,
     since: u64,
     namespaces: &[String],
     labels: &BTreeMap<String, String>,
-) -> usize {
-    cluster
-        .pods()
-        .iter()
-        .filter(|r| {
-            r.order >= since
-                && r.pod.node_name.is_some()
-                && (namespaces.is_empty() || namespaces.iter().any(|n| **n == *r.pod.namespace))
-                && labels.iter().all(|(k, v)| r.pod.labels().get(k) == Some(v))
-        })
-        .count()
+) -> Bound {
+    let mut b = Bound::default();
+    for r in cluster.pods().iter().filter(|r| {
+        r.order >= since
+            && r.pod.node_name.is_some()
+            && (namespaces.is_empty() || namespaces.iter().any(|n| **n == *r.pod.namespace))
+            && labels.iter().all(|(k, v)| r.pod.labels().get(k) == Some(v))
+    }) {
+        b.pods += 1;
+        // The embedded cluster's bind stamps the start time (created bound: none).
+        if let Some(t) = r.pod.spec.start_time {
+            b.first_micros = Some(b.first_micros.map_or(t, |f| f.min(t)));
+            b.last_micros = Some(b.last_micros.map_or(t, |l| l.max(t)));
+        }
+    }
+    b
+}
+
+/// Pods a metrics window counts, and the wall-clock span of their binding.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Bound {
+    pub(super) pods: usize,
+    /// Microseconds since the epoch.
+    pub(super) first_micros: Option<i64>,
+    pub(super) last_micros: Option<i64>,
 }
 
 #[allow(clippy::too_many_arguments)]
