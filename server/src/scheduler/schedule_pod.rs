@@ -12,7 +12,7 @@ use super::Scheduler;
 use crate::framework::cycle_state::PluginSet;
 use crate::framework::diagnosis::Diagnosis;
 use crate::framework::node_info::prefetch;
-use crate::framework::runtime::{filter_map_adaptive, Parallelism, PARALLEL_THRESHOLD};
+use crate::framework::runtime::{filter_map_adaptive_into, Parallelism, PARALLEL_THRESHOLD};
 use crate::framework::{Code, CycleState, FirstRound, Framework, NodeInfo, PluginName, Status};
 use crate::model::Pod;
 use crate::queue::NominatedPods;
@@ -346,7 +346,7 @@ fn next_filter_round(need: usize, left: usize, checked: usize, found: usize, pre
 
 /// Upstream `findNodesThatPassFilters`: checks nodes from `start` onwards (wrapping) in
 /// rounds, in parallel when a round's projected work pays for it
-/// ([`filter_map_adaptive`]), stopping once `numFeasibleNodesToFind` fit. Rounds keep the
+/// ([`filter_map_adaptive_into`]), stopping once `numFeasibleNodesToFind` fit. Rounds keep the
 /// result deterministic: the feasible nodes are the first ones in list order.
 ///
 /// The rejected nodes are counted in `diag.filter_rejected`; their statuses go into
@@ -442,11 +442,15 @@ fn find_nodes_that_pass_filters(
             failures.extend(found.into_iter().map(|(k, s)| (offset + plain_at[k], s)));
             failures[round_start..].sort_by_key(|(i, _)| *i);
         } else if round >= PARALLEL_THRESHOLD {
-            failures.extend(filter_map_adaptive(round, |i| {
-                prefetch(at(offset + i + PREFETCH_AHEAD));
-                let s = check(at(offset + i));
-                (!s.is_success()).then_some((offset + i, s))
-            }));
+            filter_map_adaptive_into(
+                round,
+                |i| {
+                    prefetch(at(offset + i + PREFETCH_AHEAD));
+                    let s = check(at(offset + i));
+                    (!s.is_success()).then_some((offset + i, s))
+                },
+                failures,
+            );
         } else {
             for i in 0..round {
                 prefetch(at(offset + i + PREFETCH_AHEAD));

@@ -35,7 +35,8 @@ use crate::model::Pod;
 
 pub use framework::FilterRun;
 pub use parallel::{
-    filter_map_adaptive, Parallelism, PARALLEL_CHUNK, PARALLEL_MIN_WORK, PARALLEL_THRESHOLD,
+    filter_map_adaptive, filter_map_adaptive_into, Parallelism, PARALLEL_CHUNK, PARALLEL_MIN_WORK,
+    PARALLEL_THRESHOLD,
 };
 pub use profile::ProfileError;
 pub use registry::{Handle, InvalidArgs, PluginFactory, Registry, SchedulerServices};
@@ -223,6 +224,32 @@ mod tests {
         assert!(!worth_parallel(us(32), 32, 200, 1));
         assert!(!worth_parallel(us(3200), 32, 2 * PARALLEL_CHUNK - 1, 2));
         assert!(!worth_parallel(us(32), 0, 200, 2));
+    }
+
+    #[test]
+    fn filter_map_adaptive_appends_after_what_is_there() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .expect("pool");
+        let expect: Vec<usize> = (0..300).filter(|i| i % 3 != 0).collect();
+        for slow in [false, true] {
+            let mut out = vec![usize::MAX];
+            pool.install(|| {
+                filter_map_adaptive_into(
+                    300,
+                    |i| {
+                        if slow {
+                            std::thread::sleep(Duration::from_micros(50));
+                        }
+                        (i % 3 != 0).then_some(i)
+                    },
+                    &mut out,
+                )
+            });
+            assert_eq!(out[0], usize::MAX, "slow={slow}");
+            assert_eq!(out[1..], expect[..], "slow={slow}");
+        }
     }
 
     /// Both ways give `(0..n).filter_map(f)` in order; slow items go to the pool, cheap

@@ -58,19 +58,32 @@ where
     T: Send,
     F: Fn(usize) -> Option<T> + Sync + Send,
 {
+    let mut out = Vec::new();
+    filter_map_adaptive_into(n, f, &mut out);
+    out
+}
+
+/// [`filter_map_adaptive`], appending to `out`: a caller that keeps its vector across
+/// pods writes results once, into capacity it already has (the filter loop keeps a
+/// status per rejected node; when a pod rejects thousands, copying them from vector to
+/// vector cost more than the checks).
+pub fn filter_map_adaptive_into<T, F>(n: usize, f: F, out: &mut Vec<T>)
+where
+    T: Send,
+    F: Fn(usize) -> Option<T> + Sync + Send,
+{
     let probe = PROBE_NODES.min(n);
     let t0 = Instant::now();
-    let mut out: Vec<T> = (0..probe).filter_map(&f).collect();
+    out.extend((0..probe).filter_map(&f));
     if worth_parallel(t0.elapsed(), probe, n - probe, rayon::current_num_threads()) {
         let min_len = ((n - probe) / (rayon::current_num_threads().max(1) * 4)).max(PARALLEL_CHUNK);
-        let rest: Vec<T> = (probe..n)
-            .into_par_iter()
-            .with_min_len(min_len)
-            .filter_map(&f)
-            .collect();
-        out.extend(rest);
+        out.par_extend(
+            (probe..n)
+                .into_par_iter()
+                .with_min_len(min_len)
+                .filter_map(&f),
+        );
     } else {
         out.extend((probe..n).filter_map(&f));
     }
-    out
 }
