@@ -18,6 +18,7 @@ use crate::framework::interface::{
 use crate::framework::{Code, CycleState, Handle, NodeInfo, PluginFactory, Status};
 use crate::model::labels::is_qualified_name;
 use crate::model::resource::is_extended_resource_name;
+use crate::model::resource::ScalarResources;
 use crate::model::{Node, Pod, Resource};
 use crate::plugins::helper::{decode_args, missing_state};
 
@@ -88,6 +89,8 @@ type InsufficientList = smallvec::SmallVec<[Insufficient; 2]>;
 #[derive(Clone)]
 struct ScalarCheck {
     name: crate::model::resource::ResourceName,
+    /// The name's hash ([`ScalarResources::hash_of`]).
+    hash: u64,
     quantity: i64,
     reason: Cow<'static, str>,
 }
@@ -126,6 +129,7 @@ impl Fit {
                 let reason = format!("Insufficient {name}");
                 ScalarCheck {
                     name: name.clone(),
+                    hash: ScalarResources::hash_of(name),
                     quantity,
                     reason: if intern {
                         crate::framework::interned::reason(&reason)
@@ -183,8 +187,8 @@ impl Fit {
             });
         }
         for c in scalars {
-            let avail = a.scalar.get(&c.name);
-            if c.quantity > avail - r.scalar.get(&c.name) {
+            let avail = a.scalar.get_hashed(&c.name, c.hash);
+            if c.quantity > avail - r.scalar.get_hashed(&c.name, c.hash) {
                 out.push(Insufficient {
                     reason: c.reason.clone(),
                     unresolvable: c.quantity > avail,
@@ -337,6 +341,10 @@ impl FilterPlugin for Fit {
         } else {
             Code::Unschedulable
         };
+        // One reason (the usual rejection): no list to move through.
+        if let [only] = &mut out[..] {
+            return Status::new(code, std::mem::take(&mut only.reason));
+        }
         Status::from_reasons(code, out.into_iter().map(|i| i.reason))
     }
 }
