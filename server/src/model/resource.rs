@@ -239,8 +239,18 @@ mod tests {
         for (n, v) in [("example.com/gpu", 2), ("hugepages-2Mi", 7), ("a/b", 1)] {
             s.set(&ResourceName::from(n), v);
         }
-        for n in ["example.com/gpu", "hugepages-2Mi", "a/b", "example.com/fpga", ""] {
-            assert_eq!(s.get_hashed(n, ScalarResources::hash_of(n)), s.get(n), "{n}");
+        for n in [
+            "example.com/gpu",
+            "hugepages-2Mi",
+            "a/b",
+            "example.com/fpga",
+            "",
+        ] {
+            assert_eq!(
+                s.get_hashed(n, ScalarResources::hash_of(n)),
+                s.get(n),
+                "{n}"
+            );
         }
         assert_eq!(s.get_hashed("a/b", ScalarResources::hash_of("a/b")), 1);
         // A hash that is not the name's finds nothing.

@@ -79,6 +79,35 @@ impl CriticalPaths {
         }
         CriticalPaths(best.map(|(v, n)| (v.map(Box::from), n)))
     }
+
+    /// [`CriticalPaths::from_counts`] over a constraint's counts, ties broken by the
+    /// names' ranks (integers) where every eligible domain is numbered.
+    fn of(counts: &DomainCounts) -> Self {
+        if !counts.extra.is_empty() {
+            return Self::from_counts(counts.iter());
+        }
+        let rank = counts.numbers.name_ranks();
+        // (number, count, rank)
+        let mut best: [Option<(usize, i64, u32)>; 2] = [None; 2];
+        let before = |n: i64, r: u32, b: &Option<(usize, i64, u32)>| match b {
+            None => n < i64::from(i32::MAX),
+            Some((_, bn, br)) => n < *bn || (n == *bn && r < *br),
+        };
+        for (d, p) in counts.pods.iter().enumerate() {
+            let Some(n) = *p else { continue };
+            let r = rank[d];
+            if before(n, r, &best[0]) {
+                best[1] = best[0];
+                best[0] = Some((d, n, r));
+            } else if before(n, r, &best[1]) {
+                best[1] = Some((d, n, r));
+            }
+        }
+        CriticalPaths(best.map(|b| match b {
+            Some((d, n, _)) => (Some(Box::from(&*counts.numbers.names[d])), n),
+            None => (None, i64::from(i32::MAX)),
+        }))
+    }
 }
 
 #[derive(Clone)]
@@ -251,10 +280,7 @@ impl PreFilterPlugin for PodTopologySpread {
             }
             counts
         });
-        let critical_paths = match_num
-            .iter()
-            .map(|m| CriticalPaths::from_counts(m.iter()))
-            .collect();
+        let critical_paths = match_num.iter().map(CriticalPaths::of).collect();
         let self_match = constraints
             .iter()
             .map(|c| i64::from(c.selector.matches(pod.labels())))
@@ -363,6 +389,41 @@ mod tests {
         assert_eq!(cp.min(), 2);
         cp.update("c", 0);
         assert_eq!(cp.min(), 0);
+    }
+
+    #[test]
+    fn ranks_break_ties_as_names_do() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |m: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % m
+        };
+        for round in 0..500 {
+            // Names numbered in an order unlike their sorted one, some counted.
+            let mut numbers = DomainNumbers::default();
+            for _ in 0..next(12) {
+                numbers.number(&Arc::from(format!("n{}", next(40)).as_str()));
+            }
+            let mut counts = DomainCounts::new(Arc::new(numbers));
+            for d in 0..counts.pods.len() {
+                if next(4) > 0 {
+                    counts.set(d as u32, next(3) as i64);
+                }
+            }
+            if round % 5 == 0 {
+                // A domain the numbers lack: by names.
+                counts.add("zz-extra", next(3) as i64);
+            }
+            let by_rank = CriticalPaths::of(&counts);
+            let by_name = CriticalPaths::from_counts(counts.iter());
+            assert_eq!(
+                format!("{by_rank:?}"),
+                format!("{by_name:?}"),
+                "round {round}"
+            );
+        }
     }
 
     #[test]
