@@ -393,13 +393,8 @@ mod tests {
 
     #[test]
     fn ranks_break_ties_as_names_do() {
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = |m: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % m
-        };
+        let mut rng = crate::rand::SplitMix64(0x2545_f491_4f6c_dd1d);
+        let mut next = |m: u64| rng.next_u64() % m;
         for round in 0..500 {
             // Names numbered in an order unlike their sorted one, some counted.
             let mut numbers = DomainNumbers::default();
