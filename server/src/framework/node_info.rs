@@ -163,6 +163,10 @@ impl Default for NodeInfo {
     }
 }
 
+/// How many nodes ahead a loop over node infos asks for the next one's first cache
+/// lines (see [`prefetch`]).
+pub const PREFETCH_AHEAD: usize = 4;
+
 /// Asks the CPU to start loading the first cache lines of a node info (its hot fields:
 /// flags, pods, requested and allocatable) that a loop will reach a few nodes later.
 /// A pass over hundreds of node infos is bound by these misses, not by the checks.

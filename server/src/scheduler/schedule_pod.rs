@@ -11,7 +11,7 @@ use super::observer::extension_point_metric;
 use super::Scheduler;
 use crate::framework::cycle_state::PluginSet;
 use crate::framework::diagnosis::Diagnosis;
-use crate::framework::node_info::prefetch;
+use crate::framework::node_info::{prefetch, PREFETCH_AHEAD};
 use crate::framework::runtime::{filter_map_adaptive_into, Parallelism, PARALLEL_THRESHOLD};
 use crate::framework::{Code, CycleState, FirstRound, Framework, NodeInfo, PluginName, Status};
 use crate::model::Pod;
@@ -37,9 +37,6 @@ pub fn num_feasible_nodes_to_find(percentage: i32, num_all_nodes: usize) -> usiz
     let num = (n * p / 100) as usize;
     num.max(MIN_FEASIBLE_NODES_TO_FIND)
 }
-
-/// How many nodes ahead the Filter loop asks for a node info's first cache lines.
-const PREFETCH_AHEAD: usize = 4;
 
 /// The feasible nodes of a Filter phase and what it learnt about the others.
 type Found = (Vec<Arc<NodeInfo>>, Diagnosis);

@@ -4,6 +4,7 @@
 //! used only where they equal what node-by-node evaluation gives.
 
 use super::*;
+use crate::framework::node_info::{prefetch, PREFETCH_AHEAD};
 
 impl Framework {
     /// Lookahead: while the current pod is still in its cycle, sends `pod`'s (the
@@ -212,8 +213,14 @@ impl Framework {
         }
         // The batched plugins answer by call, the rest here.
         let run = self.filter_run(state, self.batch_filters);
-        let local =
-            |k: usize| -> Option<(usize, Status)> { run.first_failure(state_of(k), pod, refs[k]) };
+        // The in-process path's prefetch (see `find_nodes_that_pass_filters`): a round's
+        // node infos are mostly cold, and the first plugin to read one waits for memory.
+        let local = |k: usize| -> Option<(usize, Status)> {
+            if let Some(ahead) = refs.get(k + PREFETCH_AHEAD) {
+                prefetch(ahead);
+            }
+            run.first_failure(state_of(k), pod, refs[k])
+        };
         let mut first: Vec<Option<(usize, Status)>> = match parallel {
             Parallelism::Adaptive => filter_map_adaptive(refs.len(), |k| Some(local(k))),
             Parallelism::Serial => (0..refs.len()).map(local).collect(),
