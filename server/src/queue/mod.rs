@@ -418,8 +418,13 @@ impl SchedulingQueue {
         placement
     }
 
-    /// A pending pod changed (upstream `Update`).
-    pub fn update(&self, old: &Arc<Pod>, new: Arc<Pod>) {
+    /// A pending pod changed (upstream `Update`). A pod in no queue is added, unless
+    /// `is_assumed` says its scheduling cycle already placed it: asked under the
+    /// queue's lock, where a pod that is neither queued nor in flight has passed
+    /// [`Self::done`], which its cycle calls only after assuming it. The caller's own
+    /// check before calling can be overtaken by that cycle (the event thread stalled
+    /// between the two), and the pod would then be scheduled a second time.
+    pub fn update(&self, old: &Arc<Pod>, new: Arc<Pod>, is_assumed: impl Fn(&str) -> bool) {
         let events = pod_scheduling_properties_change(old, &new);
         let sort_key = self.sort_key(&new);
         let mut inner = self.lock();
@@ -476,6 +481,9 @@ impl SchedulingQueue {
                 }
             }
             inner.unschedulable.insert(uid, p);
+            return;
+        }
+        if is_assumed(&uid) {
             return;
         }
         let mut p = QueuedPodInfo::new(new, self.clock.now());

@@ -48,7 +48,7 @@ fn gated_pods_wait_until_their_gates_go() {
     assert_eq!(q.pending().gated, 1);
     // An unrelated update keeps it gated.
     let relabelled = pod("g").gate("example.com/quota").label("a", "b").build();
-    q.update(&gated, relabelled.clone());
+    q.update(&gated, relabelled.clone(), |_| false);
     assert!(q.try_pop().is_none());
     // A cluster event never moves a gated pod.
     q.move_all_to_active_or_backoff(
@@ -59,10 +59,34 @@ fn gated_pods_wait_until_their_gates_go() {
     );
     assert!(q.try_pop().is_none());
     let ungated = pod("g").label("a", "b").build();
-    q.update(&relabelled, ungated);
+    q.update(&relabelled, ungated, |_| false);
     assert_eq!(
         q.try_pop().map(|p| p.pod.name.to_string()),
         Some("g".into())
+    );
+}
+
+/// The event thread checks that a pod is not assumed, then updates the queue; the
+/// pod's cycle may assume it and finish with it (`done`) in between. The queue asks
+/// again under its lock, so the pod is not queued a second time.
+#[test]
+fn an_update_racing_the_pods_cycle_does_not_queue_it_again() {
+    let (q, _) = queue();
+    let p = pod("p").build();
+    q.add(p.clone());
+    let popped = q.try_pop().expect("queued");
+    assert_eq!(popped.pod.name.as_ref(), "p");
+    // The cycle assumed the pod and is done with it; its binding is under way.
+    q.done(&popped.pod.uid);
+    let nominated = pod("p").nominated("n1").build();
+    q.update(&p, nominated.clone(), |uid| uid == p.uid.as_ref());
+    assert!(q.try_pop().is_none(), "an assumed pod is not queued again");
+    assert_eq!(q.pending().active, 0);
+    // A pod the cache does not hold is queued by its update, as upstream's `Update` does.
+    q.update(&p, nominated, |_| false);
+    assert_eq!(
+        q.try_pop().map(|p| p.pod.name.to_string()),
+        Some("p".into())
     );
 }
 

@@ -182,7 +182,8 @@ impl Scheduler {
             }
             return;
         }
-        self.queue.update(&old, new.clone());
+        self.queue
+            .update(&old, new.clone(), |uid| self.cache().is_assumed(uid));
         if let Some(nnn) = &old.nominated_node_name {
             if new.nominated_node_name.as_ref() != Some(nnn) {
                 let prio = old.priority();
