@@ -187,6 +187,15 @@ pub fn prefetch(ni: &NodeInfo) {
     let _ = ni;
 }
 
+/// [`prefetch`] for the node info a loop over `nodes` reaches [`PREFETCH_AHEAD`] steps
+/// after `i` (nothing past the end).
+#[inline(always)]
+pub fn prefetch_ahead(nodes: &[&NodeInfo], i: usize) {
+    if let Some(ni) = nodes.get(i + PREFETCH_AHEAD) {
+        prefetch(ni);
+    }
+}
+
 impl NodeInfo {
     /// A node info with an id unique in this process (tests and standalone use; the
     /// cache numbers its own with [`with_id`](Self::with_id)).

@@ -14,7 +14,7 @@ use prost::Message;
 use switchyard_proto::v1 as pb;
 
 use super::convert;
-use crate::framework::node_info::{prefetch, PREFETCH_AHEAD};
+use crate::framework::node_info::prefetch_ahead;
 use crate::framework::{NodeInfo, Status};
 use crate::model::{Node, Pod};
 
@@ -264,6 +264,7 @@ impl AlikeAnswers {
         let s = self.find(signature)?;
         let mut out = Vec::new();
         for (i, ni) in nodes.iter().enumerate() {
+            // The answers' checks are the first reads of a round's node infos.
             prefetch_ahead(nodes, i);
             if let Some(f) = &self.answer(s, ni)?.failure {
                 out.push((i, f.clone()));
@@ -391,15 +392,6 @@ fn slot(v: &mut Vec<Option<Answer>>, id: u32) -> &mut Option<Answer> {
         v.resize_with(i + 1, || None);
     }
     &mut v[i]
-}
-
-/// Prefetches the node info a loop over `nodes` reaches a few steps after `i`: the
-/// answers' checks are the first reads of a round's (mostly cold) node infos.
-#[inline(always)]
-fn prefetch_ahead(nodes: &[&NodeInfo], i: usize) {
-    if let Some(ni) = nodes.get(i + PREFETCH_AHEAD) {
-        prefetch(ni);
-    }
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! used only where they equal what node-by-node evaluation gives.
 
 use super::*;
-use crate::framework::node_info::{prefetch, PREFETCH_AHEAD};
+use crate::framework::node_info::prefetch_ahead;
 
 impl Framework {
     /// Lookahead: while the current pod is still in its cycle, sends `pod`'s (the
@@ -216,9 +216,7 @@ impl Framework {
         // The in-process path's prefetch (see `find_nodes_that_pass_filters`): a round's
         // node infos are mostly cold, and the first plugin to read one waits for memory.
         let local = |k: usize| -> Option<(usize, Status)> {
-            if let Some(ahead) = refs.get(k + PREFETCH_AHEAD) {
-                prefetch(ahead);
-            }
+            prefetch_ahead(refs, k);
             run.first_failure(state_of(k), pod, refs[k])
         };
         let mut first: Vec<Option<(usize, Status)>> = match parallel {
