@@ -40,6 +40,9 @@ pub enum WatchEvent {
     /// A storage object (claim, volume, class, CSI object) added or updated.
     StorageUpsert(crate::model::storage::StorageObject),
     StorageDelete(crate::model::storage::StorageObject),
+    /// A DRA object (device class, slice, claim) added or updated.
+    DraUpsert(crate::model::dra::DraObject),
+    DraDelete(crate::model::dra::DraObject),
     /// The initial listing is complete: the cache is warm.
     Synced,
 }
@@ -225,6 +228,50 @@ pub trait ClusterClient: Send + Sync {
             Err(ClientError::Other(format!(
                 "cannot bind persistentvolume {:?}: this cluster backend does not write volumes",
                 pv.name
+            )))
+        })
+    }
+
+    /// DynamicResources' PreBind: see [`ClaimWriter::reserve_claim`].
+    fn reserve_claim<'a>(
+        &'a self,
+        claim: &'a crate::model::dra::ResourceClaim,
+        _allocation: Option<&'a crate::model::dra::Allocation>,
+        _pod: &'a Pod,
+    ) -> BoxFuture<'a, Result<Arc<crate::model::dra::ResourceClaim>, ClientError>> {
+        Box::pin(async move {
+            Err(ClientError::Other(format!(
+                "cannot write resourceclaim {:?}: this cluster backend does not write ResourceClaims",
+                claim.key()
+            )))
+        })
+    }
+
+    /// DynamicResources' Unreserve after PreBind wrote the claim: takes the pod out of
+    /// `status.reservedFor` again.
+    fn release_claim<'a>(
+        &'a self,
+        claim: &'a crate::model::dra::ResourceClaim,
+        _pod_uid: &'a str,
+    ) -> BoxFuture<'a, Result<Arc<crate::model::dra::ResourceClaim>, ClientError>> {
+        Box::pin(async move {
+            Err(ClientError::Other(format!(
+                "cannot write resourceclaim {:?}: this cluster backend does not write ResourceClaims",
+                claim.key()
+            )))
+        })
+    }
+
+    /// DynamicResources' PostFilter: clears `status.allocation`, `reservedFor` and
+    /// `devices` of a claim nobody else uses.
+    fn deallocate_claim<'a>(
+        &'a self,
+        claim: &'a crate::model::dra::ResourceClaim,
+    ) -> BoxFuture<'a, Result<Arc<crate::model::dra::ResourceClaim>, ClientError>> {
+        Box::pin(async move {
+            Err(ClientError::Other(format!(
+                "cannot write resourceclaim {:?}: this cluster backend does not write ResourceClaims",
+                claim.key()
             )))
         })
     }

@@ -64,6 +64,11 @@ pub struct Expect {
     /// `provisioned` (bound to a volume provisioned for it) or `Pending`.
     #[serde(default)]
     pub claims: BTreeMap<String, NodeChoice>,
+    /// ResourceClaim (`namespace/name`, or `namespace/pod:entry` for a claim made from
+    /// the pod's template) -> its allocated devices (`request: driver/pool/device`;
+    /// empty: not allocated).
+    #[serde(default, rename = "resourceClaims")]
+    pub resource_claims: BTreeMap<String, Vec<String>>,
     /// pod -> substrings that must appear, in this order, in its recorded events
     /// (`Reason: message`): shows what happened on the way to the final state.
     #[serde(default)]
@@ -279,6 +284,24 @@ fn check(expect: &Expect, report: &simulate::Report, prebound: &[String]) -> Res
                     .map(|v| format!(" ({v})"))
                     .unwrap_or_default(),
                 describe(Some(want))
+            ));
+        }
+    }
+    for (claim, want) in &expect.resource_claims {
+        let Some(c) = report
+            .resource_claims
+            .iter()
+            .find(|c| c.claim == *claim || c.pod_claim.as_deref() == Some(claim.as_str()))
+        else {
+            problems.push(format!(
+                "{claim}: expected a ResourceClaim, but there is no such claim"
+            ));
+            continue;
+        };
+        if c.devices != *want {
+            problems.push(format!(
+                "{claim}: allocated {:?}, expected {want:?}",
+                c.devices
             ));
         }
     }

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::policy::v1 as policy;
+use k8s_openapi::api::resource::v1 as resource;
 use k8s_openapi::api::scheduling::v1 as scheduling;
 use k8s_openapi::api::storage::v1 as storage;
 use serde_json::Value;
@@ -53,6 +54,11 @@ pub enum Object {
     CSINode(Box<storage::CSINode>),
     CSIDriver(Box<storage::CSIDriver>),
     CSIStorageCapacity(Box<storage::CSIStorageCapacity>),
+    /// Dynamic Resource Allocation, `resource.k8s.io/v1` only.
+    DeviceClass(Box<resource::DeviceClass>),
+    ResourceSlice(Box<resource::ResourceSlice>),
+    ResourceClaim(Box<resource::ResourceClaim>),
+    ResourceClaimTemplate(Box<resource::ResourceClaimTemplate>),
 }
 
 /// The kinds a manifest may hold (others are skipped with a warning).
@@ -73,6 +79,10 @@ pub const KINDS: &[&str] = &[
     "CSINode",
     "CSIDriver",
     "CSIStorageCapacity",
+    "DeviceClass",
+    "ResourceSlice",
+    "ResourceClaim",
+    "ResourceClaimTemplate",
 ];
 
 /// Those of [`KINDS`] that live in a namespace.
@@ -85,6 +95,16 @@ pub const NAMESPACED_KINDS: &[&str] = &[
     "StatefulSet",
     "PersistentVolumeClaim",
     "CSIStorageCapacity",
+    "ResourceClaim",
+    "ResourceClaimTemplate",
+];
+
+/// The kinds of `resource.k8s.io`, read in version v1 (GA since Kubernetes 1.34).
+pub const DRA_KINDS: &[&str] = &[
+    "DeviceClass",
+    "ResourceSlice",
+    "ResourceClaim",
+    "ResourceClaimTemplate",
 ];
 
 impl Object {
@@ -106,6 +126,10 @@ impl Object {
             Object::CSINode(_) => "CSINode",
             Object::CSIDriver(_) => "CSIDriver",
             Object::CSIStorageCapacity(_) => "CSIStorageCapacity",
+            Object::DeviceClass(_) => "DeviceClass",
+            Object::ResourceSlice(_) => "ResourceSlice",
+            Object::ResourceClaim(_) => "ResourceClaim",
+            Object::ResourceClaimTemplate(_) => "ResourceClaimTemplate",
         }
     }
 }
@@ -310,6 +334,22 @@ pub fn parse_value(
         }
         return Ok(());
     }
+    if DRA_KINDS.contains(&kind.as_str()) {
+        match map.get("apiVersion") {
+            Some(Value::String(v)) if v == "resource.k8s.io/v1" => {}
+            other => {
+                let got = match other {
+                    Some(Value::String(v)) => format!("{v:?}"),
+                    _ => "none".to_string(),
+                };
+                return Err(ManifestError::field(
+                    &source,
+                    "apiVersion",
+                    format!("Unsupported value: {got}: {kind} is read as resource.k8s.io/v1 (GA since Kubernetes 1.34); convert older versions (v1beta1, v1beta2) to v1"),
+                ));
+            }
+        }
+    }
     let object = match kind.as_str() {
         "Node" => Object::Node(Box::new(decode(doc, &source)?)),
         "Pod" => Object::Pod(Box::new(decode(doc, &source)?)),
@@ -327,6 +367,10 @@ pub fn parse_value(
         "CSINode" => Object::CSINode(Box::new(decode(doc, &source)?)),
         "CSIDriver" => Object::CSIDriver(Box::new(decode(doc, &source)?)),
         "CSIStorageCapacity" => Object::CSIStorageCapacity(Box::new(decode(doc, &source)?)),
+        "DeviceClass" => Object::DeviceClass(Box::new(decode(doc, &source)?)),
+        "ResourceSlice" => Object::ResourceSlice(Box::new(decode(doc, &source)?)),
+        "ResourceClaim" => Object::ResourceClaim(Box::new(decode(doc, &source)?)),
+        "ResourceClaimTemplate" => Object::ResourceClaimTemplate(Box::new(decode(doc, &source)?)),
         other => {
             skipped.0.push((source, other.to_string()));
             return Ok(());

@@ -4,6 +4,7 @@
 
 pub mod admission;
 pub mod embedded;
+pub mod embedded_dra;
 pub mod embedded_volumes;
 pub mod kubeproto;
 pub mod kubernetes;

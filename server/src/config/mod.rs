@@ -17,8 +17,9 @@ pub const KIND: &str = "KubeSchedulerConfiguration";
 pub const DEFAULT_SCHEDULER_NAME: &str = crate::model::convert::DEFAULT_SCHEDULER_NAME;
 
 /// The default profile's plugins (upstream `getDefaultPlugins`, MultiPoint only, with
-/// v1.36's default feature gates: NodeDeclaredFeatures appended last), minus
-/// DynamicResources.
+/// v1.36's default feature gates: DynamicResources before DefaultPreemption, so that
+/// PostFilter deallocates an idle claim before evicting anybody; NodeDeclaredFeatures
+/// appended last).
 pub const DEFAULT_MULTI_POINT: &[(&str, Option<i32>)] = &[
     ("SchedulingGates", None),
     ("PrioritySort", None),
@@ -34,6 +35,7 @@ pub const DEFAULT_MULTI_POINT: &[(&str, Option<i32>)] = &[
     ("VolumeZone", None),
     ("PodTopologySpread", Some(2)),
     ("InterPodAffinity", Some(2)),
+    ("DynamicResources", None),
     ("DefaultPreemption", None),
     ("NodeResourcesBalancedAllocation", Some(1)),
     ("ImageLocality", Some(1)),
@@ -41,12 +43,11 @@ pub const DEFAULT_MULTI_POINT: &[(&str, Option<i32>)] = &[
     ("NodeDeclaredFeatures", None),
 ];
 
-/// Upstream plugins Switchyard does not implement (DRA; the Workload API's gang and
+/// Upstream plugins Switchyard does not implement (the Workload API's gang and
 /// topology plugins, alpha and off in v1.36; and the in-tree volume limit plugins
 /// upstream removed in favour of NodeVolumeLimits). Disabling them is accepted;
 /// enabling them is an error that says so.
 pub const UNSUPPORTED_UPSTREAM_PLUGINS: &[&str] = &[
-    "DynamicResources",
     "GangScheduling",
     "TopologyPlacement",
     "PodGroupPodsCount",
@@ -755,8 +756,8 @@ profiles:
                 "profiles[0].pluginConfig[0].args.apiVersion: Invalid value: \"kubescheduler.config.k8s.io/v1beta3\": no kind \"PodTopologySpreadArgs\" is registered for that version; use kubescheduler.config.k8s.io/v1 (or leave it out)",
             ),
             (
-                "pluginConfig: [{name: DynamicResources, args: {filterTimeout: 10s}}]",
-                "profiles[0].pluginConfig[0].name: plugin \"DynamicResources\" is an upstream plugin Switchyard does not implement; remove its pluginConfig",
+                "pluginConfig: [{name: GangScheduling, args: {}}]",
+                "profiles[0].pluginConfig[0].name: plugin \"GangScheduling\" is an upstream plugin Switchyard does not implement; remove its pluginConfig",
             ),
         ] {
             let e = load(&format!("{base}profiles:\n- schedulerName: a\n  {yaml}\n"))

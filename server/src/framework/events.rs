@@ -24,6 +24,9 @@ pub enum EventResource {
     CSINode,
     CSIDriver,
     CSIStorageCapacity,
+    DeviceClass,
+    ResourceClaim,
+    ResourceSlice,
     /// Every resource: as an incoming event (unschedulable timeout, force activate) it
     /// moves every pod; as a registration it matches every event.
     WildCard,
@@ -44,6 +47,9 @@ impl EventResource {
             EventResource::CSINode => "CSINode",
             EventResource::CSIDriver => "CSIDriver",
             EventResource::CSIStorageCapacity => "CSIStorageCapacity",
+            EventResource::DeviceClass => "DeviceClass",
+            EventResource::ResourceClaim => "ResourceClaim",
+            EventResource::ResourceSlice => "ResourceSlice",
             EventResource::WildCard => "*",
         }
     }
@@ -63,6 +69,9 @@ impl EventResource {
             EventResource::CSINode,
             EventResource::CSIDriver,
             EventResource::CSIStorageCapacity,
+            EventResource::DeviceClass,
+            EventResource::ResourceClaim,
+            EventResource::ResourceSlice,
             EventResource::WildCard,
         ]
         .into_iter()
@@ -250,6 +259,7 @@ pub enum EventObject {
     Pod(Arc<Pod>),
     Node(Arc<Node>),
     Storage(crate::model::storage::StorageObject),
+    Dra(crate::model::dra::DraObject),
     Other,
 }
 
@@ -264,6 +274,13 @@ impl EventObject {
     pub fn as_node(&self) -> Option<&Arc<Node>> {
         match self {
             EventObject::Node(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    pub fn as_dra(&self) -> Option<&crate::model::dra::DraObject> {
+        match self {
+            EventObject::Dra(d) => Some(d),
             _ => None,
         }
     }
@@ -394,6 +411,10 @@ pub fn pod_scheduling_properties_change(old: &Pod, new: &Pod) -> Vec<ClusterEven
     }
     if old.spec.tolerations.len() != new.spec.tolerations.len() {
         push(ActionType::UPDATE_POD_TOLERATION);
+    }
+    // Upstream `extractPodGeneratedResourceClaimChange`.
+    if old.spec.resource_claim_statuses != new.spec.resource_claim_statuses {
+        push(ActionType::UPDATE_POD_GENERATED_RESOURCE_CLAIM);
     }
     if events.is_empty() {
         events.push(ClusterEvent::new(resource, ActionType::UPDATE));

@@ -93,6 +93,9 @@ pub struct QueuedPodInfo {
     pub gating_plugin: Option<PluginName>,
     /// The last PreEnqueue error recorded as the pod's reason (not recorded again).
     pub pre_enqueue_error: Option<String>,
+    /// Why the gating plugin holds the pod back (its status message), for reports:
+    /// upstream writes nothing to the pod for a PreEnqueue rejection.
+    pub gating_message: Option<String>,
     /// Cached backoff expiry, cleared on requeue.
     pub backoff_expiration: Option<Instant>,
     /// A sort key computed once at enqueue by a remote QueueSort plugin.
@@ -112,6 +115,7 @@ impl QueuedPodInfo {
             pending_plugins: HashSet::new(),
             gating_plugin: None,
             pre_enqueue_error: None,
+            gating_message: None,
             backoff_expiration: None,
             sort_key: None,
         }

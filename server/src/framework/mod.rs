@@ -5,6 +5,7 @@ pub mod cycle_state;
 pub mod derived;
 pub mod diagnosis;
 pub mod domains;
+pub mod dra;
 pub mod events;
 pub mod interface;
 pub mod interned;

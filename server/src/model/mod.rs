@@ -2,6 +2,7 @@
 //! [`convert`]; cheap to clone (`Arc`); no YAML or JSON types past this module.
 
 pub mod convert;
+pub mod dra;
 pub mod features;
 pub mod input;
 pub mod labels;

@@ -155,6 +155,11 @@ pub struct PodSpec {
     pub volumes: Box<[super::storage::PodVolume]>,
     /// The node features the pod needs (NodeDeclaredFeatures), inferred from its spec.
     pub required_features: super::features::FeatureSet,
+    /// `spec.resourceClaims`: the DRA claims the pod needs.
+    pub resource_claims: Box<[super::dra::PodResourceClaim]>,
+    /// `status.resourceClaimStatuses`: the claim generated for each template entry
+    /// (`None`: no claim needed), written by the resourceclaim controller.
+    pub resource_claim_statuses: Box<[super::dra::PodClaimStatus]>,
 }
 
 impl PodSpec {
@@ -167,6 +172,28 @@ impl PodSpec {
 
     pub fn has_required_anti_affinity(&self) -> bool {
         !self.required_anti_affinity_terms.is_empty()
+    }
+
+    /// The claim a `spec.resourceClaims` entry resolves to (upstream
+    /// `resourceclaim.Name`).
+    pub fn claim_name(&self, claim: &super::dra::PodResourceClaim) -> super::dra::ClaimName {
+        use super::dra::{ClaimName, ClaimSource};
+        match &claim.source {
+            ClaimSource::Claim(n) => ClaimName::Named(n.clone(), false),
+            ClaimSource::Template(_) => {
+                match self
+                    .resource_claim_statuses
+                    .iter()
+                    .find(|s| s.name == claim.name)
+                {
+                    Some(s) => match &s.claim {
+                        Some(name) => ClaimName::Named(name.clone(), true),
+                        None => ClaimName::NotNeeded,
+                    },
+                    None => ClaimName::NotCreated,
+                }
+            }
+        }
     }
 }
 

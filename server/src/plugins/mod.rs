@@ -2,6 +2,7 @@
 
 pub mod defaultbinder;
 pub mod defaultpreemption;
+pub mod dynamicresources;
 pub mod helper;
 pub mod imagelocality;
 pub mod interpodaffinity;
@@ -45,6 +46,7 @@ pub fn in_tree_registry() -> Registry {
     r.register(volumezone::NAME, volumezone::factory());
     r.register(podtopologyspread::NAME, podtopologyspread::factory());
     r.register(defaultpreemption::NAME, defaultpreemption::factory());
+    r.register(dynamicresources::NAME, dynamicresources::factory());
     r.register(defaultbinder::NAME, defaultbinder::factory());
     r.register(nodedeclaredfeatures::NAME, nodedeclaredfeatures::factory());
     r

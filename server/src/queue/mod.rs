@@ -222,6 +222,7 @@ impl SchedulingQueue {
             None => {
                 p.gating_plugin = None;
                 p.pre_enqueue_error = None;
+                p.gating_message = None;
                 true
             }
             Some((plugin, status)) => {
@@ -239,6 +240,7 @@ impl SchedulingQueue {
                 }
                 p.unschedulable_plugins.insert(plugin);
                 p.gating_plugin = Some(plugin);
+                p.gating_message = Some(status.message());
                 false
             }
         }

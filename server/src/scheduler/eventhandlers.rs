@@ -105,6 +105,35 @@ impl Scheduler {
                     None,
                 );
             }
+            WatchEvent::DraUpsert(obj) => {
+                let old = self.dra.upsert(&obj);
+                let Some(resource) = dra_resource(&obj) else {
+                    return;
+                };
+                let action = if old.is_some() {
+                    ActionType::UPDATE
+                } else {
+                    ActionType::ADD
+                };
+                self.queue.move_all_to_active_or_backoff(
+                    ClusterEvent::new(resource, action),
+                    old.map(EventObject::Dra),
+                    Some(EventObject::Dra(obj)),
+                    None,
+                );
+            }
+            WatchEvent::DraDelete(obj) => {
+                self.dra.delete(&obj);
+                let Some(resource) = dra_resource(&obj) else {
+                    return;
+                };
+                self.queue.move_all_to_active_or_backoff(
+                    ClusterEvent::new(resource, ActionType::DELETE),
+                    Some(EventObject::Dra(obj)),
+                    None,
+                    None,
+                );
+            }
             WatchEvent::WorkloadSelectorUpsert(sel) => self.cache().set_workload_selector(sel),
             WatchEvent::WorkloadSelectorDelete {
                 kind,
@@ -248,6 +277,17 @@ impl Scheduler {
             None,
             None,
         );
+    }
+}
+
+/// The event resource of a DRA object (templates are the controller's, not ours).
+fn dra_resource(obj: &crate::model::dra::DraObject) -> Option<EventResource> {
+    use crate::model::dra::DraObject as D;
+    match obj {
+        D::DeviceClass(_) => Some(EventResource::DeviceClass),
+        D::ResourceSlice(_) => Some(EventResource::ResourceSlice),
+        D::ResourceClaim(_) => Some(EventResource::ResourceClaim),
+        D::ResourceClaimTemplate(_) => None,
     }
 }
 

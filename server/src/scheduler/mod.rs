@@ -74,6 +74,7 @@ pub struct Scheduler {
     pub(crate) event_backlog: Mutex<Option<Arc<AtomicUsize>>>,
     /// Storage objects and assumed volume bindings, shared with every profile's plugins.
     pub(crate) volumes: Arc<crate::cache::volumes::VolumeStore>,
+    pub(crate) dra: Arc<crate::framework::dra::DraStore>,
 }
 
 /// What the scheduling loop waits for before its first pod.
@@ -152,13 +153,15 @@ impl Scheduler {
     ) -> Result<Arc<Scheduler>, BuildError> {
         let waiting_pods = Arc::new(WaitingPods::default());
         let volumes = crate::cache::volumes::VolumeStore::new();
+        let dra = crate::framework::dra::DraStore::new();
         let mut profiles = HashMap::new();
         let mut handles = Vec::new();
         for (i, p) in config.profiles.iter().enumerate() {
-            let handle = Arc::new(Handle::with_volumes(
+            let handle = Arc::new(Handle::with_stores(
                 waiting_pods.clone(),
                 client.clone(),
                 volumes.clone(),
+                dra.clone(),
             ));
             handles.push(handle.clone());
             let fw = Framework::new(p, registry, handle.clone()).map_err(|error| {
@@ -209,6 +212,7 @@ impl Scheduler {
             seed: options.seed,
             event_backlog: Mutex::new(None),
             volumes,
+            dra,
         });
         let services: std::sync::Weak<dyn SchedulerServices> =
             Arc::downgrade(&sched) as std::sync::Weak<dyn SchedulerServices>;

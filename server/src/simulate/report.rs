@@ -235,6 +235,9 @@ pub struct Report {
     /// Every PersistentVolumeClaim and what became of it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub claims: Vec<ClaimReport>,
+    /// Every ResourceClaim (DRA) and the devices allocated to it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub resource_claims: Vec<crate::cluster::embedded_dra::ResourceClaimOutcome>,
     pub summary: Summary,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub measured: Option<MeasuredReport>,
@@ -280,6 +283,21 @@ pub fn build(
         .iter()
         .map(|p| p.scheduler_name.as_str())
         .collect();
+    // Pods a PreEnqueue plugin holds back carry no condition (upstream writes none):
+    // their reason is the plugin's.
+    let gated: rustc_hash::FxHashMap<crate::model::Uid, String> = sched
+        .queue
+        .unschedulable_pods()
+        .into_iter()
+        .filter_map(|q| {
+            let plugin = q.gating_plugin?;
+            let msg = q.gating_message.clone().unwrap_or_default();
+            Some((
+                q.pod.uid.clone(),
+                format!("waiting at PreEnqueue ({plugin}): {msg}"),
+            ))
+        })
+        .collect();
     let mut pods = Vec::with_capacity(records.len());
     let (mut bound, mut unschedulable, mut ignored) = (0usize, 0usize, 0usize);
     let mut scheduler_errors = 0usize;
@@ -300,6 +318,7 @@ pub fn build(
                 r.condition
                     .as_ref()
                     .map(|c| c.message.clone())
+                    .or_else(|| gated.get(&p.uid).cloned())
                     .unwrap_or_else(|| NO_ATTEMPT.into()),
             )
         };
@@ -345,7 +364,7 @@ pub fn build(
             .map(|r| crate::invariants::EndPod {
                 key: r.pod.key(),
                 node: r.pod.node_name.as_deref(),
-                has_reason: r.condition.is_some(),
+                has_reason: r.condition.is_some() || gated.contains_key(&r.pod.uid),
                 terminating: r.pod.deletion_timestamp.is_some()
                     || cluster.is_terminating(&r.pod.uid),
             })
@@ -376,6 +395,15 @@ pub fn build(
             detail,
         });
     }
+    for (pod, node, rule, detail) in cluster.dra_violations() {
+        violations.push(crate::invariants::Violation {
+            rule: rule.into(),
+            pod,
+            node,
+            detail,
+        });
+    }
+    let resource_claims = cluster.resource_claim_outcomes();
     let claims: Vec<ClaimReport> = cluster
         .claim_outcomes()
         .into_iter()
@@ -433,6 +461,7 @@ pub fn build(
         pods,
         evicted,
         claims,
+        resource_claims,
         summary,
         measured,
         invariants: Invariants {
@@ -579,6 +608,22 @@ impl Report {
                         (None, true) => " (provisioned)".to_string(),
                         (Some(n), false) => format!(" (on {n})"),
                         (None, false) => String::new(),
+                    }
+                );
+            }
+        }
+        if !self.resource_claims.is_empty() {
+            let _ = writeln!(s, "\nRESOURCECLAIM{:<30}  RESERVED FOR  DEVICES", "");
+            for c in &self.resource_claims {
+                let _ = writeln!(
+                    s,
+                    "{:<43}  {:<12}  {}",
+                    c.claim,
+                    c.reserved_for.len(),
+                    if c.devices.is_empty() {
+                        "<not allocated>".to_string()
+                    } else {
+                        c.devices.join(", ")
                     }
                 );
             }

@@ -131,13 +131,46 @@ impl ClusterClient for EmbeddedCluster {
                     st.ledger_pods.remove(&victim.key());
                     st.names
                         .remove(&(victim.namespace.clone(), victim.name.clone()));
-                    st.emit(WatchEvent::PodDelete(victim.clone()));
+                    st.emit_pod_delete(victim.clone());
                 }
             }
             if !st.pdbs.is_empty() {
                 st.refresh_pdbs(&victim.namespace, Some(victim.labels()));
             }
             Ok(())
+        })
+    }
+
+    fn reserve_claim<'a>(
+        &'a self,
+        claim: &'a crate::model::dra::ResourceClaim,
+        allocation: Option<&'a crate::model::dra::Allocation>,
+        pod: &'a Pod,
+    ) -> BoxFuture<'a, Result<Arc<crate::model::dra::ResourceClaim>, ClientError>> {
+        Box::pin(async move {
+            self.dra_write(|d, rv| d.reserve(claim, allocation, pod, rv))
+                .map_err(ClientError::Conflict)
+        })
+    }
+
+    fn release_claim<'a>(
+        &'a self,
+        claim: &'a crate::model::dra::ResourceClaim,
+        pod_uid: &'a str,
+    ) -> BoxFuture<'a, Result<Arc<crate::model::dra::ResourceClaim>, ClientError>> {
+        Box::pin(async move {
+            self.dra_write(|d, rv| d.release(claim, pod_uid, rv))
+                .map_err(ClientError::NotFound)
+        })
+    }
+
+    fn deallocate_claim<'a>(
+        &'a self,
+        claim: &'a crate::model::dra::ResourceClaim,
+    ) -> BoxFuture<'a, Result<Arc<crate::model::dra::ResourceClaim>, ClientError>> {
+        Box::pin(async move {
+            self.dra_write(|d, rv| d.deallocate(claim, rv))
+                .map_err(ClientError::Conflict)
         })
     }
 
@@ -194,6 +227,7 @@ impl ClusterBackend for EmbeddedCluster {
         );
         initial.extend(st.nodes.values().cloned().map(WatchEvent::NodeAdd));
         initial.extend(st.storage.initial_events());
+        initial.extend(st.dra.initial_events());
         initial.extend(st.pdbs.values().cloned().map(WatchEvent::PdbUpsert));
         initial.extend(
             st.selectors

@@ -81,6 +81,7 @@ struct State {
     ledger_nodes: HashMap<String, crate::invariants::NodeFacts>,
     ledger_preemptions: Vec<crate::invariants::Preemption>,
     storage: super::embedded_volumes::Storage,
+    dra: super::embedded_dra::Dra,
 }
 
 /// What the invariant checker is given: the input's own facts, kept beside the cluster.
@@ -168,6 +169,19 @@ impl State {
                 let updated = Arc::new(updated);
                 self.pdbs.insert(key, updated.clone());
                 self.emit(WatchEvent::PdbUpsert(updated));
+            }
+        }
+    }
+
+    /// A pod went away: the resourceclaim controller's part runs after the deletion.
+    fn emit_pod_delete(&mut self, pod: Arc<Pod>) {
+        self.emit(WatchEvent::PodDelete(pod.clone()));
+        if !pod.spec.resource_claims.is_empty() {
+            let mut dra = std::mem::take(&mut self.dra);
+            let events = dra.pod_gone(&pod, &mut || self.next_rv());
+            self.dra = dra;
+            for ev in events {
+                self.emit(ev);
             }
         }
     }
@@ -296,6 +310,13 @@ impl EmbeddedCluster {
                 _ => {}
             }
         }
+        // DRA: classes, slices, templates and claims, before the pods that use them.
+        for o in objects {
+            if crate::cluster::manifest::DRA_KINDS.contains(&o.object.kind()) {
+                c.create_dra(&o.object)
+                    .map_err(|e| field_err(&o.source, e))?;
+            }
+        }
         for o in objects {
             if let Object::Pod(p) = &o.object {
                 c.create_pod(p).map_err(|e| field_err(&o.source, e))?;
@@ -322,6 +343,52 @@ impl EmbeddedCluster {
         Ok(())
     }
 
+    /// Adds a DRA object (device class, slice, claim or claim template); a new template
+    /// lets the resourceclaim controller make the claims pods were waiting for.
+    pub fn create_dra(&self, obj: &Object) -> Result<(), FieldError> {
+        let mut st = self.lock();
+        let mut dra = std::mem::take(&mut st.dra);
+        let events = dra.create(obj, &mut || st.next_rv());
+        st.dra = dra;
+        for ev in events? {
+            st.emit(ev);
+        }
+        if let Object::ResourceClaimTemplate(_) = obj {
+            let waiting: Vec<Uid> = st
+                .pods
+                .values()
+                .filter(|r| r.pod.node_name.is_none() && !r.pod.spec.resource_claims.is_empty())
+                .map(|r| r.pod.uid.clone())
+                .collect();
+            for uid in waiting {
+                Self::generate_claims(&mut st, &uid);
+            }
+        }
+        Ok(())
+    }
+
+    /// The resourceclaim controller for one pod: claims from its templates, then its
+    /// `status.resourceClaimStatuses`.
+    fn generate_claims(st: &mut State, uid: &str) {
+        let Some(pod) = st.pods.get(uid).map(|r| r.pod.clone()) else {
+            return;
+        };
+        let mut dra = std::mem::take(&mut st.dra);
+        let (statuses, events) = dra.claims_for_pod(&pod, &mut || st.next_rv(), &name_suffix);
+        st.dra = dra;
+        if events.is_empty() {
+            return;
+        }
+        for ev in events {
+            st.emit(ev);
+        }
+        Self::update_pod(st, uid, |p| {
+            let mut spec = (*p.spec).clone();
+            spec.resource_claim_statuses = statuses.into();
+            p.spec = Arc::new(spec);
+        });
+    }
+
     /// Runs the embedded PV controller and provisioner once over unbound claims.
     pub fn sync_volumes(&self) {
         let _ = self.storage_write(|s, nodes| {
@@ -329,6 +396,22 @@ impl EmbeddedCluster {
             s.sync(nodes, &mut out);
             Ok(out)
         });
+    }
+
+    /// A claim write by the scheduler, numbered with the next resource version; emits
+    /// its event and returns the claim as written.
+    fn dra_write(
+        &self,
+        f: impl FnOnce(
+            &mut super::embedded_dra::Dra,
+            Arc<str>,
+        ) -> Result<(Arc<crate::model::dra::ResourceClaim>, WatchEvent), String>,
+    ) -> Result<Arc<crate::model::dra::ResourceClaim>, String> {
+        let mut st = self.lock();
+        let rv = st.next_rv();
+        let (claim, ev) = f(&mut st.dra, rv)?;
+        st.emit(ev);
+        Ok(claim)
     }
 
     /// A change to the storage objects, given the nodes; emits its events.
@@ -432,6 +515,27 @@ impl EmbeddedCluster {
     /// Every claim's state, in `namespace/name` order.
     pub fn claim_outcomes(&self) -> Vec<super::embedded_volumes::ClaimOutcome> {
         self.lock().storage.outcomes()
+    }
+
+    /// Every ResourceClaim and its allocation.
+    pub fn resource_claim_outcomes(&self) -> Vec<super::embedded_dra::ResourceClaimOutcome> {
+        self.lock().dra.outcomes()
+    }
+
+    /// DRA rules the end state breaks, for the invariant check (pods the scheduler
+    /// bound, on their nodes).
+    pub fn dra_violations(&self) -> Vec<super::embedded_dra::DraViolation> {
+        let st = self.lock();
+        let bound: Vec<(Arc<Pod>, Arc<Node>)> = st
+            .pods
+            .values()
+            .filter(|r| r.condition.as_ref().is_some_and(|c| c.status == "True"))
+            .filter_map(|r| {
+                let n = st.nodes.get(r.pod.node_name.as_ref()?)?;
+                Some((r.pod.clone(), n.clone()))
+            })
+            .collect();
+        st.dra.violations(&bound)
     }
 
     /// Adds a node (allocatable defaults to capacity, and the hostname label is set as
@@ -635,6 +739,13 @@ impl EmbeddedCluster {
             },
         );
         st.emit(WatchEvent::PodAdd(p.clone()));
+        if p.spec
+            .resource_claims
+            .iter()
+            .any(|c| matches!(c.source, crate::model::dra::ClaimSource::Template(_)))
+        {
+            Self::generate_claims(&mut st, &p.uid);
+        }
         // A pod created already terminating (a snapshot of a cluster mid-deletion) goes
         // away after its grace period.
         if p.deletion_timestamp.is_some() {
@@ -657,7 +768,7 @@ impl EmbeddedCluster {
             Some(r) => {
                 let pod = r.pod.clone();
                 st.ledger_pods.remove(&pod.key());
-                st.emit(WatchEvent::PodDelete(r.pod));
+                st.emit_pod_delete(r.pod);
                 if !st.pdbs.is_empty() {
                     st.refresh_pdbs(&pod.namespace, Some(pod.labels()));
                 }
@@ -709,7 +820,7 @@ impl EmbeddedCluster {
                 st.names
                     .remove(&(r.pod.namespace.clone(), r.pod.name.clone()));
                 let pod = r.pod.clone();
-                st.emit(WatchEvent::PodDelete(r.pod));
+                st.emit_pod_delete(r.pod);
                 if !st.pdbs.is_empty() {
                     st.refresh_pdbs(&pod.namespace, Some(pod.labels()));
                 }

@@ -159,6 +159,10 @@ impl EmbeddedCluster {
             | Object::CSINode(_)
             | Object::CSIDriver(_)
             | Object::CSIStorageCapacity(_) => self.create_storage(obj),
+            Object::DeviceClass(_)
+            | Object::ResourceSlice(_)
+            | Object::ResourceClaim(_)
+            | Object::ResourceClaimTemplate(_) => self.create_dra(obj),
         }
     }
 }

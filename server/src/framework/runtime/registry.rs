@@ -16,6 +16,8 @@ pub struct Handle {
     pub client: Arc<dyn ClusterClient>,
     /// Storage objects and the volume assume cache, shared by every profile.
     pub volumes: Arc<crate::framework::volumes::VolumeStore>,
+    /// DRA objects and the claim tracker, shared by every profile.
+    pub dra: Arc<crate::framework::dra::DraStore>,
     services: std::sync::OnceLock<std::sync::Weak<dyn SchedulerServices>>,
 }
 
@@ -48,10 +50,26 @@ impl Handle {
         client: Arc<dyn ClusterClient>,
         volumes: Arc<crate::framework::volumes::VolumeStore>,
     ) -> Self {
+        Self::with_stores(
+            waiting_pods,
+            client,
+            volumes,
+            crate::framework::dra::DraStore::new(),
+        )
+    }
+
+    /// A handle whose plugins read the scheduler's shared volume and DRA stores.
+    pub fn with_stores(
+        waiting_pods: Arc<WaitingPods>,
+        client: Arc<dyn ClusterClient>,
+        volumes: Arc<crate::framework::volumes::VolumeStore>,
+        dra: Arc<crate::framework::dra::DraStore>,
+    ) -> Self {
         Handle {
             waiting_pods,
             client,
             volumes,
+            dra,
             services: std::sync::OnceLock::new(),
         }
     }

@@ -7,6 +7,7 @@
 //! share in `selectors`.
 
 mod disruption;
+mod dra;
 mod node;
 mod pod;
 mod priority;
@@ -16,6 +17,7 @@ mod storage;
 mod workloads;
 
 pub use disruption::*;
+pub use dra::*;
 pub use node::*;
 pub use pod::*;
 pub use priority::*;

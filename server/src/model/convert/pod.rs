@@ -152,6 +152,7 @@ pub fn pod_from_k8s(
     let (requests, non_zero_milli_cpu, non_zero_memory) = pod_requests(spec, status)?;
 
     let host_ports = host_ports(spec)?;
+    let (resource_claims, resource_claim_statuses) = super::dra::pod_resource_claims(spec, status)?;
     let (images, image_slots) = images(spec);
 
     let node_selector = spec
@@ -245,6 +246,8 @@ pub fn pod_from_k8s(
         owner_references,
         volumes: pod_volumes(name, spec)?,
         required_features: crate::model::features::required_by_pod(spec),
+        resource_claims,
+        resource_claim_statuses,
     };
     Ok(Pod {
         uid: uid.into(),

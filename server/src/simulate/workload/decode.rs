@@ -452,11 +452,10 @@ fn kind_before_rendering(files: &Files, rel: &str, field: &str) -> Result<(), Wo
 fn known_kind(kind: String, file: &Path, field: &str) -> Result<String, WorkloadError> {
     match kind.as_str() {
         "" => Err(werr(file, field, "Required value: the template must name its kind")),
-        "DeviceClass" | "ResourceClaim" | "ResourceClaimTemplate" | "ResourceSlice"
-        | "DeviceTaintRule" => Err(werr(
+        "DeviceTaintRule" => Err(werr(
             file,
             field,
-            format!("{kind} objects need Dynamic Resource Allocation (resource.k8s.io), which Switchyard does not have yet"),
+            format!("{kind} objects need DRADeviceTaintRules (beta and off by default in v1.36), which Switchyard does not have"),
         )),
         "PodGroup" | "Workload" | "CompositePodGroup" => Err(werr(
             file,

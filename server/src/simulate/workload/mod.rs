@@ -491,7 +491,7 @@ mod tests {
         .unwrap();
         std::fs::write(
             root.join("templates/slice.yaml"),
-            "kind: ResourceSlice\n{{$x := .y}}\n",
+            "kind: DeviceTaintRule\n{{$x := .y}}\n",
         )
         .unwrap();
         std::fs::write(root.parent().unwrap().join("outside.yaml"), "kind: Pod\n").unwrap();
@@ -544,7 +544,7 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(
-            e.contains("ResourceSlice objects need Dynamic Resource Allocation"),
+            e.contains("DeviceTaintRule objects need DRADeviceTaintRules"),
             "{e}"
         );
         let e = case("  - {opcode: createPodGroups, count: 1}\n", "")

@@ -1,0 +1,622 @@
+//! The embedded cluster's Dynamic Resource Allocation objects, with the part of
+//! kube-controller-manager's resourceclaim controller a simulation needs: claims made
+//! from a pod's templates (named as upstream names them, owned by the pod, the pod's
+//! `status.resourceClaimStatuses` written), pods taken out of `reservedFor` when they
+//! go, claims nobody reserves any more deallocated, and generated claims deleted with
+//! their pod. The scheduler's claim writes (PreBind, Unreserve, PostFilter) land here.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::manifest::Object;
+use crate::client::WatchEvent;
+use crate::model::convert::{
+    device_class_from_k8s, resource_claim_from_k8s, resource_claim_template_from_k8s,
+    resource_slice_from_k8s, FieldError,
+};
+use crate::model::dra::{
+    Allocation, ClaimName, ClaimSource, ConsumerRef, DeviceClass, DeviceId, DraObject,
+    PodClaimStatus, ResourceClaim, ResourceClaimTemplate, ResourceSlice, ANN_POD_CLAIM_NAME,
+    FINALIZER, RESERVED_FOR_MAX_SIZE,
+};
+use crate::model::pod::OwnerReference;
+use crate::model::{Labels, Pod};
+
+type NsName = (Arc<str>, Arc<str>);
+
+/// DRA objects of the embedded cluster.
+#[derive(Default)]
+pub(super) struct Dra {
+    pub classes: BTreeMap<Arc<str>, Arc<DeviceClass>>,
+    pub slices: BTreeMap<Arc<str>, Arc<ResourceSlice>>,
+    pub claims: BTreeMap<NsName, Arc<ResourceClaim>>,
+    pub templates: BTreeMap<NsName, Arc<ResourceClaimTemplate>>,
+    next_uid: u64,
+    /// Claims generated so far (for name suffixes).
+    generated: u64,
+}
+
+fn key(ns: &str, name: &str) -> NsName {
+    (ns.into(), name.into())
+}
+
+fn already_exists(kind: &str, name: &str) -> FieldError {
+    FieldError {
+        field: "metadata.name".into(),
+        message: format!("AlreadyExists: {kind} {name:?} already exists"),
+    }
+}
+
+/// Upstream's `generateName` for a claim from a template: `<pod>-<claim>-`, both parts
+/// cut proportionally when longer than 57 characters together.
+fn generate_name(pod: &str, claim: &str) -> String {
+    const MAX: usize = 57;
+    let (mut p, mut c) = (pod.to_string(), claim.to_string());
+    let len = p.len() + 1 + c.len();
+    if len > MAX {
+        let keep_pod = p.len() * MAX / len;
+        let keep_claim = MAX.saturating_sub(keep_pod + 1);
+        p.truncate(keep_pod.min(p.len()));
+        c.truncate(keep_claim.min(c.len()));
+    }
+    format!("{p}-{c}-")
+}
+
+impl Dra {
+    fn uid(&mut self) -> Arc<str> {
+        self.next_uid += 1;
+        format!("embedded-claim-{:08}", self.next_uid).into()
+    }
+
+    /// Every object as a watch's initial listing delivers it: classes, slices, claims.
+    pub fn initial_events(&self) -> Vec<WatchEvent> {
+        let up = WatchEvent::DraUpsert;
+        let mut out: Vec<WatchEvent> = Vec::new();
+        out.extend(
+            self.classes
+                .values()
+                .cloned()
+                .map(|c| up(DraObject::DeviceClass(c))),
+        );
+        out.extend(
+            self.slices
+                .values()
+                .cloned()
+                .map(|s| up(DraObject::ResourceSlice(s))),
+        );
+        out.extend(
+            self.claims
+                .values()
+                .cloned()
+                .map(|c| up(DraObject::ResourceClaim(c))),
+        );
+        out
+    }
+
+    /// Adds a DRA object from a manifest; the events to emit. `rv` numbers the write.
+    pub fn create(
+        &mut self,
+        obj: &Object,
+        rv: &mut dyn FnMut() -> Arc<str>,
+    ) -> Result<Vec<WatchEvent>, FieldError> {
+        let o = match obj {
+            Object::DeviceClass(c) => {
+                let mut c = device_class_from_k8s(c)?;
+                if self.classes.contains_key(&c.name) {
+                    return Err(already_exists("deviceclass", &c.name));
+                }
+                c.resource_version = Some(rv());
+                let c = Arc::new(c);
+                self.classes.insert(c.name.clone(), c.clone());
+                DraObject::DeviceClass(c)
+            }
+            Object::ResourceSlice(s) => {
+                let mut s = resource_slice_from_k8s(s)?;
+                if self.slices.contains_key(&s.name) {
+                    return Err(already_exists("resourceslice", &s.name));
+                }
+                s.resource_version = Some(rv());
+                let s = Arc::new(s);
+                self.slices.insert(s.name.clone(), s.clone());
+                DraObject::ResourceSlice(s)
+            }
+            Object::ResourceClaim(c) => {
+                let n = self.next_uid + 1;
+                let mut c = resource_claim_from_k8s(c, || format!("embedded-claim-{n:08}"))?;
+                self.next_uid = n;
+                let k = key(&c.namespace, &c.name);
+                if self.claims.contains_key(&k) {
+                    return Err(already_exists("resourceclaim", &c.key()));
+                }
+                c.resource_version = Some(rv());
+                let c = Arc::new(c);
+                self.claims.insert(k, c.clone());
+                DraObject::ResourceClaim(c)
+            }
+            Object::ResourceClaimTemplate(t) => {
+                let t = Arc::new(resource_claim_template_from_k8s(t)?);
+                let k = key(&t.namespace, &t.name);
+                if self.templates.contains_key(&k) {
+                    return Err(already_exists(
+                        "resourceclaimtemplate",
+                        &format!("{}/{}", t.namespace, t.name),
+                    ));
+                }
+                self.templates.insert(k, t);
+                return Ok(Vec::new());
+            }
+            _ => return Ok(Vec::new()),
+        };
+        Ok(vec![WatchEvent::DraUpsert(o)])
+    }
+
+    /// The resourceclaim controller for a new pod: a claim for each template entry
+    /// whose template exists and that has no status yet. Returns the pod's claim
+    /// statuses to write (all entries handled so far) and the events.
+    pub fn claims_for_pod(
+        &mut self,
+        pod: &Pod,
+        rv: &mut dyn FnMut() -> Arc<str>,
+        suffix: &dyn Fn(u64) -> String,
+    ) -> (Vec<PodClaimStatus>, Vec<WatchEvent>) {
+        let mut statuses = pod.spec.resource_claim_statuses.to_vec();
+        let mut events = Vec::new();
+        for pc in pod.spec.resource_claims.iter() {
+            let ClaimSource::Template(tname) = &pc.source else {
+                continue;
+            };
+            if statuses.iter().any(|s| s.name == pc.name) {
+                continue;
+            }
+            let Some(t) = self.templates.get(&key(&pod.namespace, tname)).cloned() else {
+                continue;
+            };
+            let base = generate_name(&pod.name, &pc.name);
+            let name = loop {
+                self.generated += 1;
+                let candidate = format!("{base}{}", suffix(self.generated));
+                if !self.claims.contains_key(&key(&pod.namespace, &candidate)) {
+                    break candidate;
+                }
+            };
+            let mut annotations: Vec<(String, String)> = t
+                .annotations
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            annotations.push((ANN_POD_CLAIM_NAME.into(), pc.name.to_string()));
+            let claim = ResourceClaim {
+                namespace: pod.namespace.clone(),
+                name: name.as_str().into(),
+                uid: self.uid(),
+                resource_version: Some(rv()),
+                deleting: false,
+                finalizers: Box::new([]),
+                annotations: Labels::new(annotations),
+                owner: Some(OwnerReference {
+                    api_version: "v1".into(),
+                    kind: "Pod".into(),
+                    name: (*pod.name).into(),
+                    uid: (*pod.uid).into(),
+                    controller: true,
+                }),
+                spec: t.spec.clone(),
+                allocation: None,
+                reserved_for: Vec::new(),
+            };
+            let claim = Arc::new(claim);
+            self.claims
+                .insert(key(&claim.namespace, &claim.name), claim.clone());
+            events.push(WatchEvent::DraUpsert(DraObject::ResourceClaim(claim)));
+            statuses.push(PodClaimStatus {
+                name: pc.name.clone(),
+                claim: Some(name.into()),
+            });
+        }
+        (statuses, events)
+    }
+
+    fn put(&mut self, c: ResourceClaim, rv: Arc<str>) -> Arc<ResourceClaim> {
+        let mut c = c;
+        c.resource_version = Some(rv);
+        let c = Arc::new(c);
+        self.claims.insert(key(&c.namespace, &c.name), c.clone());
+        c
+    }
+
+    /// The scheduler's PreBind (upstream `bindClaim`): finalizer, allocation,
+    /// reservation.
+    pub fn reserve(
+        &mut self,
+        claim: &ResourceClaim,
+        allocation: Option<&Allocation>,
+        pod: &Pod,
+        rv: Arc<str>,
+    ) -> Result<(Arc<ResourceClaim>, WatchEvent), String> {
+        let Some(cur) = self
+            .claims
+            .get(&key(&claim.namespace, &claim.name))
+            .cloned()
+        else {
+            return Err(format!("claim {} got deleted in the meantime", claim.key()));
+        };
+        if cur.uid != claim.uid {
+            return Err(format!("claim {} got deleted in the meantime", claim.key()));
+        }
+        let mut c = (*cur).clone();
+        if let Some(a) = allocation {
+            if c.allocation.is_some() {
+                return Err(format!(
+                    "claim {} got allocated elsewhere in the meantime",
+                    claim.key()
+                ));
+            }
+            c.allocation = Some(Arc::new(a.clone()));
+        } else if c.allocation.is_none() {
+            return Err(format!("claim {} is not allocated any more", claim.key()));
+        }
+        if !c.finalizers.iter().any(|f| &**f == FINALIZER) {
+            let mut f = c.finalizers.to_vec();
+            f.push(FINALIZER.into());
+            c.finalizers = f.into();
+        }
+        if !c.is_reserved_for(&pod.uid) {
+            if c.reserved_for.len() >= RESERVED_FOR_MAX_SIZE {
+                return Err(format!(
+                    "claim {} is reserved for too many consumers",
+                    claim.key()
+                ));
+            }
+            c.reserved_for.push(ConsumerRef::pod(&pod.name, &pod.uid));
+        }
+        let c = self.put(c, rv);
+        Ok((
+            c.clone(),
+            WatchEvent::DraUpsert(DraObject::ResourceClaim(c)),
+        ))
+    }
+
+    /// Takes a pod out of a claim's `reservedFor` (the scheduler's Unreserve).
+    pub fn release(
+        &mut self,
+        claim: &ResourceClaim,
+        pod_uid: &str,
+        rv: Arc<str>,
+    ) -> Result<(Arc<ResourceClaim>, WatchEvent), String> {
+        let Some(cur) = self
+            .claims
+            .get(&key(&claim.namespace, &claim.name))
+            .cloned()
+        else {
+            return Err(format!(
+                "resourceclaims.resource.k8s.io \"{}\" not found",
+                claim.name
+            ));
+        };
+        let mut c = (*cur).clone();
+        c.reserved_for.retain(|r| &*r.uid != pod_uid);
+        let c = self.put(c, rv);
+        Ok((
+            c.clone(),
+            WatchEvent::DraUpsert(DraObject::ResourceClaim(c)),
+        ))
+    }
+
+    /// PostFilter's deallocation (an UpdateStatus: refused when the claim changed).
+    pub fn deallocate(
+        &mut self,
+        claim: &ResourceClaim,
+        rv: Arc<str>,
+    ) -> Result<(Arc<ResourceClaim>, WatchEvent), String> {
+        let Some(cur) = self
+            .claims
+            .get(&key(&claim.namespace, &claim.name))
+            .cloned()
+        else {
+            return Err(format!(
+                "resourceclaims.resource.k8s.io \"{}\" not found",
+                claim.name
+            ));
+        };
+        if cur.resource_version != claim.resource_version {
+            return Err(format!(
+                "Operation cannot be fulfilled on resourceclaims.resource.k8s.io \"{}\": the object has been modified; please apply your changes to the latest version and try again",
+                claim.name
+            ));
+        }
+        let mut c = (*cur).clone();
+        c.allocation = None;
+        c.reserved_for.clear();
+        let c = self.put(c, rv);
+        Ok((
+            c.clone(),
+            WatchEvent::DraUpsert(DraObject::ResourceClaim(c)),
+        ))
+    }
+
+    /// The resourceclaim controller when a pod goes: out of every `reservedFor`; a claim
+    /// nobody reserves any more is deallocated (finalizer removed); claims generated
+    /// for the pod are deleted.
+    pub fn pod_gone(&mut self, pod: &Pod, rv: &mut dyn FnMut() -> Arc<str>) -> Vec<WatchEvent> {
+        let mut out = Vec::new();
+        let keys: Vec<NsName> = self
+            .claims
+            .iter()
+            .filter(|(_, c)| {
+                c.is_reserved_for(&pod.uid) || c.owner.as_ref().is_some_and(|o| *o.uid == *pod.uid)
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in keys {
+            let Some(cur) = self.claims.get(&k).cloned() else {
+                continue;
+            };
+            if cur.owner.as_ref().is_some_and(|o| *o.uid == *pod.uid) {
+                self.claims.remove(&k);
+                out.push(WatchEvent::DraDelete(DraObject::ResourceClaim(cur)));
+                continue;
+            }
+            let mut c = (*cur).clone();
+            c.reserved_for.retain(|r| *r.uid != *pod.uid);
+            if c.reserved_for.is_empty() && c.allocation.is_some() {
+                c.allocation = None;
+                c.finalizers = c
+                    .finalizers
+                    .iter()
+                    .filter(|f| &***f != FINALIZER)
+                    .cloned()
+                    .collect();
+            }
+            let c = self.put(c, rv());
+            out.push(WatchEvent::DraUpsert(DraObject::ResourceClaim(c)));
+        }
+        out
+    }
+}
+
+/// What became of one ResourceClaim, for the simulation report.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ResourceClaimOutcome {
+    /// `namespace/name`.
+    pub claim: String,
+    /// For a claim made from a pod's template: `namespace/pod:entry`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod_claim: Option<String>,
+    /// `request: driver/pool/device` per allocated device (empty: not allocated).
+    pub devices: Vec<String>,
+    /// The pods (`namespace/name`) it is reserved for.
+    pub reserved_for: Vec<String>,
+}
+
+/// A DRA rule broken by the end state: (pod, node, rule, detail).
+pub type DraViolation = (Option<String>, Option<String>, &'static str, String);
+
+impl Dra {
+    pub fn outcomes(&self) -> Vec<ResourceClaimOutcome> {
+        self.claims
+            .values()
+            .map(|c| ResourceClaimOutcome {
+                claim: c.key(),
+                pod_claim: match (&c.owner, c.annotations.get(ANN_POD_CLAIM_NAME)) {
+                    (Some(o), Some(entry)) => Some(format!("{}/{}:{entry}", c.namespace, o.name)),
+                    _ => None,
+                },
+                devices: c
+                    .allocation
+                    .iter()
+                    .flat_map(|a| a.devices.iter())
+                    .map(|d| format!("{}: {}/{}/{}", d.request, d.driver, d.pool, d.device))
+                    .collect(),
+                reserved_for: c
+                    .reserved_for
+                    .iter()
+                    .map(|r| format!("{}/{}", c.namespace, r.name))
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// The newest-generation device of a pool, with its slice.
+    fn device(
+        &self,
+        driver: &str,
+        pool: &str,
+        name: &str,
+    ) -> Option<(&Arc<ResourceSlice>, &crate::model::dra::Device)> {
+        let newest = self
+            .slices
+            .values()
+            .filter(|s| &*s.driver == driver && &*s.pool.name == pool)
+            .map(|s| s.pool.generation)
+            .max()?;
+        self.slices
+            .values()
+            .filter(|s| {
+                &*s.driver == driver && &*s.pool.name == pool && s.pool.generation == newest
+            })
+            .find_map(|s| s.devices.iter().find(|d| &*d.name == name).map(|d| (s, d)))
+    }
+
+    /// Recomputed from the objects, not the scheduler's caches: no device allocated
+    /// twice (admin access aside); every allocated device exists and passes its
+    /// class's and request's selectors; every pod the scheduler bound has its claims
+    /// allocated, reserved for it and reachable from its node.
+    pub fn violations(&self, bound: &[(Arc<Pod>, Arc<crate::model::Node>)]) -> Vec<DraViolation> {
+        use crate::model::dra::{NodeSelection, RequestKind};
+        let mut out = Vec::new();
+        let mut owner: BTreeMap<DeviceId, String> = BTreeMap::new();
+        for c in self.claims.values() {
+            let Some(a) = &c.allocation else { continue };
+            for d in &a.devices {
+                if !d.admin_access {
+                    if let Some(other) = owner.insert(d.id(), c.key()) {
+                        if other != c.key() {
+                            out.push((
+                                None,
+                                None,
+                                "device allocated twice",
+                                format!(
+                                    "{}/{}/{} is allocated to claims {other} and {}",
+                                    d.driver,
+                                    d.pool,
+                                    d.device,
+                                    c.key()
+                                ),
+                            ));
+                        }
+                    }
+                }
+                let Some((_, dev)) = self.device(&d.driver, &d.pool, &d.device) else {
+                    out.push((
+                        None,
+                        None,
+                        "allocated device missing",
+                        format!(
+                            "claim {}: device {}/{}/{} is in no ResourceSlice",
+                            c.key(),
+                            d.driver,
+                            d.pool,
+                            d.device
+                        ),
+                    ));
+                    continue;
+                };
+                let (base, sub) = match d.request.split_once('/') {
+                    Some((b, s)) => (b, Some(s)),
+                    None => (&*d.request, None),
+                };
+                let req = c
+                    .spec
+                    .requests
+                    .iter()
+                    .find(|r| &*r.name == base)
+                    .and_then(|r| match (&r.kind, sub) {
+                        (RequestKind::Exactly(e), None) => Some(e),
+                        (RequestKind::FirstAvailable(subs), Some(s)) => {
+                            subs.iter().find(|(n, _)| &**n == s).map(|(_, e)| e)
+                        }
+                        _ => None,
+                    });
+                let Some(req) = req else {
+                    out.push((
+                        None,
+                        None,
+                        "allocated device without request",
+                        format!(
+                            "claim {}: result for unknown request {}",
+                            c.key(),
+                            d.request
+                        ),
+                    ));
+                    continue;
+                };
+                let class_selectors = self
+                    .classes
+                    .get(&req.device_class_name)
+                    .map(|k| k.selectors.to_vec())
+                    .unwrap_or_default();
+                let passes = class_selectors.iter().chain(req.selectors.iter()).all(|p| {
+                    matches!(
+                        p.eval_device(&dev.cel, switchyard_cel::DEFAULT_COST_LIMIT),
+                        Ok(true)
+                    )
+                });
+                if !passes {
+                    out.push((
+                        None,
+                        None,
+                        "allocated device does not match",
+                        format!(
+                            "claim {}: device {}/{}/{} fails the selectors of request {}",
+                            c.key(),
+                            d.driver,
+                            d.pool,
+                            d.device,
+                            d.request
+                        ),
+                    ));
+                }
+            }
+        }
+        for (pod, node) in bound {
+            for pc in pod.spec.resource_claims.iter() {
+                let name = match pod.spec.claim_name(pc) {
+                    ClaimName::Named(n, _) => n,
+                    ClaimName::NotNeeded => continue,
+                    ClaimName::NotCreated => {
+                        out.push((
+                            Some(pod.key()),
+                            Some(node.name.to_string()),
+                            "claim missing",
+                            format!("claim entry {} has no claim", pc.name),
+                        ));
+                        continue;
+                    }
+                };
+                let Some(c) = self.claims.get(&key(&pod.namespace, &name)) else {
+                    out.push((
+                        Some(pod.key()),
+                        Some(node.name.to_string()),
+                        "claim missing",
+                        format!("claim {name} does not exist"),
+                    ));
+                    continue;
+                };
+                let Some(a) = &c.allocation else {
+                    out.push((
+                        Some(pod.key()),
+                        Some(node.name.to_string()),
+                        "claim not allocated",
+                        format!("claim {} is not allocated", c.key()),
+                    ));
+                    continue;
+                };
+                if !c.is_reserved_for(&pod.uid) {
+                    out.push((
+                        Some(pod.key()),
+                        Some(node.name.to_string()),
+                        "claim not reserved",
+                        format!("claim {} is not reserved for the pod", c.key()),
+                    ));
+                }
+                for d in &a.devices {
+                    let Some((slice, dev)) = self.device(&d.driver, &d.pool, &d.device) else {
+                        continue;
+                    };
+                    let sel = match (&slice.nodes, &dev.nodes) {
+                        (NodeSelection::PerDevice, Some(n)) => n,
+                        (n, _) => n,
+                    };
+                    if !sel.matches(&node.name, &node.labels) {
+                        out.push((
+                            Some(pod.key()),
+                            Some(node.name.to_string()),
+                            "device not reachable",
+                            format!(
+                                "claim {}: device {}/{}/{} is not reachable from the node",
+                                c.key(),
+                                d.driver,
+                                d.pool,
+                                d.device
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_names_fit_as_upstream_cuts_them() {
+        assert_eq!(generate_name("p", "gpu"), "p-gpu-");
+        let long = generate_name(&"a".repeat(60), &"b".repeat(20));
+        assert!(long.len() <= 59, "{long}");
+        assert!(long.starts_with("aaaa") && long.ends_with("b-"));
+    }
+}

@@ -1,0 +1,450 @@
+//! Dynamic Resource Allocation objects (`resource.k8s.io/v1`): DeviceClasses,
+//! ResourceSlices, ResourceClaims and their templates, as the DynamicResources plugin
+//! and its structured allocator read them. Parsed once at ingest: CEL selectors are
+//! compiled there (the API server rejects an expression that does not compile) and
+//! every device's CEL view is built once, so the allocator's inner loop only
+//! evaluates.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use switchyard_cel::{DeviceValue, Program, Quantity as CelQuantity};
+
+use super::labels::{Labels, NodeSelector};
+use super::pod::OwnerReference;
+use super::taint::TaintEffect;
+
+/// The finalizer the scheduler puts on a claim it allocates (upstream
+/// `resourceapi.Finalizer`): the claim cannot go away while a pod may use it.
+pub const FINALIZER: &str = "resource.kubernetes.io/delete-protection";
+/// The annotation naming the pod's claim entry a generated claim was made for.
+pub const ANN_POD_CLAIM_NAME: &str = "resource.kubernetes.io/pod-claim-name";
+/// At most this many consumers may reserve a claim (`ResourceClaimReservedForMaxSize`).
+pub const RESERVED_FOR_MAX_SIZE: usize = 256;
+/// At most this many devices in one claim's allocation (`AllocationResultsMaxSize`).
+pub const ALLOCATION_RESULTS_MAX_SIZE: usize = 32;
+
+/// A device class: selectors every device of the class must pass, and configuration
+/// handed to the driver.
+#[derive(Clone, Debug)]
+pub struct DeviceClass {
+    pub name: Arc<str>,
+    pub selectors: Box<[Program]>,
+    pub config: Box<[OpaqueConfig]>,
+    /// `spec.extendedResourceName` (DRA-backed extended resources).
+    pub extended_resource_name: Option<Arc<str>>,
+    pub creation_timestamp: Option<i64>,
+    pub resource_version: Option<Arc<str>>,
+}
+
+/// Opaque driver configuration, carried into the allocation result unchanged.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpaqueConfig {
+    pub driver: Arc<str>,
+    pub parameters: Arc<serde_json::Value>,
+}
+
+/// Which nodes a slice's (or a device's) devices are reachable from.
+#[derive(Clone, Debug)]
+pub enum NodeSelection {
+    NodeName(Arc<str>),
+    Selector(Arc<NodeSelectorRef>),
+    AllNodes,
+    /// The slice's devices each say (`perDeviceNodeSelection`).
+    PerDevice,
+}
+
+impl NodeSelection {
+    /// Whether devices under this selection are reachable from the node. `PerDevice`
+    /// answers per device.
+    pub fn matches(&self, node_name: &str, labels: &Labels) -> bool {
+        match self {
+            NodeSelection::NodeName(n) => &**n == node_name,
+            NodeSelection::Selector(s) => s.selector.matches(node_name, labels),
+            NodeSelection::AllNodes | NodeSelection::PerDevice => true,
+        }
+    }
+}
+
+/// A pool as a slice names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolRef {
+    pub name: Arc<str>,
+    pub generation: i64,
+    pub resource_slice_count: i64,
+}
+
+/// A ResourceSlice: some of a driver's pool's devices.
+#[derive(Clone, Debug)]
+pub struct ResourceSlice {
+    pub name: Arc<str>,
+    pub driver: Arc<str>,
+    pub pool: PoolRef,
+    pub nodes: NodeSelection,
+    pub devices: Box<[Device]>,
+    /// `sharedCounters`: counter sets partitionable devices draw from.
+    pub shared_counters: Box<[CounterSet]>,
+    pub resource_version: Option<Arc<str>>,
+}
+
+/// Named counters (`CounterSet`), values exact.
+#[derive(Clone, Debug)]
+pub struct CounterSet {
+    pub name: Arc<str>,
+    pub counters: BTreeMap<Arc<str>, CelQuantity>,
+}
+
+/// A device's typed attribute value, for `matchAttribute` / `distinctAttribute`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum AttributeValue {
+    Int(i64),
+    Bool(bool),
+    String(Arc<str>),
+    /// A semantic version, normalised (build metadata dropped, as semver equality
+    /// ignores it).
+    Version(Arc<str>),
+}
+
+/// A device taint (`DeviceTaint`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceTaint {
+    pub key: Arc<str>,
+    pub value: Arc<str>,
+    /// `None` is upstream's `None` effect: informational, never blocks.
+    pub effect: Option<TaintEffect>,
+}
+
+/// A device toleration (`DeviceToleration`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceToleration {
+    pub key: Option<Arc<str>>,
+    /// `Exists` when true, else `Equal`.
+    pub exists: bool,
+    pub value: Arc<str>,
+    /// `None`: tolerates every effect.
+    pub effect: Option<TaintEffect>,
+}
+
+impl DeviceToleration {
+    /// Upstream's `ToleratesTaint` for device taints.
+    pub fn tolerates(&self, taint: &DeviceTaint) -> bool {
+        if self.effect.is_some() && self.effect != taint.effect {
+            return false;
+        }
+        if let Some(k) = &self.key {
+            if *k != taint.key {
+                return false;
+            }
+        }
+        self.exists || self.value == taint.value
+    }
+}
+
+/// One device of a slice.
+#[derive(Clone, Debug)]
+pub struct Device {
+    pub name: Arc<str>,
+    /// Attributes by fully qualified name (`domain/id`; unqualified names get the
+    /// driver as domain), for constraints.
+    pub attributes: BTreeMap<Arc<str>, AttributeValue>,
+    /// Capacities by fully qualified name.
+    pub capacity: BTreeMap<Arc<str>, CelQuantity>,
+    /// `consumesCounters`: (counter set, counters) drawn from the slice's shared sets.
+    pub consumes_counters: Box<[CounterConsumption]>,
+    pub taints: Box<[DeviceTaint]>,
+    /// Per-device node selection, under `perDeviceNodeSelection`.
+    pub nodes: Option<NodeSelection>,
+    pub binds_to_node: bool,
+    pub binding_conditions: Box<[Arc<str>]>,
+    pub binding_failure_conditions: Box<[Arc<str>]>,
+    pub allow_multiple_allocations: bool,
+    /// The device as CEL selectors see it, built once.
+    pub cel: Arc<DeviceValue>,
+}
+
+/// How many devices a request wants.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AllocationMode {
+    ExactCount(u32),
+    All,
+}
+
+/// A request for devices of one class (`ExactDeviceRequest`, also a subrequest).
+#[derive(Clone, Debug)]
+pub struct ExactRequest {
+    pub device_class_name: Arc<str>,
+    pub selectors: Box<[Program]>,
+    pub mode: AllocationMode,
+    pub admin_access: bool,
+    pub tolerations: Box<[DeviceToleration]>,
+}
+
+/// One entry of `spec.devices.requests`.
+#[derive(Clone, Debug)]
+pub struct DeviceRequest {
+    pub name: Arc<str>,
+    pub kind: RequestKind,
+}
+
+#[derive(Clone, Debug)]
+pub enum RequestKind {
+    Exactly(ExactRequest),
+    /// `firstAvailable`: subrequests tried in order.
+    FirstAvailable(Box<[(Arc<str>, ExactRequest)]>),
+}
+
+/// `spec.devices.constraints`.
+#[derive(Clone, Debug)]
+pub struct DeviceConstraint {
+    /// The requests it applies to; empty means all (subrequests included by parent).
+    pub requests: Box<[Arc<str>]>,
+    pub kind: ConstraintKind,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConstraintKind {
+    /// All devices have this attribute with the same value.
+    MatchAttribute(Arc<str>),
+    /// All devices have this attribute with pairwise different values.
+    DistinctAttribute(Arc<str>),
+}
+
+/// Claim configuration: for `requests` (empty: all).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClaimConfig {
+    pub requests: Box<[Arc<str>]>,
+    pub opaque: OpaqueConfig,
+}
+
+/// What a claim asks for; shared between a template and the claims made from it.
+#[derive(Clone, Debug, Default)]
+pub struct ClaimSpec {
+    pub requests: Box<[DeviceRequest]>,
+    pub constraints: Box<[DeviceConstraint]>,
+    pub config: Box<[ClaimConfig]>,
+    /// The spec as given, for writing a claim from a template.
+    pub raw: Arc<serde_json::Value>,
+}
+
+/// One allocated device (`DeviceRequestAllocationResult`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct DeviceResult {
+    /// The request, or `request/subrequest` for firstAvailable.
+    pub request: Arc<str>,
+    pub driver: Arc<str>,
+    pub pool: Arc<str>,
+    pub device: Arc<str>,
+    pub admin_access: bool,
+}
+
+impl DeviceResult {
+    pub fn id(&self) -> DeviceId {
+        DeviceId {
+            driver: self.driver.clone(),
+            pool: self.pool.clone(),
+            device: self.device.clone(),
+        }
+    }
+}
+
+/// A device's identity across the cluster.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DeviceId {
+    pub driver: Arc<str>,
+    pub pool: Arc<str>,
+    pub device: Arc<str>,
+}
+
+impl std::fmt::Display for DeviceId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}/{}", self.driver, self.pool, self.device)
+    }
+}
+
+/// Where a configuration in an allocation came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfigSource {
+    FromClass,
+    FromClaim,
+}
+
+/// A configuration carried into an allocation result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AllocatedConfig {
+    pub source: ConfigSource,
+    pub requests: Box<[Arc<str>]>,
+    pub opaque: OpaqueConfig,
+}
+
+/// `status.allocation`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Allocation {
+    pub devices: Vec<DeviceResult>,
+    pub config: Vec<AllocatedConfig>,
+    /// Where the devices are reachable; `None`: everywhere.
+    pub node_selector: Option<AllocationNodes>,
+}
+
+/// An allocation's node selector: one node (any node-local device), or the selectors
+/// of the slices (merged as upstream does: every term must match).
+#[derive(Clone, Debug, PartialEq)]
+pub enum AllocationNodes {
+    Node(Arc<str>),
+    /// All of these must match.
+    All(Vec<Arc<NodeSelectorRef>>),
+}
+
+/// A node selector kept with its source text for equality and writing back.
+#[derive(Clone, Debug)]
+pub struct NodeSelectorRef {
+    pub selector: NodeSelector,
+    pub raw: serde_json::Value,
+}
+
+impl PartialEq for NodeSelectorRef {
+    fn eq(&self, other: &Self) -> bool {
+        self.raw == other.raw
+    }
+}
+
+impl AllocationNodes {
+    pub fn matches(&self, node_name: &str, labels: &Labels) -> bool {
+        match self {
+            AllocationNodes::Node(n) => &**n == node_name,
+            AllocationNodes::All(sels) => {
+                sels.iter().all(|s| s.selector.matches(node_name, labels))
+            }
+        }
+    }
+}
+
+/// A consumer in `status.reservedFor`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConsumerRef {
+    pub api_group: Arc<str>,
+    pub resource: Arc<str>,
+    pub name: Arc<str>,
+    pub uid: Arc<str>,
+}
+
+impl ConsumerRef {
+    pub fn pod(name: &str, uid: &str) -> ConsumerRef {
+        ConsumerRef {
+            api_group: "".into(),
+            resource: "pods".into(),
+            name: name.into(),
+            uid: uid.into(),
+        }
+    }
+}
+
+/// A ResourceClaim.
+#[derive(Clone, Debug)]
+pub struct ResourceClaim {
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
+    pub uid: Arc<str>,
+    pub resource_version: Option<Arc<str>>,
+    pub deleting: bool,
+    pub finalizers: Box<[Arc<str>]>,
+    pub annotations: Labels,
+    /// The controlling owner (a pod, for claims made from a template).
+    pub owner: Option<OwnerReference>,
+    pub spec: Arc<ClaimSpec>,
+    pub allocation: Option<Arc<Allocation>>,
+    pub reserved_for: Vec<ConsumerRef>,
+}
+
+impl ResourceClaim {
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    pub fn is_reserved_for(&self, uid: &str) -> bool {
+        self.reserved_for.iter().any(|r| &*r.uid == uid)
+    }
+
+    /// Upstream `resourceclaim.CanBeReserved`: not full, or already ours.
+    pub fn can_be_reserved_for(&self, uid: &str) -> bool {
+        self.reserved_for.len() < RESERVED_FOR_MAX_SIZE || self.is_reserved_for(uid)
+    }
+}
+
+/// A ResourceClaimTemplate: the spec (and metadata) claims are made from.
+#[derive(Clone, Debug)]
+pub struct ResourceClaimTemplate {
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
+    pub labels: Labels,
+    pub annotations: Labels,
+    pub spec: Arc<ClaimSpec>,
+}
+
+/// A pod's `spec.resourceClaims` entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodResourceClaim {
+    pub name: Arc<str>,
+    pub source: ClaimSource,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClaimSource {
+    Claim(Arc<str>),
+    Template(Arc<str>),
+}
+
+/// A `status.resourceClaimStatuses` entry: the claim generated for a template entry
+/// (`None`: no claim needed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodClaimStatus {
+    pub name: Arc<str>,
+    pub claim: Option<Arc<str>>,
+}
+
+/// What a pod's claim entry resolves to (upstream `resourceclaim.Name`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClaimName {
+    /// The claim, and whether it must be owned by the pod (made from a template).
+    Named(Arc<str>, bool),
+    /// The resourceclaim controller decided no claim is needed.
+    NotNeeded,
+    /// A template's claim is not created yet.
+    NotCreated,
+}
+
+/// Counters a device draws from one of its pool's counter sets.
+#[derive(Clone, Debug)]
+pub struct CounterConsumption {
+    pub counter_set: Arc<str>,
+    pub counters: BTreeMap<Arc<str>, CelQuantity>,
+}
+
+/// Any DRA object, as events carry them.
+#[derive(Clone, Debug)]
+pub enum DraObject {
+    DeviceClass(Arc<DeviceClass>),
+    ResourceSlice(Arc<ResourceSlice>),
+    ResourceClaim(Arc<ResourceClaim>),
+    ResourceClaimTemplate(Arc<ResourceClaimTemplate>),
+}
+
+impl DraObject {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            DraObject::DeviceClass(_) => "DeviceClass",
+            DraObject::ResourceSlice(_) => "ResourceSlice",
+            DraObject::ResourceClaim(_) => "ResourceClaim",
+            DraObject::ResourceClaimTemplate(_) => "ResourceClaimTemplate",
+        }
+    }
+}
+
+/// The fully qualified form of an attribute or capacity name: unqualified names
+/// belong to the driver's domain.
+pub fn qualify(name: &str, driver: &str) -> Arc<str> {
+    if name.contains('/') {
+        name.into()
+    } else {
+        format!("{driver}/{name}").into()
+    }
+}

@@ -1,0 +1,786 @@
+//! The structured allocator (upstream `k8s.io/dynamic-resource-allocation/structured`,
+//! the "incubating" variant v1.36 uses by default): for one node, a depth-first search
+//! over claims → requests → devices; the first full solution wins.
+//!
+//! * Pools are gathered per node: the slices reachable from it, newest pool
+//!   generation only; a pool whose slices are not all there is incomplete (usable for
+//!   `ExactCount`, fatal for `All`), one with duplicate device names invalid.
+//! * A candidate passes when it is not in use (admin access: not used by the same
+//!   claim), its class's and the request's CEL selectors accept it (memoised per
+//!   device and request), its per-device node selection matches, its
+//!   `NoSchedule`/`NoExecute` taints are tolerated, its counters fit, and the claim's
+//!   constraints still hold.
+//! * The `k`-th device of a request is only sought after the `k-1`-th one's position:
+//!   combinations, not permutations (the same first solution, found sooner).
+//!
+//! Errors (a CEL runtime error, an invalid pool, an `All` request over an incomplete
+//! pool, the filter timeout) end the search; the plugin turns them into statuses as
+//! upstream does.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use rustc_hash::{FxHashMap, FxHashSet};
+use switchyard_cel::DEFAULT_COST_LIMIT;
+
+use crate::framework::dra::SliceIndex;
+use crate::model::dra::{
+    AllocatedConfig, Allocation, AllocationMode, AllocationNodes, AttributeValue, ConfigSource,
+    ConstraintKind, Device, DeviceClass, DeviceId, DeviceResult, ExactRequest, NodeSelection,
+    NodeSelectorRef, RequestKind, ResourceClaim, ResourceSlice, ALLOCATION_RESULTS_MAX_SIZE,
+};
+use crate::model::taint::TaintEffect;
+use crate::model::Node;
+
+/// Why the search stopped without an answer for the node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AllocError {
+    /// Ends the scheduling cycle with an error (upstream `statusError`).
+    Fatal(String),
+    /// The filter timeout passed.
+    Timeout,
+}
+
+/// One request or subrequest as the search sees it.
+#[derive(Debug)]
+pub struct RequestData {
+    /// The name in results: `request` or `request/subrequest`.
+    pub result_name: Arc<str>,
+    pub base: Arc<str>,
+    pub sub: Option<Arc<str>>,
+    pub request: ExactRequest,
+    pub class: Arc<DeviceClass>,
+}
+
+/// A claim to allocate: its requests, each with its alternatives (one, or the
+/// subrequests of `firstAvailable` in order).
+#[derive(Debug)]
+pub struct ClaimData {
+    pub claim: Arc<ResourceClaim>,
+    pub requests: Vec<Vec<RequestData>>,
+}
+
+/// What the allocator needs for one pod, built at PreFilter and shared by the Filter
+/// threads.
+pub struct Prepared {
+    pub claims: Vec<ClaimData>,
+    pub allocated: FxHashSet<DeviceId>,
+    pub index: Arc<SliceIndex>,
+    /// The filter timeout: how long one node's search may take.
+    pub timeout: Option<std::time::Duration>,
+}
+
+/// One claim's allocation on the node, and which subrequest each request used.
+#[derive(Debug, Clone)]
+pub struct ClaimAllocation {
+    pub allocation: Arc<Allocation>,
+    /// Per request: the index of the chosen alternative.
+    pub chosen: Vec<usize>,
+}
+
+/// A pool gathered for a node.
+struct Pool {
+    slices: Vec<Arc<ResourceSlice>>,
+    incomplete: bool,
+    invalid: Option<String>,
+    id: String,
+}
+
+/// A candidate device, in search order.
+struct Candidate<'a> {
+    slice: &'a Arc<ResourceSlice>,
+    device: &'a Device,
+    id: DeviceId,
+    /// (driver, pool): the counter sets' scope.
+    pool: (Arc<str>, Arc<str>),
+}
+
+fn node_matches(sel: &NodeSelection, node: &Node) -> bool {
+    sel.matches(&node.name, &node.labels)
+}
+
+/// A pool's (driver, name).
+type PoolKey = (Arc<str>, Arc<str>);
+
+/// Pools reachable from `node` (upstream `GatherPools`), sorted by driver and pool.
+fn gather_pools(index: &SliceIndex, node: &Node) -> Vec<Pool> {
+    let mut pools: BTreeMap<PoolKey, Vec<Arc<ResourceSlice>>> = BTreeMap::new();
+    let local = index
+        .by_node
+        .get(&node.name)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let reachable = local.iter().chain(index.other.iter().filter(|s| {
+        match &s.nodes {
+            NodeSelection::PerDevice => s
+                .devices
+                .iter()
+                .any(|d| d.nodes.as_ref().is_some_and(|n| node_matches(n, node))),
+            n => node_matches(n, node),
+        }
+    }));
+    for s in reachable {
+        let v = pools
+            .entry((s.driver.clone(), s.pool.name.clone()))
+            .or_default();
+        match v.first().map(|f| f.pool.generation) {
+            Some(g) if s.pool.generation < g => continue,
+            Some(g) if s.pool.generation > g => v.clear(),
+            _ => {}
+        }
+        v.push(s.clone());
+    }
+    pools
+        .into_iter()
+        .map(|((driver, pool), mut slices)| {
+            slices.sort_by(|a, b| a.name.cmp(&b.name));
+            let want = slices.first().map_or(0, |s| s.pool.resource_slice_count);
+            let mut incomplete = slices.len() as i64 != want;
+            if incomplete {
+                // Count the pool's slices for every node before calling it incomplete;
+                // slices older than the pool's newest generation are stale.
+                if let Some(f) = index.pools.get(&(driver.clone(), pool.clone())) {
+                    incomplete = f.slices_at_latest != f.resource_slice_count;
+                    if incomplete
+                        && slices
+                            .first()
+                            .is_some_and(|s| s.pool.generation != f.latest_generation)
+                    {
+                        slices.clear();
+                    }
+                }
+            }
+            let mut names = FxHashSet::default();
+            let invalid = slices
+                .iter()
+                .flat_map(|s| s.devices.iter())
+                .find(|d| !names.insert(d.name.clone()))
+                .map(|d| format!("duplicate device name {}", d.name));
+            Pool {
+                slices,
+                incomplete,
+                invalid,
+                id: format!("{driver}/{pool}"),
+            }
+        })
+        .collect()
+}
+
+/// Remaining counters per (driver, pool, counter set, counter).
+type Counters = FxHashMap<(Arc<str>, Arc<str>, Arc<str>, Arc<str>), i128>;
+
+struct Search<'a> {
+    prep: &'a Prepared,
+    node: &'a Node,
+    candidates: Vec<Candidate<'a>>,
+    /// Memo per (candidate, claim, request, alternative): selectors pass.
+    selectable: FxHashMap<(usize, usize, usize, usize), bool>,
+    /// Devices taken in this search, by claim index.
+    allocating: FxHashMap<DeviceId, Vec<usize>>,
+    counters: Counters,
+    /// Per claim: per constraint: (value fixed, devices counted) or distinct values.
+    constraint_state: Vec<Vec<ConstraintState>>,
+    results: Vec<Vec<(usize, usize, usize)>>,
+    chosen: Vec<Vec<usize>>,
+    steps: u64,
+    deadline: Option<Instant>,
+}
+
+enum ConstraintState {
+    Match(Option<AttributeValue>, usize),
+    Distinct(Vec<AttributeValue>),
+}
+
+impl Search<'_> {
+    fn check_time(&mut self) -> Result<(), AllocError> {
+        self.steps += 1;
+        if self.steps.is_multiple_of(256) {
+            if let Some(d) = self.deadline {
+                if Instant::now() >= d {
+                    return Err(AllocError::Timeout);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn in_use(&self, id: &DeviceId) -> bool {
+        self.prep.allocated.contains(id) || self.allocating.get(id).is_some_and(|v| !v.is_empty())
+    }
+
+    fn selectable(
+        &mut self,
+        cand: usize,
+        ci: usize,
+        ri: usize,
+        ai: usize,
+    ) -> Result<bool, AllocError> {
+        if let Some(m) = self.selectable.get(&(cand, ci, ri, ai)) {
+            return Ok(*m);
+        }
+        let c = &self.candidates[cand];
+        let rd = &self.prep.claims[ci].requests[ri][ai];
+        let claim = &self.prep.claims[ci].claim;
+        let mut ok = true;
+        for (i, p) in rd.class.selectors.iter().enumerate() {
+            match p.eval_device(&c.device.cel, DEFAULT_COST_LIMIT) {
+                Ok(true) => {}
+                Ok(false) => {
+                    ok = false;
+                    break;
+                }
+                Err(e) => {
+                    return Err(AllocError::Fatal(format!(
+                        "class {}: selector #{i}: CEL runtime error: {e}",
+                        rd.class.name
+                    )))
+                }
+            }
+        }
+        if ok {
+            for (i, p) in rd.request.selectors.iter().enumerate() {
+                match p.eval_device(&c.device.cel, DEFAULT_COST_LIMIT) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        ok = false;
+                        break;
+                    }
+                    Err(e) => {
+                        return Err(AllocError::Fatal(format!(
+                            "claim {}: selector #{i}: CEL runtime error: {e}",
+                            claim.key()
+                        )))
+                    }
+                }
+            }
+        }
+        if ok {
+            if let (NodeSelection::PerDevice, Some(n)) = (&c.slice.nodes, &c.device.nodes) {
+                ok = node_matches(n, self.node);
+            }
+        }
+        self.selectable.insert((cand, ci, ri, ai), ok);
+        Ok(ok)
+    }
+
+    fn taint_blocks(device: &Device, req: &ExactRequest) -> bool {
+        device.taints.iter().any(|t| {
+            matches!(
+                t.effect,
+                Some(TaintEffect::NoSchedule | TaintEffect::NoExecute)
+            ) && !req.tolerations.iter().any(|tol| tol.tolerates(t))
+        })
+    }
+
+    /// Takes the counters the device consumes; false (nothing taken) if they do not fit.
+    fn take_counters(&mut self, cand: usize) -> bool {
+        let c = &self.candidates[cand];
+        if c.device.consumes_counters.is_empty() {
+            return true;
+        }
+        let mut taken = Vec::new();
+        let mut fits = true;
+        'sets: for cc in c.device.consumes_counters.iter() {
+            let set = &cc.counter_set;
+            for (name, q) in &cc.counters {
+                let key = (
+                    c.pool.0.clone(),
+                    c.pool.1.clone(),
+                    set.clone(),
+                    name.clone(),
+                );
+                let Some(left) = self.counters.get_mut(&key) else {
+                    fits = false;
+                    break 'sets;
+                };
+                *left -= q.nanos();
+                let negative = *left < 0;
+                taken.push((key, q.nanos()));
+                if negative {
+                    fits = false;
+                    break 'sets;
+                }
+            }
+        }
+        if !fits {
+            for (key, q) in taken {
+                if let Some(left) = self.counters.get_mut(&key) {
+                    *left += q;
+                }
+            }
+        }
+        fits
+    }
+
+    fn give_counters(&mut self, cand: usize) {
+        let c = &self.candidates[cand];
+        for cc in c.device.consumes_counters.iter() {
+            let set = &cc.counter_set;
+            for (name, q) in &cc.counters {
+                let key = (
+                    c.pool.0.clone(),
+                    c.pool.1.clone(),
+                    set.clone(),
+                    name.clone(),
+                );
+                if let Some(left) = self.counters.get_mut(&key) {
+                    *left += q.nanos();
+                }
+            }
+        }
+    }
+
+    fn constraint_applies(requests: &[Arc<str>], rd: &RequestData) -> bool {
+        requests.is_empty()
+            || requests
+                .iter()
+                .any(|r| *r == rd.base || *r == rd.result_name)
+    }
+
+    /// Adds the device to the claim's constraints; false (nothing added) if one fails.
+    fn add_constraints(&mut self, ci: usize, rd: &RequestData, device: &Device) -> bool {
+        let cons = &self.prep.claims[ci].claim.spec.constraints;
+        for (k, c) in cons.iter().enumerate() {
+            if !Self::constraint_applies(&c.requests, rd) {
+                continue;
+            }
+            let name = match &c.kind {
+                ConstraintKind::MatchAttribute(n) | ConstraintKind::DistinctAttribute(n) => n,
+            };
+            let value = device.attributes.get(name).cloned();
+            let ok = match (&mut self.constraint_state[ci][k], value) {
+                (_, None) => false,
+                (ConstraintState::Match(fixed, n), Some(v)) => {
+                    if *n == 0 || fixed.as_ref() == Some(&v) {
+                        *fixed = Some(v);
+                        *n += 1;
+                        true
+                    } else {
+                        false
+                    }
+                }
+                (ConstraintState::Distinct(seen), Some(v)) => {
+                    if seen.contains(&v) {
+                        false
+                    } else {
+                        seen.push(v);
+                        true
+                    }
+                }
+            };
+            if !ok {
+                self.remove_constraints(ci, rd, device, k);
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Undoes the device's additions to the first `upto` constraints.
+    fn remove_constraints(&mut self, ci: usize, rd: &RequestData, device: &Device, upto: usize) {
+        let cons = &self.prep.claims[ci].claim.spec.constraints;
+        for (k, c) in cons.iter().enumerate().take(upto) {
+            if !Self::constraint_applies(&c.requests, rd) {
+                continue;
+            }
+            match &mut self.constraint_state[ci][k] {
+                ConstraintState::Match(fixed, n) => {
+                    *n = n.saturating_sub(1);
+                    if *n == 0 {
+                        *fixed = None;
+                    }
+                }
+                ConstraintState::Distinct(seen) => {
+                    let name = match &c.kind {
+                        ConstraintKind::MatchAttribute(n)
+                        | ConstraintKind::DistinctAttribute(n) => n,
+                    };
+                    if let Some(v) = device.attributes.get(name) {
+                        if let Some(p) = seen.iter().rposition(|s| s == v) {
+                            seen.remove(p);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Tries to take candidate `cand` for (claim, request, alternative); on success the
+    /// state records it and `undo` must be called to give it back.
+    fn take(
+        &mut self,
+        cand: usize,
+        ci: usize,
+        ri: usize,
+        ai: usize,
+        must: bool,
+    ) -> Result<bool, AllocError> {
+        let rd = &self.prep.claims[ci].requests[ri][ai];
+        let id = self.candidates[cand].id.clone();
+        let admin = rd.request.admin_access;
+        if admin {
+            if self.allocating.get(&id).is_some_and(|v| v.contains(&ci)) {
+                return Ok(false);
+            }
+        } else if self.in_use(&id) {
+            return Ok(false);
+        }
+        let device = self.candidates[cand].device;
+        if !self.take_counters(cand) {
+            return Ok(false);
+        }
+        if Self::taint_blocks(device, &rd.request) {
+            self.give_counters(cand);
+            return Ok(false);
+        }
+        if !self.add_constraints(ci, rd, device) {
+            self.give_counters(cand);
+            if must {
+                return Err(AllocError::Fatal(format!(
+                    "claim {}, request {}: cannot add device {} because a claim constraint would not be satisfied",
+                    self.prep.claims[ci].claim.key(),
+                    rd.result_name,
+                    id
+                )));
+            }
+            return Ok(false);
+        }
+        self.allocating.entry(id).or_default().push(ci);
+        self.results[ci].push((cand, ri, ai));
+        Ok(true)
+    }
+
+    fn undo(&mut self, cand: usize, ci: usize, ri: usize, ai: usize) {
+        let rd = &self.prep.claims[ci].requests[ri][ai];
+        let device = self.candidates[cand].device;
+        let n = self.prep.claims[ci].claim.spec.constraints.len();
+        self.remove_constraints(ci, rd, device, n);
+        if let Some(v) = self.allocating.get_mut(&self.candidates[cand].id) {
+            if let Some(p) = v.iter().rposition(|c| *c == ci) {
+                v.remove(p);
+            }
+        }
+        self.give_counters(cand);
+        self.results[ci].pop();
+    }
+
+    /// Allocates claim `ci` from request `ri` on.
+    fn request(&mut self, ci: usize, ri: usize) -> Result<bool, AllocError> {
+        self.check_time()?;
+        if ci == self.prep.claims.len() {
+            return Ok(true);
+        }
+        if ri == self.prep.claims[ci].requests.len() {
+            return self.request(ci + 1, 0);
+        }
+        let alternatives = self.prep.claims[ci].requests[ri].len();
+        for ai in 0..alternatives {
+            let rd = &self.prep.claims[ci].requests[ri][ai];
+            let ok = match rd.request.mode {
+                AllocationMode::ExactCount(n) => {
+                    if self.results[ci].len() + n as usize > ALLOCATION_RESULTS_MAX_SIZE {
+                        continue;
+                    }
+                    self.devices(ci, ri, ai, n as usize, 0)?
+                }
+                AllocationMode::All => self.all(ci, ri, ai)?,
+            };
+            if ok {
+                self.chosen[ci][ri] = ai;
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Picks `left` more devices for (claim, request, alternative) from candidate `from` on.
+    fn devices(
+        &mut self,
+        ci: usize,
+        ri: usize,
+        ai: usize,
+        left: usize,
+        from: usize,
+    ) -> Result<bool, AllocError> {
+        if left == 0 {
+            return self.request(ci, ri + 1);
+        }
+        self.check_time()?;
+        for cand in from..self.candidates.len() {
+            if !self.selectable(cand, ci, ri, ai)? {
+                continue;
+            }
+            if !self.take(cand, ci, ri, ai, false)? {
+                continue;
+            }
+            if self.devices(ci, ri, ai, left - 1, cand + 1)? {
+                return Ok(true);
+            }
+            self.undo(cand, ci, ri, ai);
+        }
+        Ok(false)
+    }
+
+    /// `allocationMode: All`: every selectable device of the node's pools, at least one.
+    fn all(&mut self, ci: usize, ri: usize, ai: usize) -> Result<bool, AllocError> {
+        let mut picks = Vec::new();
+        for cand in 0..self.candidates.len() {
+            if self.selectable(cand, ci, ri, ai)? {
+                picks.push(cand);
+            }
+        }
+        if picks.is_empty() || self.results[ci].len() + picks.len() > ALLOCATION_RESULTS_MAX_SIZE {
+            return Ok(false);
+        }
+        let mut taken = 0;
+        for &cand in &picks {
+            if !self.take(cand, ci, ri, ai, true)? {
+                break;
+            }
+            taken += 1;
+        }
+        if taken == picks.len() && self.request(ci, ri + 1)? {
+            return Ok(true);
+        }
+        for &cand in picks[..taken].iter().rev() {
+            self.undo(cand, ci, ri, ai);
+        }
+        Ok(false)
+    }
+}
+
+/// Allocates every claim of `prep` on `node`: `Ok(None)` when they do not fit.
+pub fn allocate(prep: &Prepared, node: &Node) -> Result<Option<Vec<ClaimAllocation>>, AllocError> {
+    let pools = gather_pools(&prep.index, node);
+    // `All` needs every pool complete and valid (upstream checks before searching).
+    for cd in &prep.claims {
+        for alts in &cd.requests {
+            for rd in alts {
+                if rd.request.mode != AllocationMode::All {
+                    continue;
+                }
+                for p in &pools {
+                    if p.incomplete {
+                        return Err(AllocError::Fatal(format!(
+                            "claim {}, request {}: asks for all devices, but resource pool {} is currently being updated",
+                            cd.claim.key(), rd.result_name, p.id
+                        )));
+                    }
+                    if p.invalid.is_some() {
+                        return Err(AllocError::Fatal(format!(
+                            "claim {}, request {}: asks for all devices, but resource pool {} is currently invalid",
+                            cd.claim.key(), rd.result_name, p.id
+                        )));
+                    }
+                }
+            }
+        }
+    }
+    let mut candidates = Vec::new();
+    let mut counters: Counters = FxHashMap::default();
+    for p in &pools {
+        if let Some(why) = &p.invalid {
+            // Upstream fails as soon as the search reaches an invalid pool.
+            return Err(AllocError::Fatal(format!(
+                "pool {} is invalid: {why}",
+                p.id
+            )));
+        }
+        for s in &p.slices {
+            for cs in s.shared_counters.iter() {
+                for (name, q) in &cs.counters {
+                    counters.insert(
+                        (
+                            s.driver.clone(),
+                            s.pool.name.clone(),
+                            cs.name.clone(),
+                            name.clone(),
+                        ),
+                        q.nanos(),
+                    );
+                }
+            }
+        }
+    }
+    // Counters consumed by devices already allocated.
+    for p in &pools {
+        for s in &p.slices {
+            for d in s.devices.iter().filter(|d| !d.consumes_counters.is_empty()) {
+                let id = DeviceId {
+                    driver: s.driver.clone(),
+                    pool: s.pool.name.clone(),
+                    device: d.name.clone(),
+                };
+                if !prep.allocated.contains(&id) {
+                    continue;
+                }
+                for cc in d.consumes_counters.iter() {
+                    let set = &cc.counter_set;
+                    for (name, q) in &cc.counters {
+                        let key = (
+                            s.driver.clone(),
+                            s.pool.name.clone(),
+                            set.clone(),
+                            name.clone(),
+                        );
+                        if let Some(left) = counters.get_mut(&key) {
+                            *left -= q.nanos();
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for p in &pools {
+        for s in &p.slices {
+            for d in s.devices.iter() {
+                candidates.push(Candidate {
+                    slice: s,
+                    device: d,
+                    id: DeviceId {
+                        driver: s.driver.clone(),
+                        pool: s.pool.name.clone(),
+                        device: d.name.clone(),
+                    },
+                    pool: (s.driver.clone(), s.pool.name.clone()),
+                });
+            }
+        }
+    }
+    let mut search = Search {
+        prep,
+        node,
+        candidates,
+        selectable: FxHashMap::default(),
+        allocating: FxHashMap::default(),
+        counters,
+        constraint_state: prep
+            .claims
+            .iter()
+            .map(|c| {
+                c.claim
+                    .spec
+                    .constraints
+                    .iter()
+                    .map(|k| match k.kind {
+                        ConstraintKind::MatchAttribute(_) => ConstraintState::Match(None, 0),
+                        ConstraintKind::DistinctAttribute(_) => {
+                            ConstraintState::Distinct(Vec::new())
+                        }
+                    })
+                    .collect()
+            })
+            .collect(),
+        results: vec![Vec::new(); prep.claims.len()],
+        chosen: prep
+            .claims
+            .iter()
+            .map(|c| vec![0; c.requests.len()])
+            .collect(),
+        steps: 0,
+        deadline: prep.timeout.map(|t| Instant::now() + t),
+    };
+    if !search.request(0, 0)? {
+        return Ok(None);
+    }
+    let mut out = Vec::with_capacity(prep.claims.len());
+    for (ci, cd) in prep.claims.iter().enumerate() {
+        let mut devices = Vec::with_capacity(search.results[ci].len());
+        let mut local: Option<Arc<str>> = None;
+        let mut selectors: Vec<Arc<NodeSelectorRef>> = Vec::new();
+        for &(cand, ri, ai) in &search.results[ci] {
+            let c = &search.candidates[cand];
+            let rd = &cd.requests[ri][ai];
+            devices.push(DeviceResult {
+                request: rd.result_name.clone(),
+                driver: c.id.driver.clone(),
+                pool: c.id.pool.clone(),
+                device: c.id.device.clone(),
+                admin_access: rd.request.admin_access,
+            });
+            let sel = match (&c.slice.nodes, &c.device.nodes) {
+                (NodeSelection::PerDevice, Some(n)) => n,
+                (n, _) => n,
+            };
+            match sel {
+                NodeSelection::NodeName(n) => {
+                    local.get_or_insert_with(|| n.clone());
+                }
+                NodeSelection::Selector(s) => {
+                    if !selectors.contains(s) {
+                        selectors.push(s.clone());
+                    }
+                }
+                NodeSelection::AllNodes | NodeSelection::PerDevice => {}
+            }
+        }
+        let node_selector = match (local, selectors.is_empty()) {
+            (Some(n), _) => Some(AllocationNodes::Node(n)),
+            (None, false) => Some(AllocationNodes::All(selectors)),
+            (None, true) => None,
+        };
+        let chosen = search.chosen[ci].clone();
+        out.push(ClaimAllocation {
+            allocation: Arc::new(Allocation {
+                devices,
+                config: allocation_config(cd, &chosen),
+                node_selector,
+            }),
+            chosen,
+        });
+    }
+    Ok(Some(out))
+}
+
+/// The configuration an allocation carries (upstream's order): each used class's
+/// configs once, for the requests that used it; then the claim's configs, once per
+/// request they name (upstream appends a config naming two requests twice).
+fn allocation_config(cd: &ClaimData, chosen: &[usize]) -> Vec<AllocatedConfig> {
+    let mut out: Vec<AllocatedConfig> = Vec::new();
+    let mut class_ranges: FxHashMap<Arc<str>, (usize, usize)> = FxHashMap::default();
+    for (ri, alts) in cd.requests.iter().enumerate() {
+        let rd = &alts[chosen[ri]];
+        if let Some(&(start, end)) = class_ranges.get(&rd.class.name) {
+            for c in &mut out[start..end] {
+                let mut r = c.requests.to_vec();
+                r.push(rd.result_name.clone());
+                c.requests = r.into();
+            }
+            continue;
+        }
+        let start = out.len();
+        for c in rd.class.config.iter() {
+            out.push(AllocatedConfig {
+                source: ConfigSource::FromClass,
+                requests: Box::new([rd.result_name.clone()]),
+                opaque: c.clone(),
+            });
+        }
+        class_ranges.insert(rd.class.name.clone(), (start, out.len()));
+    }
+    for c in cd.claim.spec.config.iter() {
+        let entry = || AllocatedConfig {
+            source: ConfigSource::FromClaim,
+            requests: c.requests.clone(),
+            opaque: c.opaque.clone(),
+        };
+        if c.requests.is_empty() {
+            out.push(entry());
+            continue;
+        }
+        for (ri, req) in cd.claim.spec.requests.iter().enumerate() {
+            if c.requests.contains(&req.name) {
+                out.push(entry());
+                continue;
+            }
+            if let RequestKind::FirstAvailable(_) = req.kind {
+                let rd = &cd.requests[ri][chosen[ri]];
+                if c.requests.contains(&rd.result_name) {
+                    out.push(entry());
+                }
+            }
+        }
+    }
+    out
+}
