@@ -47,6 +47,46 @@ fn already_exists(kind: &str, name: &str) -> FieldError {
     }
 }
 
+/// The namespace label that allows admin access to devices.
+pub const ADMIN_ACCESS_LABEL: &str = "resource.kubernetes.io/admin-access";
+
+/// The API server's check for `adminAccess` requests (upstream resourceclaim and
+/// resourceclaimtemplate strategies): only in a namespace labelled
+/// `resource.kubernetes.io/admin-access: "true"`.
+pub(super) fn check_admin_access(
+    obj: &Object,
+    namespace_labels: &dyn Fn(&str) -> Option<Labels>,
+) -> Result<(), FieldError> {
+    let (ns, spec, prefix) = match obj {
+        Object::ResourceClaim(c) => (c.metadata.namespace.as_deref(), c.spec.as_ref(), "spec"),
+        Object::ResourceClaimTemplate(t) => (
+            t.metadata.namespace.as_deref(),
+            t.spec.as_ref().and_then(|s| s.spec.as_ref()),
+            "spec.spec",
+        ),
+        _ => return Ok(()),
+    };
+    let requests = spec
+        .and_then(|s| s.devices.as_ref())
+        .and_then(|d| d.requests.as_deref())
+        .unwrap_or_default();
+    let Some(i) = requests
+        .iter()
+        .position(|r| r.exactly.as_ref().and_then(|e| e.admin_access) == Some(true))
+    else {
+        return Ok(());
+    };
+    let ns = ns.unwrap_or("default");
+    let allowed = namespace_labels(ns).is_some_and(|l| l.get(ADMIN_ACCESS_LABEL) == Some("true"));
+    if allowed {
+        return Ok(());
+    }
+    Err(FieldError {
+        field: format!("{prefix}.devices.requests[{i}].exactly.adminAccess"),
+        message: format!("Forbidden: admin access to devices requires the `{ADMIN_ACCESS_LABEL}: true` label on the containing namespace"),
+    })
+}
+
 /// Upstream's `generateName` for a claim from a template: `<pod>-<claim>-`, both parts
 /// cut proportionally when longer than 57 characters together.
 fn generate_name(pod: &str, claim: &str) -> String {

@@ -347,6 +347,9 @@ impl EmbeddedCluster {
     /// lets the resourceclaim controller make the claims pods were waiting for.
     pub fn create_dra(&self, obj: &Object) -> Result<(), FieldError> {
         let mut st = self.lock();
+        super::embedded_dra::check_admin_access(obj, &|ns| {
+            st.namespaces.get(ns).map(|n| n.labels.clone())
+        })?;
         let mut dra = std::mem::take(&mut st.dra);
         let events = dra.create(obj, &mut || st.next_rv());
         st.dra = dra;

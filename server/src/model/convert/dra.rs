@@ -168,17 +168,18 @@ fn tolerations(
         .enumerate()
         .map(|(i, t)| {
             let f = format!("{field}[{i}]");
-            let exists =
-                match t.operator.as_deref().unwrap_or("Equal") {
-                    "Equal" => false,
-                    "Exists" => true,
-                    other => return Err(err(
+            let exists = match t.operator.as_deref().unwrap_or("Equal") {
+                "Equal" => false,
+                "Exists" => true,
+                other => {
+                    return Err(err(
                         format!("{f}.operator"),
                         format!(
                             "Unsupported value: {other:?}: supported values: \"Equal\", \"Exists\""
                         ),
-                    )),
-                };
+                    ))
+                }
+            };
             if exists && t.value.as_deref().is_some_and(|v| !v.is_empty()) {
                 return Err(err(
                     format!("{f}.value"),
