@@ -595,3 +595,117 @@ fn a_pod_bound_at_once_costs_two_writes() {
     );
     api.assert_a_careful_client();
 }
+
+/// DRA through the API server (upstream dynamicresources.go PreBind, and the
+/// resourceclaim controller the double plays): pods' claims come from their templates,
+/// two pods get the node's two GPUs, each claim ends allocated, reserved for its pod
+/// and finalized; the third pod stays pending with upstream's message; deleting a bound
+/// pod deletes its claim, which frees its GPU for the third. Each new allocation costs
+/// two claim writes (finalizer, status), as upstream's.
+#[test]
+fn dra_claims_are_allocated_reserved_and_freed_through_the_api_server() {
+    use switchyard_e2e::apiserver::RESOURCE_CLAIMS;
+    let api = ApiServer::start();
+    api.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}));
+    api.apply(node("gpu-node", "8"));
+    api.apply(
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+        "metadata": {"name": "gpu.example.com"},
+        "spec": {"selectors": [{"cel": {"expression": "device.driver == \"gpu.example.com\""}}]}}),
+    );
+    api.apply(
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": "gpu-node-gpus"},
+        "spec": {"driver": "gpu.example.com", "nodeName": "gpu-node",
+                 "pool": {"name": "gpu-node", "generation": 1, "resourceSliceCount": 1},
+                 "devices": [{"name": "gpu-0"}, {"name": "gpu-1"}]}}),
+    );
+    api.apply(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "one-gpu", "namespace": "default"},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}}}}));
+    let gpu_pod = |name: &str| {
+        let mut p = pod(name, "switchyard", "100m", None);
+        p["spec"]["resourceClaims"] =
+            json!([{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]);
+        p["spec"]["containers"][0]["resources"]["claims"] = json!([{"name": "gpu"}]);
+        p
+    };
+    api.apply(gpu_pod("g-0"));
+    api.apply(gpu_pod("g-1"));
+    let _s = start(&api);
+    wait_for("two GPU pods bound", Duration::from_secs(20), || {
+        api.node_of("g-0").is_some() && api.node_of("g-1").is_some()
+    });
+    let claim_of = |pod: &str| {
+        api.list(RESOURCE_CLAIMS)
+            .into_iter()
+            .find(|c| c["metadata"]["ownerReferences"][0]["name"] == pod)
+    };
+    let mut devices = Vec::new();
+    for p in ["g-0", "g-1"] {
+        // Named as the resourceclaim controller names them.
+        let c = claim_of(p).unwrap_or_else(|| panic!("no claim for {p}"));
+        let uid = api.get(PODS, "default", p).unwrap()["metadata"]["uid"].clone();
+        assert_eq!(
+            c["status"]["reservedFor"],
+            json!([{"resource": "pods", "name": p, "uid": uid}]),
+            "{c}"
+        );
+        assert_eq!(
+            c["metadata"]["finalizers"],
+            json!(["resource.kubernetes.io/delete-protection"]),
+            "{c}"
+        );
+        assert_eq!(
+            c["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]
+                ["values"],
+            json!(["gpu-node"]),
+            "{c}"
+        );
+        devices.push(c["status"]["allocation"]["devices"]["results"][0]["device"].clone());
+    }
+    devices.sort_by_key(|d| d.to_string());
+    assert_eq!(devices, vec![json!("gpu-0"), json!("gpu-1")]);
+    let claim_writes = api
+        .calls()
+        .iter()
+        .filter(|c| c.method != "GET" && c.path.contains("/resourceclaims/"))
+        .count();
+    assert_eq!(
+        claim_writes,
+        4,
+        "two writes per new allocation: {:#?}",
+        api.calls()
+    );
+
+    // All GPUs taken: the third pod waits with upstream's message.
+    api.apply(gpu_pod("g-2"));
+    wait_for("g-2 unschedulable", Duration::from_secs(20), || {
+        api.get(PODS, "default", "g-2").is_some_and(|p| {
+            p["status"]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter().any(|c| {
+                    c["type"] == "PodScheduled"
+                        && c["message"].as_str().is_some_and(|m| {
+                            m.starts_with("0/1 nodes are available: 1 cannot allocate all claims.")
+                        })
+                })
+            })
+        })
+    });
+    assert_eq!(api.node_of("g-2"), None);
+
+    // Deleting a bound pod deletes its claim; its GPU goes to the waiting pod.
+    assert!(api.delete(PODS, "default", "g-0"));
+    wait_for("g-2 bound after g-0 went", Duration::from_secs(30), || {
+        api.node_of("g-2").is_some()
+    });
+    let c = claim_of("g-2").expect("g-2's claim");
+    assert!(claim_of("g-0").is_none(), "g-0's claim deleted with it");
+    let other = claim_of("g-1").expect("g-1's claim");
+    assert_ne!(
+        c["status"]["allocation"]["devices"]["results"][0]["device"],
+        other["status"]["allocation"]["devices"]["results"][0]["device"],
+        "{c}"
+    );
+    api.assert_a_careful_client();
+}

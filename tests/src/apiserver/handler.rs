@@ -128,9 +128,15 @@ impl Shared {
             object: object.clone(),
             prev: existed,
         };
+        let created = change.prev.is_none();
         st.history.push(change.clone());
         // Sent under the lock, so watches see changes in resourceVersion order.
         let _ = self.changes.send(change);
+        drop(st);
+        // kube-controller-manager's resourceclaim controller.
+        if kind == PODS && created {
+            self.claims_for_pod(&object);
+        }
         object
     }
 
@@ -151,6 +157,10 @@ impl Shared {
         };
         st.history.push(change.clone());
         let _ = self.changes.send(change);
+        drop(st);
+        if kind == PODS {
+            self.pod_gone(&object);
+        }
         Some(object)
     }
 
@@ -251,6 +261,9 @@ impl Shared {
             Ok(b) => b.to_bytes(),
             Err(_) => Bytes::new(),
         };
+        if method == Method::GET && path.trim_end_matches('/') == "/apis/resource.k8s.io/v1" {
+            return json_response(StatusCode::OK, &resourceclaim::discovery());
+        }
         let Some((kind, ns, name, sub)) = route(&path) else {
             return status(
                 404,
@@ -459,7 +472,7 @@ impl Shared {
                 let mut o = body;
                 // An update of the main resource leaves the status alone (the
                 // status subresource's job).
-                if kind == PODS || kind == NODES {
+                if kind == PODS || kind == NODES || kind == RESOURCE_CLAIMS {
                     o["status"] = cur["status"].clone();
                 }
                 o["apiVersion"] = json!(kind.group_version);
@@ -477,6 +490,13 @@ impl Shared {
                 if let Some(c) = rv_conflict(kind, n, &cur, &body) {
                     return c;
                 }
+                let mut body = body;
+                // The claim strategy keeps the status out of main-resource writes.
+                if kind == RESOURCE_CLAIMS {
+                    if let Some(o) = body.as_object_mut() {
+                        o.remove("status");
+                    }
+                }
                 merge(&mut cur, &body);
                 if let Err(e) = validate::validate_create(kind, &cur) {
                     return invalid(kind, &cur, e);
@@ -492,7 +512,13 @@ impl Shared {
                 }
                 // The status subresource changes the status only
                 // (pkg/registry/core/pod/strategy.go, podStatusStrategy).
+                let old = cur.clone();
                 merge(&mut cur, &json!({"status": body["status"].clone()}));
+                if kind == RESOURCE_CLAIMS {
+                    if let Err(e) = validate::validate_claim_status(&old, &cur) {
+                        return invalid(kind, &cur, e);
+                    }
+                }
                 json_response(StatusCode::OK, &self.put(kind, cur))
             }
             (Method::DELETE, Some(n), None) => {

@@ -22,6 +22,7 @@ mod handler;
 mod listwatch;
 mod protobuf;
 mod rbac;
+mod resourceclaim;
 mod selectors;
 pub mod validate;
 pub mod warnings;
@@ -84,7 +85,36 @@ pub const LEASES: Kind = Kind {
     namespaced: true,
 };
 
-const KINDS: [Kind; 17] = [
+pub const DEVICE_CLASSES: Kind = Kind {
+    group_version: "resource.k8s.io/v1",
+    plural: "deviceclasses",
+    kind: "DeviceClass",
+    namespaced: false,
+};
+pub const RESOURCE_SLICES: Kind = Kind {
+    group_version: "resource.k8s.io/v1",
+    plural: "resourceslices",
+    kind: "ResourceSlice",
+    namespaced: false,
+};
+pub const RESOURCE_CLAIMS: Kind = Kind {
+    group_version: "resource.k8s.io/v1",
+    plural: "resourceclaims",
+    kind: "ResourceClaim",
+    namespaced: true,
+};
+pub const RESOURCE_CLAIM_TEMPLATES: Kind = Kind {
+    group_version: "resource.k8s.io/v1",
+    plural: "resourceclaimtemplates",
+    kind: "ResourceClaimTemplate",
+    namespaced: true,
+};
+
+const KINDS: [Kind; 21] = [
+    DEVICE_CLASSES,
+    RESOURCE_SLICES,
+    RESOURCE_CLAIMS,
+    RESOURCE_CLAIM_TEMPLATES,
     PODS,
     NODES,
     NAMESPACES,

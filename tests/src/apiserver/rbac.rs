@@ -116,6 +116,16 @@ pub(super) fn forbidden_message(
     format!("{object} is forbidden: User {SERVICE_ACCOUNT_USER:?} cannot {verb} resource {resource:?} in API group {group:?} {scope}")
 }
 
+/// A discovery path: no resource in it.
+fn is_discovery(path: &str) -> bool {
+    let path = path.split('?').next().unwrap_or(path);
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    matches!(
+        parts.as_slice(),
+        ["api"] | ["api", _] | ["apis"] | ["apis", _] | ["apis", _, _]
+    )
+}
+
 impl ApiServer {
     /// From now on, requests `rules` do not allow are refused (403 Forbidden), as a
     /// server would refuse the ServiceAccount's token.
@@ -129,6 +139,11 @@ impl ApiServer {
         let rules = deploy_rules();
         let mut out = Vec::new();
         for c in self.calls() {
+            // Discovery (`/api`, `/apis`, `/apis/GROUP/VERSION`) is every
+            // authenticated user's (the bootstrap `system:discovery` role).
+            if c.method == "GET" && is_discovery(&c.path) {
+                continue;
+            }
             let Some((verb, group, resource, name)) = rbac_request(&c) else {
                 out.push(format!(
                     "{} {}: not a Kubernetes API request",

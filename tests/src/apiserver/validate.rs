@@ -145,6 +145,69 @@ fn validate_event(o: &Value, errs: &mut Vec<String>) {
     }
 }
 
+/// `ValidateResourceClaimStatusUpdate` (k8s.io/kubernetes pkg/apis/resource/validation),
+/// the rules a scheduler's claim writes meet: reservedFor needs an allocation, holds
+/// each consumer once and at most 256; an allocation cannot change once set (only be
+/// removed); a claim being deleted gets no new allocation; at most 32 results.
+pub fn validate_claim_status(old: &Value, new: &Value) -> Result<(), Invalid> {
+    let mut errs = Vec::new();
+    let alloc_old = &old["status"]["allocation"];
+    let alloc_new = &new["status"]["allocation"];
+    let reserved = new["status"]["reservedFor"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if !reserved.is_empty() && alloc_new.is_null() {
+        errs.push(
+            "status.reservedFor: Forbidden: may not be specified when `allocated` is not set"
+                .to_string(),
+        );
+    }
+    if reserved.len() > 256 {
+        errs.push(format!(
+            "status.reservedFor: Too many: {}: must have at most 256 items",
+            reserved.len()
+        ));
+    }
+    let mut uids = std::collections::HashSet::new();
+    for (i, r) in reserved.iter().enumerate() {
+        let uid = r["uid"].as_str().unwrap_or("");
+        if !uids.insert(uid.to_string()) {
+            errs.push(format!(
+                "status.reservedFor[{i}].uid: Duplicate value: {uid:?}"
+            ));
+        }
+        if r["resource"].as_str().is_none_or(str::is_empty) {
+            errs.push(format!("status.reservedFor[{i}].resource: Required value"));
+        }
+    }
+    if !alloc_old.is_null() && !alloc_new.is_null() && alloc_old != alloc_new {
+        errs.push("status.allocation: Invalid value: field is immutable".to_string());
+    }
+    if alloc_old.is_null()
+        && !alloc_new.is_null()
+        && !old["metadata"]["deletionTimestamp"].is_null()
+    {
+        errs.push(
+            "status.allocation: Forbidden: new allocation while ResourceClaim is being deleted"
+                .to_string(),
+        );
+    }
+    let results = alloc_new["devices"]["results"]
+        .as_array()
+        .map_or(0, Vec::len);
+    if results > 32 {
+        errs.push(format!(
+            "status.allocation.devices.results: Too many: {results}: must have at most 32 items"
+        ));
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(Invalid(errs))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -66,6 +66,12 @@ fn typed(kind: Kind, sub: Option<&str>, object: &Value) -> Option<Value> {
         "CSINode" => round_trip::<storage::CSINode>(object),
         "CSIDriver" => round_trip::<storage::CSIDriver>(object),
         "CSIStorageCapacity" => round_trip::<storage::CSIStorageCapacity>(object),
+        "DeviceClass" => round_trip::<k8s_openapi::api::resource::v1::DeviceClass>(object),
+        "ResourceSlice" => round_trip::<k8s_openapi::api::resource::v1::ResourceSlice>(object),
+        "ResourceClaim" => round_trip::<k8s_openapi::api::resource::v1::ResourceClaim>(object),
+        "ResourceClaimTemplate" => {
+            round_trip::<k8s_openapi::api::resource::v1::ResourceClaimTemplate>(object)
+        }
         _ => None,
     }
 }

@@ -93,6 +93,9 @@ pub(super) fn resource_of(kind: &str) -> &'static str {
         "CSINode" => "csinodes",
         "CSIDriver" => "csidrivers",
         "CSIStorageCapacity" => "csistoragecapacities",
+        "DeviceClass" => "deviceclasses",
+        "ResourceSlice" => "resourceslices",
+        "ResourceClaim" => "resourceclaims",
         _ => "unknown",
     }
 }

@@ -12,6 +12,7 @@ use futures_util::StreamExt;
 use k8s_openapi::api::apps::v1 as apps;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::policy::v1 as policy;
+use k8s_openapi::api::resource::v1 as resource;
 use k8s_openapi::api::storage::v1 as storage;
 use kube::api::Api;
 use kube::runtime::watcher::{self, Event};
@@ -23,6 +24,7 @@ use super::errors::{report_api_error, resource_of};
 use super::KubernetesCluster;
 use crate::client::{ClusterBackend, EventSink, WatchEvent};
 use crate::model::convert::{self, SystemPriorities};
+use crate::model::dra::DraObject;
 use crate::model::node::WorkloadSelector;
 use crate::model::storage::StorageObject;
 
@@ -113,6 +115,74 @@ impl Informers<'_> {
                 Change::Delete(o) => s.send(WatchEvent::StorageDelete(o)),
             },
         );
+    }
+}
+
+/// `resource.k8s.io/v1` (GA in Kubernetes 1.34): the kinds DynamicResources reads.
+const DRA_GROUP_VERSION: &str = "resource.k8s.io/v1";
+
+impl Informers<'_> {
+    /// DeviceClasses, ResourceSlices and ResourceClaims, when the API server serves
+    /// `resource.k8s.io/v1`. An older server (before 1.34) has no DRA: nothing is
+    /// watched, said once, and pods with claims wait at PreEnqueue.
+    fn dra(&mut self) {
+        let (tx, rx) = oneshot::channel();
+        self.listed.push(rx);
+        let client = self.cluster.client.clone();
+        let sink = self.sink.clone();
+        self.tasks.push(self.cluster.runtime.spawn(async move {
+            let served = match client.list_api_group_resources(DRA_GROUP_VERSION).await {
+                Ok(list) => list.resources.iter().any(|r| r.name == "resourceclaims"),
+                Err(e) => {
+                    tracing::info!(error = %e, "{DRA_GROUP_VERSION} is not served by this API server (Kubernetes before 1.34?): Dynamic Resource Allocation is off");
+                    false
+                }
+            };
+            if !served {
+                let _ = tx.send(());
+                return;
+            }
+            // The three watchers run inside this task, so stopping it stops them.
+            let mut inner = Vec::new();
+            let mut watchers: Vec<futures_util::future::BoxFuture<'static, ()>> = Vec::new();
+            macro_rules! dra_watch {
+                ($k:ty, $kind:literal, $conv:expr, $wrap:expr) => {{
+                    let (itx, irx) = oneshot::channel();
+                    inner.push(irx);
+                    let s = sink.clone();
+                    watchers.push(Box::pin(watch_kind(
+                        Api::<$k>::all(client.clone()),
+                        watcher::Config::default(),
+                        $kind,
+                        move |o: &$k| {
+                            usable($kind, o.metadata.name.as_deref(), $conv(o)).map(|m| $wrap(Arc::new(m)))
+                        },
+                        move |ch| match ch {
+                            Change::Add(o) | Change::Update(_, o) => s.send(WatchEvent::DraUpsert(o)),
+                            Change::Delete(o) => s.send(WatchEvent::DraDelete(o)),
+                        },
+                        itx,
+                    )));
+                }};
+            }
+            dra_watch!(resource::DeviceClass, "DeviceClass", convert::device_class_from_k8s, DraObject::DeviceClass);
+            dra_watch!(resource::ResourceSlice, "ResourceSlice", convert::resource_slice_from_k8s, DraObject::ResourceSlice);
+            dra_watch!(
+                resource::ResourceClaim,
+                "ResourceClaim",
+                |o: &resource::ResourceClaim| convert::resource_claim_from_k8s(o, String::new),
+                DraObject::ResourceClaim
+            );
+            let listed = async move {
+                for rx in inner {
+                    if rx.await.is_err() {
+                        return;
+                    }
+                }
+                let _ = tx.send(());
+            };
+            futures_util::future::join(futures_util::future::join_all(watchers), listed).await;
+        }));
     }
 }
 
@@ -212,6 +282,8 @@ impl ClusterBackend for KubernetesCluster {
             convert::csi_storage_capacity_from_k8s,
             StorageObject::CsiStorageCapacity,
         );
+
+        inf.dra();
 
         // Pods once everything above has listed; Synced once the pods have.
         let Informers {

@@ -26,6 +26,7 @@ use k8s_openapi::api::core::v1 as core;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::json;
 
+mod claims;
 mod errors;
 mod events;
 mod informers;
@@ -205,6 +206,30 @@ fn now_rfc3339() -> String {
 }
 
 impl ClusterClient for KubernetesCluster {
+    fn reserve_claim<'a>(
+        &'a self,
+        claim: &'a crate::model::dra::ResourceClaim,
+        allocation: Option<&'a crate::model::dra::Allocation>,
+        pod: &'a Pod,
+    ) -> BoxFuture<'a, Result<Arc<crate::model::dra::ResourceClaim>, ClientError>> {
+        Box::pin(self.reserve_claim_api(claim, allocation, pod))
+    }
+
+    fn release_claim<'a>(
+        &'a self,
+        claim: &'a crate::model::dra::ResourceClaim,
+        pod_uid: &'a str,
+    ) -> BoxFuture<'a, Result<Arc<crate::model::dra::ResourceClaim>, ClientError>> {
+        Box::pin(self.release_claim_api(claim, pod_uid))
+    }
+
+    fn deallocate_claim<'a>(
+        &'a self,
+        claim: &'a crate::model::dra::ResourceClaim,
+    ) -> BoxFuture<'a, Result<Arc<crate::model::dra::ResourceClaim>, ClientError>> {
+        Box::pin(self.deallocate_claim_api(claim))
+    }
+
     fn bind<'a>(&'a self, pod: &'a Pod, node: &'a str) -> BoxFuture<'a, Result<(), ClientError>> {
         Box::pin(async move {
             self.limiter.acquire().await;

@@ -1049,3 +1049,84 @@ pub(super) fn pod_resource_claims(
         .collect();
     Ok((claims.into(), statuses))
 }
+
+/// `status.allocation` as the API has it (what PreBind writes): results, configs in
+/// order, and the node selector (one node's name, or the slices' selectors merged into
+/// one term, requirements deduplicated, as upstream's `createNodeSelector`).
+pub fn allocation_to_json(a: &Allocation) -> serde_json::Value {
+    use serde_json::json;
+    let results: Vec<serde_json::Value> = a
+        .devices
+        .iter()
+        .map(|d| {
+            let mut r = json!({
+                "request": &*d.request,
+                "driver": &*d.driver,
+                "pool": &*d.pool,
+                "device": &*d.device,
+            });
+            if d.admin_access {
+                r["adminAccess"] = json!(true);
+            }
+            r
+        })
+        .collect();
+    let config: Vec<serde_json::Value> = a
+        .config
+        .iter()
+        .map(|c| {
+            let mut v = json!({
+                "source": match c.source {
+                    ConfigSource::FromClass => "FromClass",
+                    ConfigSource::FromClaim => "FromClaim",
+                },
+                "opaque": {"driver": &*c.opaque.driver, "parameters": &*c.opaque.parameters},
+            });
+            if !c.requests.is_empty() {
+                v["requests"] = json!(c.requests.iter().map(|r| &**r).collect::<Vec<_>>());
+            }
+            v
+        })
+        .collect();
+    let mut devices = json!({"results": results});
+    if !config.is_empty() {
+        devices["config"] = json!(config);
+    }
+    let mut out = json!({"devices": devices});
+    match &a.node_selector {
+        Some(AllocationNodes::Node(n)) => {
+            out["nodeSelector"] = json!({"nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": [&**n]}
+            ]}]});
+        }
+        Some(AllocationNodes::All(sels)) => {
+            let mut fields: Vec<serde_json::Value> = Vec::new();
+            let mut exprs: Vec<serde_json::Value> = Vec::new();
+            for s in sels {
+                let Some(term) = s.raw["nodeSelectorTerms"].get(0) else {
+                    continue;
+                };
+                for (list, key) in [
+                    (&mut fields, "matchFields"),
+                    (&mut exprs, "matchExpressions"),
+                ] {
+                    for r in term[key].as_array().into_iter().flatten() {
+                        if !list.contains(r) {
+                            list.push(r.clone());
+                        }
+                    }
+                }
+            }
+            let mut term = json!({});
+            if !fields.is_empty() {
+                term["matchFields"] = json!(fields);
+            }
+            if !exprs.is_empty() {
+                term["matchExpressions"] = json!(exprs);
+            }
+            out["nodeSelector"] = json!({"nodeSelectorTerms": [term]});
+        }
+        None => {}
+    }
+    out
+}

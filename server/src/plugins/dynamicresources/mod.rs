@@ -548,8 +548,9 @@ impl PreBindPlugin for DynamicResources {
                 return Status::success();
             };
             for pc in s.claims.iter() {
+                // The claim as the cluster has it, and what Reserve allocated for it.
                 let newly = s.reserved.iter().find(|c| c.uid == pc.claim.uid);
-                let claim = newly.unwrap_or(&pc.claim);
+                let claim = &pc.claim;
                 if newly.is_none() && claim.is_reserved_for(&pod.uid) {
                     continue;
                 }
