@@ -224,6 +224,11 @@ pub(super) fn run_ops_inner(
                 ctx.deadline,
             )
             .map_err(op_err)?,
+            Op::CreateResourceDriver {
+                driver,
+                nodes,
+                devices,
+            } => any::create_resource_driver(cluster, driver, nodes, *devices).map_err(op_err)?,
             Op::Barrier => wait_settled(sched, cluster, opts.timeout, &ctx.stuck, progress)?,
             Op::Sleep(d) => {
                 // A sleep never outlasts the run's --timeout.

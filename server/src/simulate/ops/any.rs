@@ -177,3 +177,146 @@ pub(super) fn nominate_and_ungate(cluster: &EmbeddedCluster, keys: &[String], no
         }
     }
 }
+
+/// `createResourceDriver` (upstream scheduler_perf `dra.go`): for each node whose name
+/// matches the glob, a ResourceSlice named after it, its own pool, with `devices`
+/// devices `instance-<i>` (model A100, family GPU, driverVersion 1.2.3,
+/// dra.example.com/numa i, memory 1Gi).
+pub(super) fn create_resource_driver(
+    cluster: &EmbeddedCluster,
+    driver: &str,
+    nodes: &str,
+    devices: usize,
+) -> Result<(), String> {
+    for node in cluster.nodes() {
+        if !glob_match(nodes, &node.name) {
+            continue;
+        }
+        let devs: Vec<serde_json::Value> = (0..devices)
+            .map(|i| {
+                serde_json::json!({
+                    "name": format!("instance-{i}"),
+                    "attributes": {
+                        "model": {"string": "A100"},
+                        "family": {"string": "GPU"},
+                        "driverVersion": {"version": "1.2.3"},
+                        "dra.example.com/numa": {"int": i},
+                    },
+                    "capacity": {"memory": {"value": "1Gi"}},
+                })
+            })
+            .collect();
+        let slice = serde_json::json!({
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": &*node.name},
+            "spec": {
+                "driver": driver,
+                "nodeName": &*node.name,
+                "pool": {"name": &*node.name, "generation": 0, "resourceSliceCount": 1},
+                "devices": devs,
+            },
+        });
+        let slice: k8s_openapi::api::resource::v1::ResourceSlice =
+            serde_json::from_value(slice).map_err(|e| e.to_string())?;
+        cluster
+            .create_dra(&Object::ResourceSlice(Box::new(slice)))
+            .map_err(|e| format!("ResourceSlice for node {}: {e}", node.name))?;
+    }
+    Ok(())
+}
+
+/// Go's `filepath.Match` for names without separators: `*`, `?`, `[...]` classes
+/// (with ranges and `^` negation) and `\` escapes.
+pub(super) fn glob_match(pattern: &str, name: &str) -> bool {
+    fn class(p: &[char], c: char) -> Option<(bool, usize)> {
+        // p starts after '['; returns (matched, chars consumed including ']').
+        let mut i = 0;
+        let negate = p.first() == Some(&'^');
+        if negate {
+            i += 1;
+        }
+        let mut matched = false;
+        let mut first = true;
+        while i < p.len() {
+            if p[i] == ']' && !first {
+                return Some((matched != negate, i + 1));
+            }
+            first = false;
+            let lo = p[i];
+            if i + 2 < p.len() && p[i + 1] == '-' && p[i + 2] != ']' {
+                if lo <= c && c <= p[i + 2] {
+                    matched = true;
+                }
+                i += 3;
+            } else {
+                if lo == c {
+                    matched = true;
+                }
+                i += 1;
+            }
+        }
+        None
+    }
+    // One pattern element at `p[i]` against `c`: (matches, pattern chars used).
+    fn one(p: &[char], i: usize, c: char) -> (bool, usize) {
+        match p[i] {
+            '?' => (true, 1),
+            '[' => match class(&p[i + 1..], c) {
+                Some((m, used)) => (m, 1 + used),
+                None => (false, p.len() - i),
+            },
+            '\\' if i + 1 < p.len() => (p[i + 1] == c, 2),
+            x => (x == c, 1),
+        }
+    }
+    // The two-pointer wildcard match: back up only to the last `*`, so the work is
+    // bounded by pattern length times name length whatever the pattern.
+    fn go(p: &[char], n: &[char]) -> bool {
+        let (mut pi, mut ni) = (0, 0);
+        let mut star: Option<(usize, usize)> = None;
+        while ni < n.len() {
+            if pi < p.len() && p[pi] == '*' {
+                star = Some((pi, ni));
+                pi += 1;
+                continue;
+            }
+            if pi < p.len() {
+                let (m, used) = one(p, pi, n[ni]);
+                if m {
+                    pi += used;
+                    ni += 1;
+                    continue;
+                }
+            }
+            match star {
+                Some((sp, sn)) => {
+                    pi = sp + 1;
+                    ni = sn + 1;
+                    star = Some((sp, sn + 1));
+                }
+                None => return false,
+            }
+        }
+        p[pi..].iter().all(|c| *c == '*')
+    }
+    let p: Vec<char> = pattern.chars().collect();
+    let n: Vec<char> = name.chars().collect();
+    go(&p, &n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob_match;
+
+    #[test]
+    fn globs_match_as_go_filepath_match() {
+        assert!(glob_match("scheduler-perf-dra-*", "scheduler-perf-dra-12"));
+        assert!(!glob_match("scheduler-perf-dra-*", "scheduler-perf-12"));
+        assert!(glob_match("*", "anything"));
+        assert!(glob_match("n?", "n1"));
+        assert!(glob_match("n[0-3]", "n2") && !glob_match("n[0-3]", "n7"));
+        assert!(glob_match("n[^0-3]", "n7"));
+        assert!(glob_match("a\\*", "a*") && !glob_match("a\\*", "ab"));
+    }
+}

@@ -187,11 +187,30 @@ pub(super) fn decode_ops(
                     per_second,
                 }
             }
-            op @ ("createResourceDriver" | "allocResourceClaims" | "updateDeviceConditions") => {
+            "createResourceDriver" => {
+                let f: CreateResourceDriverFile = decode_op(raw, files.file, &field)?;
+                let devices = param_usize(
+                    f.max_claims_per_node,
+                    f.max_claims_per_node_param.as_ref(),
+                    &w.params,
+                    used,
+                    files.file,
+                    &format!("{field}.maxClaimsPerNode"),
+                )?;
+                if devices == 0 || devices > crate::model::convert::RESOURCE_SLICE_MAX_DEVICES {
+                    return Err(werr(files.file, format!("{field}.maxClaimsPerNode"), format!("{devices} must be between 1 and {} (the devices of one ResourceSlice)", crate::model::convert::RESOURCE_SLICE_MAX_DEVICES)));
+                }
+                Op::CreateResourceDriver {
+                    driver: f.driver_name,
+                    nodes: f.nodes,
+                    devices,
+                }
+            }
+            op @ ("allocResourceClaims" | "updateDeviceConditions") => {
                 return Err(werr(
                     files.file,
                     format!("{field}.opcode"),
-                    format!("{op} needs Dynamic Resource Allocation (resource.k8s.io), which Switchyard does not have yet"),
+                    format!("{op} is not supported yet: Switchyard's DRA has no {}", if op == "allocResourceClaims" { "claim pre-allocation op" } else { "device binding conditions" }),
                 ))
             }
             op @ ("createPodGroups" | "createCompositePodGroups" | "waitForPodGroups") => {

@@ -189,6 +189,25 @@ pub(super) struct CreatePodSetsFile {
     pub(super) create_pods_op: Value,
 }
 
+/// `createResourceDriver`: a ResourceSlice per matching node, as upstream's test
+/// driver publishes them.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // accepted for compatibility with upstream files; not all fields are used
+pub(super) struct CreateResourceDriverFile {
+    pub(super) opcode: String,
+    pub(super) driver_name: String,
+    #[serde(default)]
+    pub(super) max_claims_per_node: Option<usize>,
+    #[serde(default)]
+    pub(super) max_claims_per_node_param: Option<String>,
+    pub(super) nodes: String,
+    /// Older files' switch between the structured and the control-plane driver:
+    /// structured parameters are the only kind since v1.32.
+    #[serde(default)]
+    pub(super) structured_parameters: Option<bool>,
+}
+
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[allow(dead_code)] // accepted for compatibility with upstream files; not all fields are used

@@ -116,6 +116,13 @@ pub enum Op {
         /// on any update.
         per_second: f64,
     },
+    /// A ResourceSlice per node whose name matches the glob `nodes`, with `devices`
+    /// devices (upstream scheduler_perf's test driver).
+    CreateResourceDriver {
+        driver: String,
+        nodes: String,
+        devices: usize,
+    },
     Barrier,
     Sleep(Duration),
     DeletePods {

@@ -217,34 +217,21 @@ pub(super) fn decode_yaml<T: serde::de::DeserializeOwned>(text: &str) -> Result<
 }
 
 /// Renders the subset of Go templates scheduler_perf templates use (see
-/// [`super::gotemplate`]): values, integers and scheduler_perf's integer functions.
+/// [`super::gotemplate`]).
 pub fn render_template(
     text: &str,
     index: usize,
     count: usize,
     params: &BTreeMap<String, Value>,
 ) -> Result<String, String> {
-    let scope = super::gotemplate::Scope {
-        index,
-        count,
-        params,
-    };
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(start) = rest.find("{{") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let end = after
-            .find("}}")
-            .ok_or_else(|| "unterminated {{ in template".to_string())?;
-        out.push_str(&super::gotemplate::eval_action(
-            after[..end].trim(),
-            &scope,
-        )?);
-        rest = &after[end + 2..];
-    }
-    out.push_str(rest);
-    Ok(out)
+    super::gotemplate::render(
+        text,
+        &super::gotemplate::Scope {
+            index,
+            count,
+            params,
+        },
+    )
 }
 
 impl<T: serde::de::DeserializeOwned + Clone> Template<T> {
