@@ -103,6 +103,12 @@ impl Program {
         )
     }
 
+    /// Whether both are the same compiled program (not merely equal text): a cache key
+    /// that cannot alias while the program is kept alive.
+    pub fn same(&self, other: &Program) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// The source text this program was compiled from.
     pub fn source(&self) -> &str {
         &self.inner.source

@@ -17,6 +17,9 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use crate::model::dra::NodeSelection;
+use crate::model::labels::Labels;
+
 use crate::model::dra::{DeviceClass, DeviceId, DraObject, ResourceClaim, ResourceSlice};
 
 type NsName = (Arc<str>, Arc<str>);
@@ -29,9 +32,14 @@ pub struct DraState {
     assumed: FxHashMap<NsName, Arc<ResourceClaim>>,
     /// Claims allocated at Reserve and not yet written, by UID.
     in_flight: FxHashMap<Arc<str>, Arc<ResourceClaim>>,
-    /// Devices held by the effective claims' allocations (admin access excluded), with
-    /// how many allocations hold each (shared claims hold a device once).
-    allocated: FxHashMap<DeviceId, u32>,
+    /// Every device identity seen (slices, allocations) numbered densely, so the
+    /// allocator's in-use checks are bit tests and a pod's snapshot of them is a copy
+    /// of a bitset.
+    ids: FxHashMap<DeviceId, u32>,
+    /// Per device number: how many effective allocations hold it (admin access
+    /// excluded), and how many in-flight ones.
+    allocated: Vec<u32>,
+    in_flight_count: Vec<u32>,
     slices: BTreeMap<Arc<str>, Arc<ResourceSlice>>,
     classes: FxHashMap<Arc<str>, Arc<DeviceClass>>,
     /// The slices indexed for the allocator; rebuilt after a slice changes.
@@ -47,25 +55,67 @@ pub struct PoolFacts {
     pub resource_slice_count: i64,
 }
 
+/// A pool's (driver, name).
+pub type PoolKey = (Arc<str>, Arc<str>);
+
+/// A slice with its devices' numbers (same order as its devices).
+#[derive(Debug, Clone)]
+pub struct NumberedSlice {
+    pub slice: Arc<ResourceSlice>,
+    pub numbers: Arc<[u32]>,
+}
+
+/// A pool as gathered for one node (upstream `Pool`).
+#[derive(Debug, Clone)]
+pub struct GatheredPool {
+    pub key: PoolKey,
+    /// `driver/pool`, for messages.
+    pub id: Arc<str>,
+    /// Its slices reachable from the node at the newest generation, by name.
+    pub slices: Vec<NumberedSlice>,
+    pub incomplete: bool,
+    pub invalid: Option<String>,
+}
+
 /// Slices by the node they serve, so gathering a node's pools reads its own slices
-/// and the few that are not node-local, not every slice of the cluster.
+/// and the few that are not node-local, not every slice of the cluster; where every
+/// slice is node-local, each node's pools are gathered once per change of the slices.
 #[derive(Debug, Default)]
 pub struct SliceIndex {
-    pub by_node: FxHashMap<Arc<str>, Vec<Arc<ResourceSlice>>>,
+    pub by_node: FxHashMap<Arc<str>, Vec<NumberedSlice>>,
     /// Slices with a node selector, for all nodes, or per-device node selection.
-    pub other: Vec<Arc<ResourceSlice>>,
-    pub pools: FxHashMap<(Arc<str>, Arc<str>), PoolFacts>,
+    pub other: Vec<NumberedSlice>,
+    pub pools: FxHashMap<PoolKey, PoolFacts>,
+    /// Each node's pools, when no slice is shared between nodes.
+    gathered: FxHashMap<Arc<str>, Arc<[GatheredPool]>>,
 }
 
 impl SliceIndex {
-    fn build(slices: &BTreeMap<Arc<str>, Arc<ResourceSlice>>) -> SliceIndex {
+    fn build(
+        slices: &BTreeMap<Arc<str>, Arc<ResourceSlice>>,
+        ids: &FxHashMap<DeviceId, u32>,
+    ) -> SliceIndex {
         let mut ix = SliceIndex::default();
         for s in slices.values() {
+            let numbers: Arc<[u32]> = s
+                .devices
+                .iter()
+                .map(|d| {
+                    let id = DeviceId {
+                        driver: s.driver.clone(),
+                        pool: s.pool.name.clone(),
+                        device: d.name.clone(),
+                    };
+                    ids.get(&id).copied().unwrap_or(u32::MAX)
+                })
+                .collect();
+            let ns = NumberedSlice {
+                slice: s.clone(),
+                numbers,
+            };
             match &s.nodes {
-                crate::model::dra::NodeSelection::NodeName(n) => {
-                    ix.by_node.entry(n.clone()).or_default().push(s.clone())
-                }
-                _ => ix.other.push(s.clone()),
+                NodeSelection::NodeName(n) => ix.by_node.entry(n.clone()).or_default().push(ns),
+                _ => ix.other.push(ns),
             }
             let f = ix
                 .pools
@@ -86,7 +136,95 @@ impl SliceIndex {
                 f.slices_at_latest += 1;
             }
         }
+        if ix.other.is_empty() {
+            let gathered: FxHashMap<Arc<str>, Arc<[GatheredPool]>> = ix
+                .by_node
+                .keys()
+                .map(|n| (n.clone(), ix.gather(n, &Labels::default()).into()))
+                .collect();
+            ix.gathered = gathered;
+        }
         ix
+    }
+
+    /// The pools reachable from a node (upstream `GatherPools`), sorted by driver and
+    /// pool: newest generation only; a pool missing slices is incomplete (its slices
+    /// are counted over all nodes first, and dropped when stale); duplicate device
+    /// names make it invalid.
+    pub fn pools_for(&self, node_name: &str, labels: &Labels) -> Arc<[GatheredPool]> {
+        if self.other.is_empty() {
+            return self
+                .gathered
+                .get(node_name)
+                .cloned()
+                .unwrap_or_else(|| Arc::from(Vec::new()));
+        }
+        self.gather(node_name, labels).into()
+    }
+
+    fn gather(&self, node_name: &str, labels: &Labels) -> Vec<GatheredPool> {
+        let mut pools: BTreeMap<PoolKey, Vec<NumberedSlice>> = BTreeMap::new();
+        let local = self
+            .by_node
+            .get(node_name)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let reachable = local
+            .iter()
+            .chain(self.other.iter().filter(|s| match &s.slice.nodes {
+                NodeSelection::PerDevice => s.slice.devices.iter().any(|d| {
+                    d.nodes
+                        .as_ref()
+                        .is_some_and(|n| n.matches(node_name, labels))
+                }),
+                n => n.matches(node_name, labels),
+            }));
+        for s in reachable {
+            let v = pools
+                .entry((s.slice.driver.clone(), s.slice.pool.name.clone()))
+                .or_default();
+            match v.first().map(|f| f.slice.pool.generation) {
+                Some(g) if s.slice.pool.generation < g => continue,
+                Some(g) if s.slice.pool.generation > g => v.clear(),
+                _ => {}
+            }
+            v.push(s.clone());
+        }
+        pools
+            .into_iter()
+            .map(|(key, mut slices)| {
+                slices.sort_by(|a, b| a.slice.name.cmp(&b.slice.name));
+                let want = slices
+                    .first()
+                    .map_or(0, |s| s.slice.pool.resource_slice_count);
+                let mut incomplete = slices.len() as i64 != want;
+                if incomplete {
+                    if let Some(f) = self.pools.get(&key) {
+                        incomplete = f.slices_at_latest != f.resource_slice_count;
+                        if incomplete
+                            && slices
+                                .first()
+                                .is_some_and(|s| s.slice.pool.generation != f.latest_generation)
+                        {
+                            slices.clear();
+                        }
+                    }
+                }
+                let mut names = FxHashSet::default();
+                let invalid = slices
+                    .iter()
+                    .flat_map(|s| s.slice.devices.iter())
+                    .find(|d| !names.insert(d.name.clone()))
+                    .map(|d| format!("duplicate device name {}", d.name));
+                GatheredPool {
+                    id: format!("{}/{}", key.0, key.1).into(),
+                    key,
+                    slices,
+                    incomplete,
+                    invalid,
+                }
+            })
+            .collect()
     }
 }
 
@@ -143,7 +281,7 @@ impl DraState {
     /// The slices indexed by node (built once per change of the slices).
     pub fn slice_index(&self) -> Arc<SliceIndex> {
         let mut ix = self.index.lock().unwrap_or_else(|e| e.into_inner());
-        ix.get_or_insert_with(|| Arc::new(SliceIndex::build(&self.slices)))
+        ix.get_or_insert_with(|| Arc::new(SliceIndex::build(&self.slices, &self.ids)))
             .clone()
     }
 
@@ -153,14 +291,32 @@ impl DraState {
 
     /// Devices in use: allocated by some claim, or by an in-flight allocation (upstream
     /// `ListAllAllocatedDevices`). Admin-access results do not take a device.
-    pub fn allocated_devices(&self) -> FxHashSet<DeviceId> {
-        let mut out: FxHashSet<DeviceId> = self.allocated.keys().cloned().collect();
-        for c in self.in_flight.values() {
-            if let Some(a) = &c.allocation {
-                out.extend(a.devices.iter().filter(|d| !d.admin_access).map(|d| d.id()));
+    pub fn allocated_devices(&self) -> DeviceSet {
+        let n = self.allocated.len().max(self.in_flight_count.len());
+        let mut bits = vec![0u64; n.div_ceil(64)];
+        for (i, (a, f)) in self
+            .allocated
+            .iter()
+            .chain(std::iter::repeat(&0))
+            .zip(self.in_flight_count.iter().chain(std::iter::repeat(&0)))
+            .take(n)
+            .enumerate()
+        {
+            if *a > 0 || *f > 0 {
+                bits[i / 64] |= 1 << (i % 64);
             }
         }
-        out
+        DeviceSet { bits }
+    }
+
+    /// The number of a device, if it was ever seen.
+    pub fn device_number(&self, id: &DeviceId) -> Option<u32> {
+        self.ids.get(id).copied()
+    }
+
+    fn intern(&mut self, id: DeviceId) -> u32 {
+        let next = self.ids.len() as u32;
+        *self.ids.entry(id).or_insert(next)
     }
 
     fn effective(&self, k: &NsName) -> Option<Arc<ResourceClaim>> {
@@ -171,20 +327,7 @@ impl DraState {
     }
 
     fn count(&mut self, claim: Option<&Arc<ResourceClaim>>, add: bool) {
-        let Some(a) = claim.and_then(|c| c.allocation.as_ref()) else {
-            return;
-        };
-        for d in a.devices.iter().filter(|d| !d.admin_access) {
-            let id = d.id();
-            if add {
-                *self.allocated.entry(id).or_insert(0) += 1;
-            } else if let Some(n) = self.allocated.get_mut(&id) {
-                *n -= 1;
-                if *n == 0 {
-                    self.allocated.remove(&id);
-                }
-            }
-        }
+        bump(self, claim, add, false)
     }
 
     /// Runs `f` on the claim maps, keeping the allocated-device counts in step with
@@ -202,6 +345,44 @@ impl DraState {
             self.count(before.as_ref(), false);
             self.count(after.as_ref(), true);
         }
+    }
+}
+
+/// Counts a claim's devices in (or out), as allocated or as in flight.
+fn bump(st: &mut DraState, claim: Option<&Arc<ResourceClaim>>, add: bool, in_flight: bool) {
+    let Some(a) = claim.and_then(|c| c.allocation.as_ref()) else {
+        return;
+    };
+    for d in a.devices.iter().filter(|d| !d.admin_access) {
+        let i = st.intern(d.id()) as usize;
+        let counts = if in_flight {
+            &mut st.in_flight_count
+        } else {
+            &mut st.allocated
+        };
+        if counts.len() <= i {
+            counts.resize(i + 1, 0);
+        }
+        if add {
+            counts[i] += 1;
+        } else {
+            counts[i] = counts[i].saturating_sub(1);
+        }
+    }
+}
+
+/// A set of device numbers (see [`DraState::device_number`]).
+#[derive(Clone, Debug, Default)]
+pub struct DeviceSet {
+    bits: Vec<u64>,
+}
+
+impl DeviceSet {
+    pub fn contains(&self, n: u32) -> bool {
+        let n = n as usize;
+        self.bits
+            .get(n / 64)
+            .is_some_and(|w| w & (1 << (n % 64)) != 0)
     }
 }
 
@@ -239,6 +420,13 @@ impl DraStore {
             }
             DraObject::ResourceSlice(s) => {
                 st.slices_changed();
+                for d in s.devices.iter() {
+                    st.intern(DeviceId {
+                        driver: s.driver.clone(),
+                        pool: s.pool.name.clone(),
+                        device: d.name.clone(),
+                    });
+                }
                 st.slices
                     .insert(s.name.clone(), s.clone())
                     .map(DraObject::ResourceSlice)
@@ -276,12 +464,19 @@ impl DraStore {
 
     /// Marks a claim allocated at Reserve (upstream `SignalClaimPendingAllocation`).
     pub fn start_allocation(&self, claim: Arc<ResourceClaim>) {
-        self.write().in_flight.insert(claim.uid.clone(), claim);
+        let mut st = self.write();
+        bump(&mut st, Some(&claim), true, true);
+        if let Some(old) = st.in_flight.insert(claim.uid.clone(), claim) {
+            bump(&mut st, Some(&old), false, true);
+        }
     }
 
     /// Drops an in-flight allocation (Unreserve, or after PreBind wrote it).
     pub fn end_allocation(&self, uid: &str) {
-        self.write().in_flight.remove(uid);
+        let mut st = self.write();
+        if let Some(old) = st.in_flight.remove(uid) {
+            bump(&mut st, Some(&old), false, true);
+        }
     }
 
     /// The scheduler wrote `claim` (PreBind): see it before the informer does.
@@ -348,11 +543,13 @@ mod tests {
     }
 
     fn names(s: &DraStore) -> Vec<String> {
-        let mut v: Vec<String> = s
-            .read()
-            .allocated_devices()
+        let st = s.read();
+        let set = st.allocated_devices();
+        let mut v: Vec<String> = st
+            .ids
             .iter()
-            .map(|d| d.device.to_string())
+            .filter(|(_, n)| set.contains(**n))
+            .map(|(d, _)| d.device.to_string())
             .collect();
         v.sort();
         v

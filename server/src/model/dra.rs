@@ -160,6 +160,57 @@ pub struct Device {
     pub allow_multiple_allocations: bool,
     /// The device as CEL selectors see it, built once.
     pub cel: Arc<DeviceValue>,
+    /// Selector outcomes already evaluated on this device.
+    pub matches: SelectorCache,
+}
+
+impl Device {
+    /// Whether the selector accepts this device. A device and a compiled selector never
+    /// change, so the outcome is kept: every pod asking the same class reuses it.
+    /// Errors are not kept (they end the cycle anyway).
+    pub fn matches(&self, selector: &Program) -> Result<bool, switchyard_cel::EvalError> {
+        if let Some(m) = self.matches.get(selector) {
+            return Ok(m);
+        }
+        let m = selector.eval_device(&self.cel, switchyard_cel::DEFAULT_COST_LIMIT)?;
+        self.matches.put(selector, m);
+        Ok(m)
+    }
+}
+
+/// A few (selector, outcome) pairs; the oldest goes when full.
+#[derive(Default)]
+pub struct SelectorCache(std::sync::Mutex<Vec<(Program, bool)>>);
+
+impl SelectorCache {
+    const MAX: usize = 8;
+
+    fn get(&self, p: &Program) -> Option<bool> {
+        let v = self.0.lock().ok()?;
+        v.iter().find(|(q, _)| q.same(p)).map(|(_, m)| *m)
+    }
+
+    fn put(&self, p: &Program, m: bool) {
+        if let Ok(mut v) = self.0.lock() {
+            if v.len() == Self::MAX {
+                v.remove(0);
+            }
+            v.push((p.clone(), m));
+        }
+    }
+}
+
+impl Clone for SelectorCache {
+    /// A copy starts empty (its device may be a changed one).
+    fn clone(&self) -> Self {
+        SelectorCache::default()
+    }
+}
+
+impl std::fmt::Debug for SelectorCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SelectorCache")
+    }
 }
 
 /// How many devices a request wants.

@@ -727,6 +727,7 @@ fn device_from_k8s(
         binding_conditions,
         binding_failure_conditions,
         allow_multiple_allocations,
+        matches: Default::default(),
     })
 }
 

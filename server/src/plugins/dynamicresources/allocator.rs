@@ -17,17 +17,15 @@
 //! pool, the filter timeout) end the search; the plugin turns them into statuses as
 //! upstream does.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use rustc_hash::{FxHashMap, FxHashSet};
-use switchyard_cel::DEFAULT_COST_LIMIT;
+use rustc_hash::FxHashMap;
 
-use crate::framework::dra::SliceIndex;
+use crate::framework::dra::{DeviceSet, PoolKey, SliceIndex};
 use crate::model::dra::{
     AllocatedConfig, Allocation, AllocationMode, AllocationNodes, AttributeValue, ConfigSource,
-    ConstraintKind, Device, DeviceClass, DeviceId, DeviceResult, ExactRequest, NodeSelection,
+    ConstraintKind, Device, DeviceClass, DeviceResult, ExactRequest, NodeSelection,
     NodeSelectorRef, RequestKind, ResourceClaim, ResourceSlice, ALLOCATION_RESULTS_MAX_SIZE,
 };
 use crate::model::taint::TaintEffect;
@@ -65,7 +63,7 @@ pub struct ClaimData {
 /// threads.
 pub struct Prepared {
     pub claims: Vec<ClaimData>,
-    pub allocated: FxHashSet<DeviceId>,
+    pub allocated: DeviceSet,
     pub index: Arc<SliceIndex>,
     /// The filter timeout: how long one node's search may take.
     pub timeout: Option<std::time::Duration>,
@@ -74,97 +72,80 @@ pub struct Prepared {
 /// One claim's allocation on the node, and which subrequest each request used.
 #[derive(Debug, Clone)]
 pub struct ClaimAllocation {
-    pub allocation: Arc<Allocation>,
+    /// The devices picked, in order: the allocation is built from them only for the
+    /// node Reserve takes (Filter finds one per feasible node).
+    picks: Vec<Pick>,
     /// Per request: the index of the chosen alternative.
     pub chosen: Vec<usize>,
 }
 
-/// A pool gathered for a node.
-struct Pool {
-    slices: Vec<Arc<ResourceSlice>>,
-    incomplete: bool,
-    invalid: Option<String>,
-    id: String,
+/// One device picked for (request, alternative).
+#[derive(Debug, Clone)]
+struct Pick {
+    slice: Arc<ResourceSlice>,
+    device: usize,
+    request: usize,
+    alternative: usize,
+}
+
+impl ClaimAllocation {
+    /// The allocation result (upstream's order of results and configs; the node
+    /// selector of `createNodeSelector`).
+    pub fn allocation(&self, cd: &ClaimData) -> Allocation {
+        let mut devices = Vec::with_capacity(self.picks.len());
+        let mut local: Option<Arc<str>> = None;
+        let mut selectors: Vec<Arc<NodeSelectorRef>> = Vec::new();
+        for p in &self.picks {
+            let rd = &cd.requests[p.request][p.alternative];
+            let Some(d) = p.slice.devices.get(p.device) else {
+                continue;
+            };
+            devices.push(DeviceResult {
+                request: rd.result_name.clone(),
+                driver: p.slice.driver.clone(),
+                pool: p.slice.pool.name.clone(),
+                device: d.name.clone(),
+                admin_access: rd.request.admin_access,
+            });
+            let sel = match (&p.slice.nodes, &d.nodes) {
+                (NodeSelection::PerDevice, Some(n)) => n,
+                (n, _) => n,
+            };
+            match sel {
+                NodeSelection::NodeName(n) => {
+                    local.get_or_insert_with(|| n.clone());
+                }
+                NodeSelection::Selector(s) => {
+                    if !selectors.contains(s) {
+                        selectors.push(s.clone());
+                    }
+                }
+                NodeSelection::AllNodes | NodeSelection::PerDevice => {}
+            }
+        }
+        let node_selector = match (local, selectors.is_empty()) {
+            (Some(n), _) => Some(AllocationNodes::Node(n)),
+            (None, false) => Some(AllocationNodes::All(selectors)),
+            (None, true) => None,
+        };
+        Allocation {
+            devices,
+            config: allocation_config(cd, &self.chosen),
+            node_selector,
+        }
+    }
 }
 
 /// A candidate device, in search order.
 struct Candidate<'a> {
-    slice: &'a Arc<ResourceSlice>,
+    slice: &'a ResourceSlice,
+    slice_arc: &'a Arc<ResourceSlice>,
     device: &'a Device,
-    id: DeviceId,
-    /// (driver, pool): the counter sets' scope.
-    pool: (Arc<str>, Arc<str>),
-}
-
-fn node_matches(sel: &NodeSelection, node: &Node) -> bool {
-    sel.matches(&node.name, &node.labels)
-}
-
-/// A pool's (driver, name).
-type PoolKey = (Arc<str>, Arc<str>);
-
-/// Pools reachable from `node` (upstream `GatherPools`), sorted by driver and pool.
-fn gather_pools(index: &SliceIndex, node: &Node) -> Vec<Pool> {
-    let mut pools: BTreeMap<PoolKey, Vec<Arc<ResourceSlice>>> = BTreeMap::new();
-    let local = index
-        .by_node
-        .get(&node.name)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    let reachable = local.iter().chain(index.other.iter().filter(|s| {
-        match &s.nodes {
-            NodeSelection::PerDevice => s
-                .devices
-                .iter()
-                .any(|d| d.nodes.as_ref().is_some_and(|n| node_matches(n, node))),
-            n => node_matches(n, node),
-        }
-    }));
-    for s in reachable {
-        let v = pools
-            .entry((s.driver.clone(), s.pool.name.clone()))
-            .or_default();
-        match v.first().map(|f| f.pool.generation) {
-            Some(g) if s.pool.generation < g => continue,
-            Some(g) if s.pool.generation > g => v.clear(),
-            _ => {}
-        }
-        v.push(s.clone());
-    }
-    pools
-        .into_iter()
-        .map(|((driver, pool), mut slices)| {
-            slices.sort_by(|a, b| a.name.cmp(&b.name));
-            let want = slices.first().map_or(0, |s| s.pool.resource_slice_count);
-            let mut incomplete = slices.len() as i64 != want;
-            if incomplete {
-                // Count the pool's slices for every node before calling it incomplete;
-                // slices older than the pool's newest generation are stale.
-                if let Some(f) = index.pools.get(&(driver.clone(), pool.clone())) {
-                    incomplete = f.slices_at_latest != f.resource_slice_count;
-                    if incomplete
-                        && slices
-                            .first()
-                            .is_some_and(|s| s.pool.generation != f.latest_generation)
-                    {
-                        slices.clear();
-                    }
-                }
-            }
-            let mut names = FxHashSet::default();
-            let invalid = slices
-                .iter()
-                .flat_map(|s| s.devices.iter())
-                .find(|d| !names.insert(d.name.clone()))
-                .map(|d| format!("duplicate device name {}", d.name));
-            Pool {
-                slices,
-                incomplete,
-                invalid,
-                id: format!("{driver}/{pool}"),
-            }
-        })
-        .collect()
+    /// The device's index in its slice.
+    index: usize,
+    /// The device's number in the store (see `DraState::device_number`).
+    number: u32,
+    pool: &'a PoolKey,
 }
 
 /// Remaining counters per (driver, pool, counter set, counter).
@@ -174,10 +155,13 @@ struct Search<'a> {
     prep: &'a Prepared,
     node: &'a Node,
     candidates: Vec<Candidate<'a>>,
-    /// Memo per (candidate, claim, request, alternative): selectors pass.
-    selectable: FxHashMap<(usize, usize, usize, usize), bool>,
-    /// Devices taken in this search, by claim index.
-    allocating: FxHashMap<DeviceId, Vec<usize>>,
+    /// Per candidate and alternative (`alt_base[claim][request] + alternative`):
+    /// selectors pass (1), fail (0), not asked yet (-1).
+    selectable: Vec<i8>,
+    alt_base: Vec<Vec<usize>>,
+    alts: usize,
+    /// Devices taken in this search: (number, claim index).
+    allocating: Vec<(u32, usize)>,
     counters: Counters,
     /// Per claim: per constraint: (value fixed, devices counted) or distinct values.
     constraint_state: Vec<Vec<ConstraintState>>,
@@ -205,8 +189,8 @@ impl Search<'_> {
         Ok(())
     }
 
-    fn in_use(&self, id: &DeviceId) -> bool {
-        self.prep.allocated.contains(id) || self.allocating.get(id).is_some_and(|v| !v.is_empty())
+    fn in_use(&self, n: u32) -> bool {
+        self.prep.allocated.contains(n) || self.allocating.iter().any(|(d, _)| *d == n)
     }
 
     fn selectable(
@@ -216,15 +200,18 @@ impl Search<'_> {
         ri: usize,
         ai: usize,
     ) -> Result<bool, AllocError> {
-        if let Some(m) = self.selectable.get(&(cand, ci, ri, ai)) {
-            return Ok(*m);
+        let slot = cand * self.alts + self.alt_base[ci][ri] + ai;
+        match self.selectable[slot] {
+            0 => return Ok(false),
+            1 => return Ok(true),
+            _ => {}
         }
         let c = &self.candidates[cand];
         let rd = &self.prep.claims[ci].requests[ri][ai];
         let claim = &self.prep.claims[ci].claim;
         let mut ok = true;
         for (i, p) in rd.class.selectors.iter().enumerate() {
-            match p.eval_device(&c.device.cel, DEFAULT_COST_LIMIT) {
+            match c.device.matches(p) {
                 Ok(true) => {}
                 Ok(false) => {
                     ok = false;
@@ -240,7 +227,7 @@ impl Search<'_> {
         }
         if ok {
             for (i, p) in rd.request.selectors.iter().enumerate() {
-                match p.eval_device(&c.device.cel, DEFAULT_COST_LIMIT) {
+                match c.device.matches(p) {
                     Ok(true) => {}
                     Ok(false) => {
                         ok = false;
@@ -257,10 +244,10 @@ impl Search<'_> {
         }
         if ok {
             if let (NodeSelection::PerDevice, Some(n)) = (&c.slice.nodes, &c.device.nodes) {
-                ok = node_matches(n, self.node);
+                ok = n.matches(&self.node.name, &self.node.labels);
             }
         }
-        self.selectable.insert((cand, ci, ri, ai), ok);
+        self.selectable[slot] = i8::from(ok);
         Ok(ok)
     }
 
@@ -417,13 +404,13 @@ impl Search<'_> {
         must: bool,
     ) -> Result<bool, AllocError> {
         let rd = &self.prep.claims[ci].requests[ri][ai];
-        let id = self.candidates[cand].id.clone();
+        let number = self.candidates[cand].number;
         let admin = rd.request.admin_access;
         if admin {
-            if self.allocating.get(&id).is_some_and(|v| v.contains(&ci)) {
+            if self.allocating.contains(&(number, ci)) {
                 return Ok(false);
             }
-        } else if self.in_use(&id) {
+        } else if self.in_use(number) {
             return Ok(false);
         }
         let device = self.candidates[cand].device;
@@ -438,15 +425,17 @@ impl Search<'_> {
             self.give_counters(cand);
             if must {
                 return Err(AllocError::Fatal(format!(
-                    "claim {}, request {}: cannot add device {} because a claim constraint would not be satisfied",
+                    "claim {}, request {}: cannot add device {}/{}/{} because a claim constraint would not be satisfied",
                     self.prep.claims[ci].claim.key(),
                     rd.result_name,
-                    id
+                    self.candidates[cand].slice.driver,
+                    self.candidates[cand].slice.pool.name,
+                    device.name
                 )));
             }
             return Ok(false);
         }
-        self.allocating.entry(id).or_default().push(ci);
+        self.allocating.push((number, ci));
         self.results[ci].push((cand, ri, ai));
         Ok(true)
     }
@@ -456,10 +445,9 @@ impl Search<'_> {
         let device = self.candidates[cand].device;
         let n = self.prep.claims[ci].claim.spec.constraints.len();
         self.remove_constraints(ci, rd, device, n);
-        if let Some(v) = self.allocating.get_mut(&self.candidates[cand].id) {
-            if let Some(p) = v.iter().rposition(|c| *c == ci) {
-                v.remove(p);
-            }
+        let number = self.candidates[cand].number;
+        if let Some(p) = self.allocating.iter().rposition(|e| *e == (number, ci)) {
+            self.allocating.remove(p);
         }
         self.give_counters(cand);
         self.results[ci].pop();
@@ -507,7 +495,12 @@ impl Search<'_> {
             return self.request(ci, ri + 1);
         }
         self.check_time()?;
+        let admin = self.prep.claims[ci].requests[ri][ai].request.admin_access;
         for cand in from..self.candidates.len() {
+            // In use is cheap to tell and usually the answer: before the selectors.
+            if !admin && self.in_use(self.candidates[cand].number) {
+                continue;
+            }
             if !self.selectable(cand, ci, ri, ai)? {
                 continue;
             }
@@ -552,7 +545,7 @@ impl Search<'_> {
 
 /// Allocates every claim of `prep` on `node`: `Ok(None)` when they do not fit.
 pub fn allocate(prep: &Prepared, node: &Node) -> Result<Option<Vec<ClaimAllocation>>, AllocError> {
-    let pools = gather_pools(&prep.index, node);
+    let pools = prep.index.pools_for(&node.name, &node.labels);
     // `All` needs every pool complete and valid (upstream checks before searching).
     for cd in &prep.claims {
         for alts in &cd.requests {
@@ -560,7 +553,7 @@ pub fn allocate(prep: &Prepared, node: &Node) -> Result<Option<Vec<ClaimAllocati
                 if rd.request.mode != AllocationMode::All {
                     continue;
                 }
-                for p in &pools {
+                for p in pools.iter() {
                     if p.incomplete {
                         return Err(AllocError::Fatal(format!(
                             "claim {}, request {}: asks for all devices, but resource pool {} is currently being updated",
@@ -579,7 +572,7 @@ pub fn allocate(prep: &Prepared, node: &Node) -> Result<Option<Vec<ClaimAllocati
     }
     let mut candidates = Vec::new();
     let mut counters: Counters = FxHashMap::default();
-    for p in &pools {
+    for p in pools.iter() {
         if let Some(why) = &p.invalid {
             // Upstream fails as soon as the search reaches an invalid pool.
             return Err(AllocError::Fatal(format!(
@@ -587,7 +580,8 @@ pub fn allocate(prep: &Prepared, node: &Node) -> Result<Option<Vec<ClaimAllocati
                 p.id
             )));
         }
-        for s in &p.slices {
+        for ns in &p.slices {
+            let s = &ns.slice;
             for cs in s.shared_counters.iter() {
                 for (name, q) in &cs.counters {
                     counters.insert(
@@ -604,56 +598,63 @@ pub fn allocate(prep: &Prepared, node: &Node) -> Result<Option<Vec<ClaimAllocati
         }
     }
     // Counters consumed by devices already allocated.
-    for p in &pools {
-        for s in &p.slices {
-            for d in s.devices.iter().filter(|d| !d.consumes_counters.is_empty()) {
-                let id = DeviceId {
-                    driver: s.driver.clone(),
-                    pool: s.pool.name.clone(),
-                    device: d.name.clone(),
-                };
-                if !prep.allocated.contains(&id) {
-                    continue;
-                }
-                for cc in d.consumes_counters.iter() {
-                    let set = &cc.counter_set;
-                    for (name, q) in &cc.counters {
-                        let key = (
-                            s.driver.clone(),
-                            s.pool.name.clone(),
-                            set.clone(),
-                            name.clone(),
-                        );
-                        if let Some(left) = counters.get_mut(&key) {
-                            *left -= q.nanos();
+    if !counters.is_empty() {
+        for p in pools.iter() {
+            for ns in &p.slices {
+                let s = &ns.slice;
+                for (d, n) in s.devices.iter().zip(ns.numbers.iter()) {
+                    if d.consumes_counters.is_empty() || !prep.allocated.contains(*n) {
+                        continue;
+                    }
+                    for cc in d.consumes_counters.iter() {
+                        for (name, q) in &cc.counters {
+                            let key = (
+                                s.driver.clone(),
+                                s.pool.name.clone(),
+                                cc.counter_set.clone(),
+                                name.clone(),
+                            );
+                            if let Some(left) = counters.get_mut(&key) {
+                                *left -= q.nanos();
+                            }
                         }
                     }
                 }
             }
         }
     }
-    for p in &pools {
-        for s in &p.slices {
-            for d in s.devices.iter() {
+    for p in pools.iter() {
+        for ns in &p.slices {
+            for (index, (d, n)) in ns.slice.devices.iter().zip(ns.numbers.iter()).enumerate() {
                 candidates.push(Candidate {
-                    slice: s,
+                    slice: &ns.slice,
+                    slice_arc: &ns.slice,
                     device: d,
-                    id: DeviceId {
-                        driver: s.driver.clone(),
-                        pool: s.pool.name.clone(),
-                        device: d.name.clone(),
-                    },
-                    pool: (s.driver.clone(), s.pool.name.clone()),
+                    index,
+                    number: *n,
+                    pool: &p.key,
                 });
             }
         }
     }
+    let mut alt_base = Vec::with_capacity(prep.claims.len());
+    let mut alts = 0;
+    for cd in &prep.claims {
+        let mut v = Vec::with_capacity(cd.requests.len());
+        for r in &cd.requests {
+            v.push(alts);
+            alts += r.len();
+        }
+        alt_base.push(v);
+    }
     let mut search = Search {
         prep,
         node,
+        selectable: vec![-1; candidates.len() * alts],
         candidates,
-        selectable: FxHashMap::default(),
-        allocating: FxHashMap::default(),
+        alt_base,
+        alts,
+        allocating: Vec::new(),
         counters,
         constraint_state: prep
             .claims
@@ -685,49 +686,22 @@ pub fn allocate(prep: &Prepared, node: &Node) -> Result<Option<Vec<ClaimAllocati
         return Ok(None);
     }
     let mut out = Vec::with_capacity(prep.claims.len());
-    for (ci, cd) in prep.claims.iter().enumerate() {
-        let mut devices = Vec::with_capacity(search.results[ci].len());
-        let mut local: Option<Arc<str>> = None;
-        let mut selectors: Vec<Arc<NodeSelectorRef>> = Vec::new();
-        for &(cand, ri, ai) in &search.results[ci] {
-            let c = &search.candidates[cand];
-            let rd = &cd.requests[ri][ai];
-            devices.push(DeviceResult {
-                request: rd.result_name.clone(),
-                driver: c.id.driver.clone(),
-                pool: c.id.pool.clone(),
-                device: c.id.device.clone(),
-                admin_access: rd.request.admin_access,
-            });
-            let sel = match (&c.slice.nodes, &c.device.nodes) {
-                (NodeSelection::PerDevice, Some(n)) => n,
-                (n, _) => n,
-            };
-            match sel {
-                NodeSelection::NodeName(n) => {
-                    local.get_or_insert_with(|| n.clone());
+    for ci in 0..prep.claims.len() {
+        let picks = search.results[ci]
+            .iter()
+            .map(|&(cand, request, alternative)| {
+                let c = &search.candidates[cand];
+                Pick {
+                    slice: c.slice_arc.clone(),
+                    device: c.index,
+                    request,
+                    alternative,
                 }
-                NodeSelection::Selector(s) => {
-                    if !selectors.contains(s) {
-                        selectors.push(s.clone());
-                    }
-                }
-                NodeSelection::AllNodes | NodeSelection::PerDevice => {}
-            }
-        }
-        let node_selector = match (local, selectors.is_empty()) {
-            (Some(n), _) => Some(AllocationNodes::Node(n)),
-            (None, false) => Some(AllocationNodes::All(selectors)),
-            (None, true) => None,
-        };
-        let chosen = search.chosen[ci].clone();
+            })
+            .collect();
         out.push(ClaimAllocation {
-            allocation: Arc::new(Allocation {
-                devices,
-                config: allocation_config(cd, &chosen),
-                node_selector,
-            }),
-            chosen,
+            picks,
+            chosen: std::mem::take(&mut search.chosen[ci]),
         });
     }
     Ok(Some(out))

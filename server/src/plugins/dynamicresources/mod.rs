@@ -479,7 +479,7 @@ impl ReservePlugin for DynamicResources {
         let mut reserved = Vec::with_capacity(allocs.len());
         for (cd, a) in prep.claims.iter().zip(allocs.iter()) {
             let mut c = (*cd.claim).clone();
-            c.allocation = Some(a.allocation.clone());
+            c.allocation = Some(Arc::new(a.allocation(cd)));
             if !c.finalizers.iter().any(|f| &**f == FINALIZER) {
                 let mut f = c.finalizers.to_vec();
                 f.push(FINALIZER.into());
