@@ -34,6 +34,7 @@ mod lexer;
 mod parser;
 mod quantity;
 mod semver;
+mod types;
 mod value;
 
 use std::collections::BTreeMap;

@@ -13,9 +13,9 @@ use std::collections::HashMap;
 
 use regex::Regex;
 
-use crate::check::Ty;
 use crate::cost::Cost;
 use crate::error::EvalError;
+use crate::types::Ty;
 use crate::value::{no_overload, Value};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

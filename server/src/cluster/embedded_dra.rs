@@ -19,7 +19,6 @@ use crate::model::dra::{
     PodClaimStatus, ResourceClaim, ResourceClaimTemplate, ResourceSlice, ANN_POD_CLAIM_NAME,
     FINALIZER, RESERVED_FOR_MAX_SIZE,
 };
-use crate::model::pod::OwnerReference;
 use crate::model::{Labels, Pod};
 
 type NsName = (Arc<str>, Arc<str>);
@@ -87,6 +86,21 @@ pub(super) fn check_admin_access(
     })
 }
 
+/// Adds an object of a cluster-scoped kind, refusing a name already taken.
+fn insert_new<T>(
+    map: &mut BTreeMap<Arc<str>, Arc<T>>,
+    name: Arc<str>,
+    obj: T,
+    kind: &str,
+) -> Result<Arc<T>, FieldError> {
+    if map.contains_key(&name) {
+        return Err(already_exists(kind, &name));
+    }
+    let obj = Arc::new(obj);
+    map.insert(name, obj.clone());
+    Ok(obj)
+}
+
 /// Upstream's `generateName` for a claim from a template: `<pod>-<claim>-`, both parts
 /// cut proportionally when longer than 57 characters together.
 fn generate_name(pod: &str, claim: &str) -> String {
@@ -142,23 +156,23 @@ impl Dra {
         let o = match obj {
             Object::DeviceClass(c) => {
                 let mut c = device_class_from_k8s(c)?;
-                if self.classes.contains_key(&c.name) {
-                    return Err(already_exists("deviceclass", &c.name));
-                }
                 c.resource_version = Some(rv());
-                let c = Arc::new(c);
-                self.classes.insert(c.name.clone(), c.clone());
-                DraObject::DeviceClass(c)
+                DraObject::DeviceClass(insert_new(
+                    &mut self.classes,
+                    c.name.clone(),
+                    c,
+                    "deviceclass",
+                )?)
             }
             Object::ResourceSlice(s) => {
                 let mut s = resource_slice_from_k8s(s)?;
-                if self.slices.contains_key(&s.name) {
-                    return Err(already_exists("resourceslice", &s.name));
-                }
                 s.resource_version = Some(rv());
-                let s = Arc::new(s);
-                self.slices.insert(s.name.clone(), s.clone());
-                DraObject::ResourceSlice(s)
+                DraObject::ResourceSlice(insert_new(
+                    &mut self.slices,
+                    s.name.clone(),
+                    s,
+                    "resourceslice",
+                )?)
             }
             Object::ResourceClaim(c) => {
                 let n = self.next_uid + 1;
@@ -233,12 +247,11 @@ impl Dra {
                 deleting: false,
                 finalizers: Box::new([]),
                 annotations: Labels::new(annotations),
-                owner: Some(OwnerReference {
+                owner: Some(crate::model::dra::ControllerRef {
                     api_version: "v1".into(),
                     kind: "Pod".into(),
-                    name: (*pod.name).into(),
-                    uid: (*pod.uid).into(),
-                    controller: true,
+                    name: pod.name.clone(),
+                    uid: pod.uid.clone(),
                 }),
                 spec: t.spec.clone(),
                 allocation: None,

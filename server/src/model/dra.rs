@@ -11,7 +11,6 @@ use std::sync::Arc;
 use switchyard_cel::{DeviceValue, Program, Quantity as CelQuantity};
 
 use super::labels::{Labels, NodeSelector};
-use super::pod::OwnerReference;
 use super::taint::TaintEffect;
 
 /// The finalizer the scheduler puts on a claim it allocates (upstream
@@ -389,6 +388,15 @@ impl ConsumerRef {
     }
 }
 
+/// An object's controlling owner (its `ownerReferences` entry with `controller: true`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ControllerRef {
+    pub api_version: Arc<str>,
+    pub kind: Arc<str>,
+    pub name: Arc<str>,
+    pub uid: Arc<str>,
+}
+
 /// A ResourceClaim.
 #[derive(Clone, Debug)]
 pub struct ResourceClaim {
@@ -400,7 +408,7 @@ pub struct ResourceClaim {
     pub finalizers: Box<[Arc<str>]>,
     pub annotations: Labels,
     /// The controlling owner (a pod, for claims made from a template).
-    pub owner: Option<OwnerReference>,
+    pub owner: Option<ControllerRef>,
     pub spec: Arc<ClaimSpec>,
     pub allocation: Option<Arc<Allocation>>,
     pub reserved_for: Vec<ConsumerRef>,

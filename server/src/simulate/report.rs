@@ -737,7 +737,7 @@ impl Report {
             );
         }
         if inv.ok {
-            let _ = writeln!(s, "Invariants: ok (recomputed from the input: no node over-committed or host port used twice, every bound pod passes its profile's taint, affinity and unschedulable checks and reaches its claims' volumes, no pod lost or bound twice, none left assumed, no victim of priority >= its preemptor's)");
+            let _ = writeln!(s, "Invariants: ok (recomputed from the input: no node over-committed or host port used twice, every bound pod passes its profile's taint, affinity and unschedulable checks and reaches its claims' volumes and devices, no device allocated twice, no pod lost or bound twice, none left assumed, no victim of priority >= its preemptor's)");
         } else {
             let _ = writeln!(
                 s,

@@ -932,12 +932,11 @@ pub fn resource_claim_from_k8s(
         .iter()
         .flatten()
         .find(|o| o.controller == Some(true))
-        .map(|o| crate::model::pod::OwnerReference {
+        .map(|o| crate::model::dra::ControllerRef {
             api_version: o.api_version.as_str().into(),
             kind: o.kind.as_str().into(),
             name: o.name.as_str().into(),
             uid: o.uid.as_str().into(),
-            controller: true,
         });
     Ok(ResourceClaim {
         namespace,

@@ -148,6 +148,28 @@ struct Candidate<'a> {
     pool: &'a PoolKey,
 }
 
+/// Whether every selector accepts the device; a runtime error names the selector
+/// (`what(index)`) as upstream's allocator does.
+fn all_match(
+    device: &Device,
+    selectors: &[switchyard_cel::Program],
+    what: impl Fn(usize) -> String,
+) -> Result<bool, AllocError> {
+    for (i, p) in selectors.iter().enumerate() {
+        match device.matches(p) {
+            Ok(true) => {}
+            Ok(false) => return Ok(false),
+            Err(e) => {
+                return Err(AllocError::Fatal(format!(
+                    "{}: CEL runtime error: {e}",
+                    what(i)
+                )))
+            }
+        }
+    }
+    Ok(true)
+}
+
 /// Remaining counters per (driver, pool, counter set, counter).
 type Counters = FxHashMap<(Arc<str>, Arc<str>, Arc<str>, Arc<str>), i128>;
 
@@ -209,38 +231,13 @@ impl Search<'_> {
         let c = &self.candidates[cand];
         let rd = &self.prep.claims[ci].requests[ri][ai];
         let claim = &self.prep.claims[ci].claim;
-        let mut ok = true;
-        for (i, p) in rd.class.selectors.iter().enumerate() {
-            match c.device.matches(p) {
-                Ok(true) => {}
-                Ok(false) => {
-                    ok = false;
-                    break;
-                }
-                Err(e) => {
-                    return Err(AllocError::Fatal(format!(
-                        "class {}: selector #{i}: CEL runtime error: {e}",
-                        rd.class.name
-                    )))
-                }
-            }
-        }
+        let mut ok = all_match(c.device, &rd.class.selectors, |i| {
+            format!("class {}: selector #{i}", rd.class.name)
+        })?;
         if ok {
-            for (i, p) in rd.request.selectors.iter().enumerate() {
-                match c.device.matches(p) {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        ok = false;
-                        break;
-                    }
-                    Err(e) => {
-                        return Err(AllocError::Fatal(format!(
-                            "claim {}: selector #{i}: CEL runtime error: {e}",
-                            claim.key()
-                        )))
-                    }
-                }
-            }
+            ok = all_match(c.device, &rd.request.selectors, |i| {
+                format!("claim {}: selector #{i}", claim.key())
+            })?;
         }
         if ok {
             if let (NodeSelection::PerDevice, Some(n)) = (&c.slice.nodes, &c.device.nodes) {
