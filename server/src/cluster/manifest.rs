@@ -334,9 +334,14 @@ pub fn parse_value(
         }
         return Ok(());
     }
+    let mut doc = doc;
     if DRA_KINDS.contains(&kind.as_str()) {
-        match map.get("apiVersion") {
+        match doc.get("apiVersion") {
             Some(Value::String(v)) if v == "resource.k8s.io/v1" => {}
+            // v1beta2 has v1's schema (v1 was made from it): read as v1. v1beta1 differs.
+            Some(Value::String(v)) if v == "resource.k8s.io/v1beta2" => {
+                doc["apiVersion"] = Value::String("resource.k8s.io/v1".into());
+            }
             other => {
                 let got = match other {
                     Some(Value::String(v)) => format!("{v:?}"),
@@ -345,7 +350,7 @@ pub fn parse_value(
                 return Err(ManifestError::field(
                     &source,
                     "apiVersion",
-                    format!("Unsupported value: {got}: {kind} is read as resource.k8s.io/v1 (GA since Kubernetes 1.34); convert older versions (v1beta1, v1beta2) to v1"),
+                    format!("Unsupported value: {got}: {kind} is read as resource.k8s.io/v1 (GA since Kubernetes 1.34) or v1beta2 (the same schema); convert v1beta1 objects to v1"),
                 ));
             }
         }

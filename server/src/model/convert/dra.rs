@@ -473,6 +473,12 @@ pub fn device_class_from_k8s(c: &resource::DeviceClass) -> Result<DeviceClass> {
         .enumerate()
         .map(|(i, c)| opaque(c.opaque.as_ref(), &format!("spec.config[{i}]")))
         .collect::<Result<_>>()?;
+    if spec.extended_resource_name.is_some() {
+        return Err(err(
+            "spec.extendedResourceName",
+            "not supported yet: Switchyard does not serve extended resources through DRA (DRAExtendedResource)",
+        ));
+    }
     Ok(DeviceClass {
         name,
         selectors: compile_selectors(spec.selectors.as_ref(), "spec.selectors")?,

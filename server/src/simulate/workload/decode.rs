@@ -210,7 +210,7 @@ pub(super) fn decode_ops(
                 return Err(werr(
                     files.file,
                     format!("{field}.opcode"),
-                    format!("{op} is not supported yet: Switchyard's DRA has no {}", if op == "allocResourceClaims" { "claim pre-allocation op" } else { "device binding conditions" }),
+                    format!("{op} is not supported yet by Switchyard's Dynamic Resource Allocation ({})", if op == "allocResourceClaims" { "claims allocated by a workload op" } else { "device binding conditions" }),
                 ))
             }
             op @ ("createPodGroups" | "createCompositePodGroups" | "waitForPodGroups") => {
@@ -358,6 +358,13 @@ fn create_pods_op(
     used: &mut Vec<String>,
     field: &str,
 ) -> Result<Op, WorkloadError> {
+    if f.steady_state || f.duration.is_some() || f.duration_param.is_some() {
+        return Err(werr(
+            files.file,
+            format!("{field}.steadyState"),
+            "createPods in steady-state mode (steadyState, duration: pods deleted and recreated for a while) is not supported yet",
+        ));
+    }
     let count = param_usize(
         f.count,
         f.count_param.as_ref(),
@@ -445,7 +452,54 @@ fn create_pods_op(
 fn any_kind(t: &Template<Value>, file: &Path, field: &str) -> Result<String, WorkloadError> {
     let v = t.instantiate(0, 1).map_err(|m| werr(file, field, m))?;
     let kind = v["kind"].as_str().unwrap_or_default().to_string();
-    known_kind(kind, file, field)
+    let kind = known_kind(kind, file, field)?;
+    if crate::cluster::manifest::DRA_KINDS.contains(&kind.as_str()) {
+        let version = v["apiVersion"].as_str().unwrap_or_default();
+        if version != "resource.k8s.io/v1" && version != "resource.k8s.io/v1beta2" {
+            return Err(werr(file, field, format!("{kind} in {version:?}: Switchyard's Dynamic Resource Allocation reads resource.k8s.io/v1 (and v1beta2, the same schema)")));
+        }
+    }
+    unsupported_dra_feature(&kind, &v, file, field)?;
+    Ok(kind)
+}
+
+/// A DRA object using a feature Switchyard's DRA lacks (consumable capacity,
+/// binding conditions, ...) is refused when the workload loads, naming it, rather
+/// than midway through the run.
+fn unsupported_dra_feature(
+    kind: &str,
+    v: &Value,
+    file: &Path,
+    field: &str,
+) -> Result<(), WorkloadError> {
+    use crate::model::convert as c;
+    // v1beta2 is read as v1 (the same schema).
+    let mut v = v.clone();
+    v["apiVersion"] = Value::String("resource.k8s.io/v1".into());
+    let v = &v;
+    let err = match kind {
+        "DeviceClass" => serde_json::from_value(v.clone())
+            .ok()
+            .and_then(|o| c::device_class_from_k8s(&o).err()),
+        "ResourceSlice" => serde_json::from_value(v.clone())
+            .ok()
+            .and_then(|o| c::resource_slice_from_k8s(&o).err()),
+        "ResourceClaim" => serde_json::from_value(v.clone())
+            .ok()
+            .and_then(|o| c::resource_claim_from_k8s(&o, String::new).err()),
+        "ResourceClaimTemplate" => serde_json::from_value(v.clone())
+            .ok()
+            .and_then(|o| c::resource_claim_template_from_k8s(&o).err()),
+        _ => None,
+    };
+    match err {
+        Some(e) if e.message.contains("not supported yet") => Err(werr(
+            file,
+            field,
+            format!("{kind}: {e} (Dynamic Resource Allocation in Switchyard: docs/dra.md)"),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The kind a template's text names on a top-level `kind:` line, checked before
@@ -474,7 +528,7 @@ fn known_kind(kind: String, file: &Path, field: &str) -> Result<String, Workload
         "DeviceTaintRule" => Err(werr(
             file,
             field,
-            format!("{kind} objects need DRADeviceTaintRules (beta and off by default in v1.36), which Switchyard does not have"),
+            format!("{kind} objects (Dynamic Resource Allocation's DRADeviceTaintRules, beta and off by default in v1.36) are not supported by Switchyard"),
         )),
         "PodGroup" | "Workload" | "CompositePodGroup" => Err(werr(
             file,

@@ -137,6 +137,14 @@ pub(super) struct CreatePodsFile {
     pub(super) nominated_node_name: Option<String>,
     #[serde(default)]
     pub(super) pods_scheduling_timeout: Option<String>,
+    /// scheduler_perf's steady-state mode: keep `count` pods, deleting and recreating
+    /// them, for `duration` (refused: not supported yet).
+    #[serde(default)]
+    pub(super) steady_state: bool,
+    #[serde(default)]
+    pub(super) duration: Option<String>,
+    #[serde(default)]
+    pub(super) duration_param: Option<String>,
 }
 
 /// `createAny`: `count` objects of any kind, rendered per index.

@@ -551,7 +551,9 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(
-            e.contains("DeviceTaintRule objects need DRADeviceTaintRules"),
+            e.contains(
+                "DeviceTaintRule objects (Dynamic Resource Allocation's DRADeviceTaintRules"
+            ),
             "{e}"
         );
         let e = case("  - {opcode: createPodGroups, count: 1}\n", "")
