@@ -79,6 +79,13 @@ struct PodClaim {
     claim: Arc<ResourceClaim>,
 }
 
+/// Written first by PreFilter, as upstream writes its empty state first: PostFilter
+/// tells "PreFilter ran, the pod has no claims" (`no new claims to deallocate`) from
+/// "PreFilter never ran" (an earlier PreFilter rejected the pod: upstream's state read
+/// fails with `not found`, and that error ends PostFilter before preemption).
+#[derive(Clone)]
+struct PreFilterRan;
+
 /// Filter's allocations per node.
 type NodeAllocations = FxHashMap<Arc<str>, Arc<Vec<ClaimAllocation>>>;
 
@@ -301,6 +308,7 @@ impl PreFilterPlugin for DynamicResources {
         pod: &Pod,
         _snapshot: &Snapshot,
     ) -> (Option<PreFilterResult>, Status) {
+        state.write(PreFilterRan);
         if pod.spec.resource_claims.is_empty() {
             return (None, Status::skip());
         }
@@ -327,8 +335,13 @@ impl PreFilterPlugin for DynamicResources {
 }
 
 impl FilterPlugin for DynamicResources {
-    fn filter(&self, state: &CycleState, _pod: &Pod, node: &NodeInfo) -> Status {
+    fn filter(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
         let Some(s) = state.read::<StateData>() else {
+            // A pod without claims has nothing to check here, whatever its PreFilter
+            // said (a started PreFilter's redo path may run Filter on a fresh state).
+            if pod.spec.resource_claims.is_empty() {
+                return Status::success();
+            }
             return missing_state(NAME);
         };
         let n = node.node();
@@ -369,7 +382,10 @@ impl PostFilterPlugin for DynamicResources {
         _statuses: &NodeToStatus,
     ) -> (Option<PostFilterResult>, Status) {
         let Some(s) = ctx.state.read::<StateData>() else {
-            return (None, Status::unschedulable("no new claims to deallocate"));
+            if ctx.state.read::<PreFilterRan>().is_some() {
+                return (None, Status::unschedulable("no new claims to deallocate"));
+            }
+            return (None, Status::error("not found"));
         };
         if s.claims.is_empty() {
             return (None, Status::unschedulable("no new claims to deallocate"));
