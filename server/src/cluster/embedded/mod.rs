@@ -4,7 +4,9 @@
 //! workload add or remove objects while the scheduler runs.
 
 mod client;
+mod dra;
 mod update;
+mod volumes;
 
 use client::*;
 use std::collections::{BTreeMap, HashMap};
@@ -333,108 +335,6 @@ impl EmbeddedCluster {
         Ok(c)
     }
 
-    /// Adds a storage object (claim, volume, class or CSI object), then lets the PV
-    /// controller bind what it can.
-    pub fn create_storage(&self, obj: &Object) -> Result<(), FieldError> {
-        let mut st = self.lock();
-        for ev in st.storage.create(obj)? {
-            st.emit(ev);
-        }
-        Ok(())
-    }
-
-    /// Adds a DRA object (device class, slice, claim or claim template); a new template
-    /// lets the resourceclaim controller make the claims pods were waiting for.
-    pub fn create_dra(&self, obj: &Object) -> Result<(), FieldError> {
-        let mut st = self.lock();
-        super::embedded_dra::check_admin_access(obj, &|ns| {
-            st.namespaces.get(ns).map(|n| n.labels.clone())
-        })?;
-        let mut dra = std::mem::take(&mut st.dra);
-        let events = dra.create(obj, &mut || st.next_rv());
-        st.dra = dra;
-        for ev in events? {
-            st.emit(ev);
-        }
-        if let Object::ResourceClaimTemplate(_) = obj {
-            let waiting: Vec<Uid> = st
-                .pods
-                .values()
-                .filter(|r| r.pod.node_name.is_none() && !r.pod.spec.resource_claims.is_empty())
-                .map(|r| r.pod.uid.clone())
-                .collect();
-            for uid in waiting {
-                Self::generate_claims(&mut st, &uid);
-            }
-        }
-        Ok(())
-    }
-
-    /// The resourceclaim controller for one pod: claims from its templates, then its
-    /// `status.resourceClaimStatuses`.
-    fn generate_claims(st: &mut State, uid: &str) {
-        let Some(pod) = st.pods.get(uid).map(|r| r.pod.clone()) else {
-            return;
-        };
-        let mut dra = std::mem::take(&mut st.dra);
-        let (statuses, events) = dra.claims_for_pod(&pod, &mut || st.next_rv(), &name_suffix);
-        st.dra = dra;
-        if events.is_empty() {
-            return;
-        }
-        for ev in events {
-            st.emit(ev);
-        }
-        Self::update_pod(st, uid, |p| {
-            let mut spec = (*p.spec).clone();
-            spec.resource_claim_statuses = statuses.into();
-            p.spec = Arc::new(spec);
-        });
-    }
-
-    /// Runs the embedded PV controller and provisioner once over unbound claims.
-    pub fn sync_volumes(&self) {
-        let _ = self.storage_write(|s, nodes| {
-            let mut out = Vec::new();
-            s.sync(nodes, &mut out);
-            Ok(out)
-        });
-    }
-
-    /// A claim write by the scheduler, numbered with the next resource version; emits
-    /// its event and returns the claim as written.
-    fn dra_write(
-        &self,
-        f: impl FnOnce(
-            &mut super::embedded_dra::Dra,
-            Arc<str>,
-        ) -> Result<(Arc<crate::model::dra::ResourceClaim>, WatchEvent), String>,
-    ) -> Result<Arc<crate::model::dra::ResourceClaim>, String> {
-        let mut st = self.lock();
-        let rv = st.next_rv();
-        let (claim, ev) = f(&mut st.dra, rv)?;
-        st.emit(ev);
-        Ok(claim)
-    }
-
-    /// A change to the storage objects, given the nodes; emits its events.
-    fn storage_write(
-        &self,
-        f: impl FnOnce(
-            &mut super::embedded_volumes::Storage,
-            &BTreeMap<Arc<str>, Arc<Node>>,
-        ) -> Result<Vec<WatchEvent>, String>,
-    ) -> Result<(), String> {
-        let mut st = self.lock();
-        let nodes = std::mem::take(&mut st.nodes);
-        let events = f(&mut st.storage, &nodes);
-        st.nodes = nodes;
-        for ev in events? {
-            st.emit(ev);
-        }
-        Ok(())
-    }
-
     /// Creates what the StatefulSet controller would: claims from the templates and
     /// pods `<name>-<ordinal>`, each unless one of that name exists.
     fn expand_stateful_set(
@@ -467,78 +367,6 @@ impl EmbeddedCluster {
             self.create_pod(&p)?;
         }
         Ok(())
-    }
-
-    /// Bound pods whose claims' volumes cannot be reached from their node, as
-    /// `(pod, node, detail)`: recomputed from the cluster's objects, not the
-    /// scheduler's caches.
-    pub fn unreachable_volumes(&self) -> Vec<(String, String, String)> {
-        let st = self.lock();
-        let mut out = Vec::new();
-        for r in st.pods.values() {
-            // Pods the scheduler bound (pods bound in the input are the input's state).
-            let bound_here = r.condition.as_ref().is_some_and(|c| c.status == "True");
-            let (Some(node_name), false, true) =
-                (&r.pod.node_name, r.pod.spec.volumes.is_empty(), bound_here)
-            else {
-                continue;
-            };
-            let Some(node) = st.nodes.get(node_name) else {
-                continue;
-            };
-            for claim in r.pod.spec.volumes.iter().filter_map(|v| v.claim()) {
-                let key = (r.pod.namespace.clone(), claim.clone());
-                let pv = st
-                    .storage
-                    .pvcs
-                    .get(&key)
-                    .and_then(|c| c.volume_name.as_ref())
-                    .and_then(|v| st.storage.pvs.get(v));
-                match pv {
-                    Some(pv) if !pv.fits_node("", &node.labels) => out.push((
-                        r.pod.key(),
-                        node_name.to_string(),
-                        format!(
-                            "claim {claim} is bound to {}, whose node affinity excludes the node",
-                            pv.name
-                        ),
-                    )),
-                    Some(_) => {}
-                    None => out.push((
-                        r.pod.key(),
-                        node_name.to_string(),
-                        format!("claim {claim} is not bound to a volume"),
-                    )),
-                }
-            }
-        }
-        out
-    }
-
-    /// Every claim's state, in `namespace/name` order.
-    pub fn claim_outcomes(&self) -> Vec<super::embedded_volumes::ClaimOutcome> {
-        self.lock().storage.outcomes()
-    }
-
-    /// Every ResourceClaim and its allocation.
-    pub fn resource_claim_outcomes(&self) -> Vec<super::embedded_dra::ResourceClaimOutcome> {
-        self.lock().dra.outcomes()
-    }
-
-    /// DRA rules the end state breaks, for the invariant check (pods the scheduler
-    /// bound, on their nodes).
-    pub fn dra_violations(&self) -> Vec<super::embedded_dra::DraViolation> {
-        let st = self.lock();
-        let bound: Vec<(Arc<Pod>, Arc<Node>)> = st
-            .pods
-            .values()
-            .filter(|r| r.condition.as_ref().is_some_and(|c| c.status == "True"))
-            .filter_map(|r| {
-                let n = st.nodes.get(r.pod.node_name.as_ref()?)?;
-                Some((r.pod.clone(), n.clone()))
-            })
-            .collect();
-        st.dra.violations(&bound)
     }
 
     /// Adds a node (allocatable defaults to capacity, and the hostname label is set as

@@ -1,17 +1,16 @@
-//! Dynamic Resource Allocation (`resource.k8s.io/v1`): device classes, slices,
-//! claims and claim templates, validated as the API server validates them (the
-//! limits of `k8s.io/api/resource/v1` and its CEL rules), and a pod's claims.
+//! Dynamic Resource Allocation (`resource.k8s.io/v1`): claims and claim templates,
+//! validated as the API server validates them (the limits of `k8s.io/api/resource/v1`
+//! and its CEL rules), a pod's claims, and the limits and helpers the device side
+//! ([`super::dra_devices`]) shares.
 
 use k8s_openapi::api::resource::v1 as resource;
-use switchyard_cel::{AttributeValue as CelAttribute, Program, Quantity as CelQuantity, Semver};
+use switchyard_cel::Program;
 
 use crate::model::dra::{
-    qualify, AllocatedConfig, Allocation, AllocationMode, AllocationNodes, AttributeValue,
-    ClaimConfig, ClaimSource, ClaimSpec, ConfigSource, ConstraintKind, ConsumerRef,
-    CounterConsumption, CounterSet, Device, DeviceClass, DeviceConstraint, DeviceRequest,
-    DeviceResult, DeviceTaint, DeviceToleration, ExactRequest, NodeSelection, NodeSelectorRef,
-    OpaqueConfig, PodClaimStatus, PodResourceClaim, PoolRef, RequestKind, ResourceClaim,
-    ResourceClaimTemplate, ResourceSlice,
+    AllocatedConfig, Allocation, AllocationMode, AllocationNodes, ClaimConfig, ClaimSource,
+    ClaimSpec, ConfigSource, ConstraintKind, ConsumerRef, DeviceConstraint, DeviceRequest,
+    DeviceResult, DeviceToleration, ExactRequest, NodeSelectorRef, OpaqueConfig, PodClaimStatus,
+    PodResourceClaim, RequestKind, ResourceClaim, ResourceClaimTemplate,
 };
 
 use super::*;
@@ -32,18 +31,18 @@ pub const DEVICE_TAINTS_MAX: usize = 16;
 pub const BINDING_CONDITIONS_MAX: usize = 4;
 pub const OPAQUE_PARAMETERS_MAX_BYTES: usize = 10 * 1024;
 
-fn too_many(field: &str, n: usize, max: usize) -> FieldError {
+pub(super) fn too_many(field: &str, n: usize, max: usize) -> FieldError {
     err(
         field,
         format!("Too many: {n}: must have at most {max} items"),
     )
 }
 
-fn required(field: &str) -> FieldError {
+pub(super) fn required(field: &str) -> FieldError {
     err(field, "Required value")
 }
 
-fn dns_label(field: &str, name: &str) -> Result<()> {
+pub(super) fn dns_label(field: &str, name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 63
         && name
@@ -62,7 +61,7 @@ fn dns_label(field: &str, name: &str) -> Result<()> {
 }
 
 /// A DNS subdomain (driver names, pool names' segments, attribute domains).
-fn dns_subdomain(field: &str, name: &str) -> Result<()> {
+pub(super) fn dns_subdomain(field: &str, name: &str) -> Result<()> {
     if name.is_empty() || name.len() > 253 || name.split('.').any(|l| dns_label(field, l).is_err())
     {
         return Err(err(
@@ -75,7 +74,7 @@ fn dns_subdomain(field: &str, name: &str) -> Result<()> {
 
 /// An attribute or capacity name: `id` or `domain/id`, the id a C identifier of at
 /// most 64 characters (upstream `validateQualifiedName`).
-fn qualified_name(field: &str, name: &str) -> Result<()> {
+pub(super) fn qualified_name(field: &str, name: &str) -> Result<()> {
     let id = match name.split_once('/') {
         Some((domain, id)) => {
             dns_subdomain(field, domain)?;
@@ -100,7 +99,7 @@ fn qualified_name(field: &str, name: &str) -> Result<()> {
     }
 }
 
-fn compile_selectors(
+pub(super) fn compile_selectors(
     sels: Option<&Vec<resource::DeviceSelector>>,
     field: &str,
 ) -> Result<Box<[Program]>> {
@@ -121,7 +120,10 @@ fn compile_selectors(
         .collect()
 }
 
-fn opaque(o: Option<&resource::OpaqueDeviceConfiguration>, field: &str) -> Result<OpaqueConfig> {
+pub(super) fn opaque(
+    o: Option<&resource::OpaqueDeviceConfiguration>,
+    field: &str,
+) -> Result<OpaqueConfig> {
     let Some(o) = o else {
         return Err(required(&format!("{field}.opaque")));
     };
@@ -141,7 +143,11 @@ fn opaque(o: Option<&resource::OpaqueDeviceConfiguration>, field: &str) -> Resul
     })
 }
 
-fn taint_effect(effect: &str, field: &str, allow_none: bool) -> Result<Option<TaintEffect>> {
+pub(super) fn taint_effect(
+    effect: &str,
+    field: &str,
+    allow_none: bool,
+) -> Result<Option<TaintEffect>> {
     match effect {
         "NoSchedule" => Ok(Some(TaintEffect::NoSchedule)),
         "NoExecute" => Ok(Some(TaintEffect::NoExecute)),
@@ -455,377 +461,6 @@ pub fn claim_spec_from_k8s(spec: &resource::ResourceClaimSpec, field: &str) -> R
         constraints: constraints.into(),
         config: config.into(),
         raw: Arc::new(raw),
-    })
-}
-
-/// A DeviceClass.
-pub fn device_class_from_k8s(c: &resource::DeviceClass) -> Result<DeviceClass> {
-    let name = super::storage::storage_name(&c.metadata, "DeviceClass")?;
-    dns_subdomain("metadata.name", &name)?;
-    let default_spec = resource::DeviceClassSpec::default();
-    let spec = c.spec.as_ref().unwrap_or(&default_spec);
-    let cfgs = spec.config.as_deref().unwrap_or_default();
-    if cfgs.len() > DEVICE_CONFIG_MAX {
-        return Err(too_many("spec.config", cfgs.len(), DEVICE_CONFIG_MAX));
-    }
-    let config = cfgs
-        .iter()
-        .enumerate()
-        .map(|(i, c)| opaque(c.opaque.as_ref(), &format!("spec.config[{i}]")))
-        .collect::<Result<_>>()?;
-    if spec.extended_resource_name.is_some() {
-        return Err(err(
-            "spec.extendedResourceName",
-            "not supported yet: Switchyard does not serve extended resources through DRA (DRAExtendedResource)",
-        ));
-    }
-    Ok(DeviceClass {
-        name,
-        selectors: compile_selectors(spec.selectors.as_ref(), "spec.selectors")?,
-        config,
-        extended_resource_name: spec.extended_resource_name.as_deref().map(Arc::from),
-        creation_timestamp: c.metadata.creation_timestamp.as_ref().map(parse_time),
-        resource_version: c.metadata.resource_version.as_deref().map(Arc::from),
-    })
-}
-
-fn node_selection(
-    node_name: Option<&str>,
-    selector: Option<&core::NodeSelector>,
-    all_nodes: Option<bool>,
-    per_device: Option<bool>,
-    field: &str,
-) -> Result<Option<NodeSelection>> {
-    let mut set = Vec::new();
-    if let Some(n) = node_name.filter(|n| !n.is_empty()) {
-        set.push(NodeSelection::NodeName(n.into()));
-    }
-    if let Some(s) = selector {
-        if s.node_selector_terms.len() != 1 {
-            return Err(err(
-                format!("{field}.nodeSelector.nodeSelectorTerms"),
-                "Invalid value: must have exactly one node selector term",
-            ));
-        }
-        set.push(NodeSelection::Selector(Arc::new(NodeSelectorRef {
-            selector: node_selector_from_k8s(s, field),
-            raw: serde_json::to_value(s).unwrap_or_default(),
-        })));
-    }
-    if all_nodes == Some(true) {
-        set.push(NodeSelection::AllNodes);
-    }
-    if per_device == Some(true) {
-        set.push(NodeSelection::PerDevice);
-    }
-    match set.len() {
-        0 => Ok(None),
-        1 => Ok(set.pop()),
-        _ => Err(err(field, "Invalid value: exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection` is required, but multiple fields are set")),
-    }
-}
-
-fn counters(
-    map: &BTreeMap<String, resource::Counter>,
-    field: &str,
-) -> Result<BTreeMap<Arc<str>, CelQuantity>> {
-    map.iter()
-        .map(|(k, v)| {
-            dns_label(&format!("{field}[{k}]"), k)?;
-            let q = CelQuantity::parse(&v.value.0).map_err(|e| {
-                err(
-                    format!("{field}[{k}].value"),
-                    format!("Invalid value: {:?}: {e}", v.value.0),
-                )
-            })?;
-            Ok((Arc::from(k.as_str()), q))
-        })
-        .collect()
-}
-
-fn device_from_k8s(
-    d: &resource::Device,
-    driver: &str,
-    per_device: bool,
-    field: &str,
-) -> Result<Device> {
-    dns_label(&format!("{field}.name"), &d.name)?;
-    let attrs = d.attributes.as_ref();
-    let caps = d.capacity.as_ref();
-    let n = attrs.map_or(0, |a| a.len()) + caps.map_or(0, |c| c.len());
-    if n > ATTRIBUTES_AND_CAPACITIES_MAX {
-        return Err(err(
-            field,
-            format!("Invalid value: {n}: the total number of attributes and capacities must not exceed {ATTRIBUTES_AND_CAPACITIES_MAX}"),
-        ));
-    }
-    let mut attributes = BTreeMap::new();
-    let mut cel_attrs = Vec::new();
-    for (k, a) in attrs.into_iter().flatten() {
-        let f = format!("{field}.attributes[{k}]");
-        qualified_name(&f, k)?;
-        let set = [
-            a.int.is_some(),
-            a.bool.is_some(),
-            a.string.is_some(),
-            a.version.is_some(),
-        ]
-        .iter()
-        .filter(|b| **b)
-        .count()
-            + [
-                a.ints.is_some(),
-                a.bools.is_some(),
-                a.strings.is_some(),
-                a.versions.is_some(),
-            ]
-            .iter()
-            .filter(|b| **b)
-            .count();
-        if set != 1 {
-            return Err(err(
-                &f,
-                "Invalid value: exactly one value must be specified",
-            ));
-        }
-        let (value, cel) = if let Some(i) = a.int {
-            (AttributeValue::Int(i), CelAttribute::Int(i))
-        } else if let Some(b) = a.bool {
-            (AttributeValue::Bool(b), CelAttribute::Bool(b))
-        } else if let Some(s) = &a.string {
-            if s.len() > 64 {
-                return Err(err(
-                    format!("{f}.string"),
-                    "Too long: may not be more than 64 bytes",
-                ));
-            }
-            (
-                AttributeValue::String(s.as_str().into()),
-                CelAttribute::String(s.clone()),
-            )
-        } else if let Some(v) = &a.version {
-            let parsed = Semver::parse(v)
-                .map_err(|e| err(format!("{f}.version"), format!("Invalid value: {v:?}: must be a string compatible with semver.org spec 2.0.0: {e}")))?;
-            let normal = v.split('+').next().unwrap_or(v);
-            (
-                AttributeValue::Version(normal.into()),
-                CelAttribute::Version(parsed),
-            )
-        } else {
-            return Err(err(
-                &f,
-                "not supported yet: list-typed attributes (DRAListTypeAttributes, alpha)",
-            ));
-        };
-        let q = qualify(k, driver);
-        cel_attrs.push((q.to_string(), cel));
-        attributes.insert(q, value);
-    }
-    let mut capacity = BTreeMap::new();
-    let mut cel_caps = Vec::new();
-    for (k, c) in caps.into_iter().flatten() {
-        let f = format!("{field}.capacity[{k}]");
-        qualified_name(&f, k)?;
-        let q = CelQuantity::parse(&c.value.0).map_err(|e| {
-            err(
-                format!("{f}.value"),
-                format!("Invalid value: {:?}: {e}", c.value.0),
-            )
-        })?;
-        let name = qualify(k, driver);
-        cel_caps.push((name.to_string(), q));
-        capacity.insert(name, q);
-    }
-    let taints_in = d.taints.as_deref().unwrap_or_default();
-    if taints_in.len() > DEVICE_TAINTS_MAX {
-        return Err(too_many(
-            &format!("{field}.taints"),
-            taints_in.len(),
-            DEVICE_TAINTS_MAX,
-        ));
-    }
-    let taints = taints_in
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            let f = format!("{field}.taints[{i}]");
-            if t.key.is_empty() {
-                return Err(required(&format!("{f}.key")));
-            }
-            Ok(DeviceTaint {
-                key: t.key.as_str().into(),
-                value: t.value.as_deref().unwrap_or("").into(),
-                effect: taint_effect(&t.effect, &format!("{f}.effect"), true)?,
-            })
-        })
-        .collect::<Result<Box<[_]>>>()?;
-    let consumes = d.consumes_counters.as_deref().unwrap_or_default();
-    let consumes_counters = consumes
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            let f = format!("{field}.consumesCounters[{i}]");
-            dns_label(&format!("{f}.counterSet"), &c.counter_set)?;
-            Ok(CounterConsumption {
-                counter_set: c.counter_set.as_str().into(),
-                counters: counters(&c.counters, &format!("{f}.counters"))?,
-            })
-        })
-        .collect::<Result<Box<[_]>>>()?;
-    let nodes = node_selection(
-        d.node_name.as_deref(),
-        d.node_selector.as_ref(),
-        d.all_nodes,
-        None,
-        field,
-    )?;
-    match (per_device, &nodes) {
-        (true, None) => {
-            return Err(err(field, "Required value: exactly one of `nodeName`, `nodeSelector`, `allNodes` is required when `perDeviceNodeSelection` is set to true in the ResourceSliceSpec"))
-        }
-        (false, Some(_)) => {
-            return Err(err(field, "Invalid value: `nodeName`, `nodeSelector` and `allNodes` can only be set when `perDeviceNodeSelection` is set to true in the ResourceSliceSpec"))
-        }
-        _ => {}
-    }
-    let conds = |v: Option<&Vec<String>>, f: &str| -> Result<Box<[Arc<str>]>> {
-        let v = v.map(Vec::as_slice).unwrap_or_default();
-        if v.len() > BINDING_CONDITIONS_MAX {
-            return Err(too_many(f, v.len(), BINDING_CONDITIONS_MAX));
-        }
-        Ok(v.iter().map(|s| Arc::from(s.as_str())).collect())
-    };
-    let binding_conditions = conds(
-        d.binding_conditions.as_ref(),
-        &format!("{field}.bindingConditions"),
-    )?;
-    let binding_failure_conditions = conds(
-        d.binding_failure_conditions.as_ref(),
-        &format!("{field}.bindingFailureConditions"),
-    )?;
-    if !binding_conditions.is_empty() {
-        return Err(err(
-            format!("{field}.bindingConditions"),
-            "not supported yet: Switchyard does not wait for device binding conditions (DRADeviceBindingConditions)",
-        ));
-    }
-    let allow_multiple_allocations = d.allow_multiple_allocations.unwrap_or(false);
-    if allow_multiple_allocations {
-        return Err(err(
-            format!("{field}.allowMultipleAllocations"),
-            "not supported yet: Switchyard does not share devices by consumable capacity (DRAConsumableCapacity)",
-        ));
-    }
-    Ok(Device {
-        name: d.name.as_str().into(),
-        cel: Arc::new(switchyard_cel::DeviceValue::new(
-            driver,
-            cel_attrs,
-            cel_caps,
-            d.allow_multiple_allocations,
-        )),
-        attributes,
-        capacity,
-        consumes_counters,
-        taints,
-        nodes,
-        binds_to_node: d.binds_to_node.unwrap_or(false),
-        binding_conditions,
-        binding_failure_conditions,
-        allow_multiple_allocations,
-        matches: Default::default(),
-    })
-}
-
-/// A ResourceSlice.
-pub fn resource_slice_from_k8s(s: &resource::ResourceSlice) -> Result<ResourceSlice> {
-    let name = super::storage::storage_name(&s.metadata, "ResourceSlice")?;
-    let spec = &s.spec;
-    dns_subdomain("spec.driver", &spec.driver)?;
-    if spec.pool.name.is_empty() {
-        return Err(required("spec.pool.name"));
-    }
-    for seg in spec.pool.name.split('/') {
-        dns_subdomain("spec.pool.name", seg)?;
-    }
-    if spec.pool.generation < 0 {
-        return Err(err(
-            "spec.pool.generation",
-            "Invalid value: must be greater than or equal to 0",
-        ));
-    }
-    if spec.pool.resource_slice_count <= 0 {
-        return Err(err(
-            "spec.pool.resourceSliceCount",
-            "Invalid value: must be greater than zero",
-        ));
-    }
-    let nodes = node_selection(
-        spec.node_name.as_deref(),
-        spec.node_selector.as_ref(),
-        spec.all_nodes,
-        spec.per_device_node_selection,
-        "spec",
-    )?
-    .ok_or_else(|| err("spec", "Required value: exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection` is required"))?;
-    let per_device = matches!(nodes, NodeSelection::PerDevice);
-    let devs = spec.devices.as_deref().unwrap_or_default();
-    let heavy = devs.iter().any(|d| {
-        d.taints.as_ref().is_some_and(|t| !t.is_empty())
-            || d.consumes_counters.as_ref().is_some_and(|c| !c.is_empty())
-    });
-    let max = if heavy {
-        RESOURCE_SLICE_MAX_DEVICES_WITH_TAINTS_OR_COUNTERS
-    } else {
-        RESOURCE_SLICE_MAX_DEVICES
-    };
-    if devs.len() > max {
-        return Err(too_many("spec.devices", devs.len(), max));
-    }
-    let mut devices: Vec<Device> = Vec::with_capacity(devs.len());
-    for (i, d) in devs.iter().enumerate() {
-        let f = format!("spec.devices[{i}]");
-        let dev = device_from_k8s(d, &spec.driver, per_device, &f)?;
-        if devices.iter().any(|o| o.name == dev.name) {
-            return Err(err(
-                format!("{f}.name"),
-                format!("Duplicate value: {:?}", d.name),
-            ));
-        }
-        devices.push(dev);
-    }
-    let sets = spec.shared_counters.as_deref().unwrap_or_default();
-    if sets.len() > SHARED_COUNTERS_MAX {
-        return Err(too_many(
-            "spec.sharedCounters",
-            sets.len(),
-            SHARED_COUNTERS_MAX,
-        ));
-    }
-    let shared_counters = sets
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            let f = format!("spec.sharedCounters[{i}]");
-            dns_label(&format!("{f}.name"), &c.name)?;
-            Ok(CounterSet {
-                name: c.name.as_str().into(),
-                counters: counters(&c.counters, &format!("{f}.counters"))?,
-            })
-        })
-        .collect::<Result<Box<[_]>>>()?;
-    Ok(ResourceSlice {
-        name,
-        driver: spec.driver.as_str().into(),
-        pool: PoolRef {
-            name: spec.pool.name.as_str().into(),
-            generation: spec.pool.generation,
-            resource_slice_count: spec.pool.resource_slice_count,
-        },
-        nodes,
-        devices: devices.into(),
-        shared_counters,
-        resource_version: s.metadata.resource_version.as_deref().map(Arc::from),
     })
 }
 

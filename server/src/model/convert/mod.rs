@@ -8,6 +8,7 @@
 
 mod disruption;
 mod dra;
+mod dra_devices;
 mod node;
 mod pod;
 mod priority;
@@ -18,6 +19,7 @@ mod workloads;
 
 pub use disruption::*;
 pub use dra::*;
+pub use dra_devices::*;
 pub use node::*;
 pub use pod::*;
 pub use priority::*;
