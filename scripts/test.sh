@@ -23,6 +23,11 @@ cd "$(dirname "$0")/.."
 repo=$PWD
 logs=target/test-logs
 mkdir -p "$logs"
+# No incremental caches: this is a one-off build, and they would double its size on disk.
+export CARGO_INCREMENTAL=0
+# Disk is the first thing a fresh build runs out of: say how much there is, and again
+# at the end (the build and test binaries take a few GiB).
+df -h . 2>/dev/null | tail -1 | awk '{print "disk free at start: " $4 " of " $2}'
 
 # The tests that need a real Kubernetes control plane (test binaries of tests/).
 control_plane_binaries=(control_plane control_plane_volumes k8s_metrics_auth)
@@ -211,6 +216,8 @@ fi
 
 # ---------------------------------------------------------------- summary
 banner "summary"
+du -sh target 2>/dev/null | awk '{print "target/ now: " $1}'
+df -h . 2>/dev/null | tail -1 | awk '{print "disk free at end: " $4}'
 total_passed=0
 total_failed=0
 printf '%-16s %6s %7s %7s %8s  %s\n' suite run passed failed "not run" note
