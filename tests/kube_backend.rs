@@ -709,3 +709,134 @@ fn dra_claims_are_allocated_reserved_and_freed_through_the_api_server() {
     );
     api.assert_a_careful_client();
 }
+
+/// Extended resources backed by DRA through the API server (upstream
+/// extendeddynamicresources.go): a pod asking `example.com/gpu: 1` on a node with no
+/// such allocatable gets a claim the scheduler creates — owned by the pod, annotated,
+/// finalized, allocated and reserved for it — and its `status.extendedResourceClaimStatus`
+/// names the claim and the container's request. Two claim writes (create with the
+/// finalizer, status; upstream adds the finalizer in a third) and the pod's status.
+/// Deleting the pod deletes the claim
+/// and frees the GPU for the next pod.
+#[test]
+fn dra_extended_resources_get_a_claim_the_scheduler_creates() {
+    use switchyard_e2e::apiserver::RESOURCE_CLAIMS;
+    let api = ApiServer::start();
+    api.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}));
+    api.apply(node("gpu-node", "8"));
+    api.apply(
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+        "metadata": {"name": "gpu.example.com"},
+        "spec": {"selectors": [{"cel": {"expression": "device.driver == \"gpu.example.com\""}}],
+                 "extendedResourceName": "example.com/gpu"}}),
+    );
+    api.apply(
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": "gpu-node-gpus"},
+        "spec": {"driver": "gpu.example.com", "nodeName": "gpu-node",
+                 "pool": {"name": "gpu-node", "generation": 1, "resourceSliceCount": 1},
+                 "devices": [{"name": "gpu-0"}]}}),
+    );
+    let gpu_pod = |name: &str| {
+        let mut p = pod(name, "switchyard", "100m", None);
+        p["spec"]["containers"][0]["resources"]["requests"]["example.com/gpu"] = json!("1");
+        p["spec"]["containers"][0]["resources"]["limits"] = json!({"example.com/gpu": "1"});
+        p
+    };
+    api.apply(gpu_pod("e-0"));
+    let _s = start(&api);
+    wait_for("e-0 bound", Duration::from_secs(20), || {
+        api.node_of("e-0").is_some()
+    });
+    let claim_of = |pod: &str| {
+        api.list(RESOURCE_CLAIMS)
+            .into_iter()
+            .find(|c| c["metadata"]["ownerReferences"][0]["name"] == pod)
+    };
+    let c = claim_of("e-0").expect("a claim for e-0");
+    let p = api.get(PODS, "default", "e-0").unwrap();
+    let name = c["metadata"]["name"].as_str().unwrap().to_string();
+    assert!(name.starts_with("e-0-extended-resources-"), "{c}");
+    assert_eq!(
+        c["metadata"]["annotations"]["resource.kubernetes.io/extended-resource-claim"],
+        "true"
+    );
+    assert_eq!(
+        c["metadata"]["ownerReferences"][0]["uid"],
+        p["metadata"]["uid"]
+    );
+    assert_eq!(c["metadata"]["ownerReferences"][0]["controller"], true);
+    assert_eq!(
+        c["metadata"]["finalizers"],
+        json!(["resource.kubernetes.io/delete-protection"])
+    );
+    assert_eq!(
+        c["spec"]["devices"]["requests"],
+        json!([{"name": "container-0-request-1", "exactly": {"deviceClassName": "gpu.example.com", "allocationMode": "ExactCount", "count": 1}}]),
+        "{c}"
+    );
+    assert_eq!(
+        c["status"]["allocation"]["devices"]["results"][0]["device"],
+        "gpu-0"
+    );
+    assert_eq!(
+        c["status"]["reservedFor"],
+        json!([{"resource": "pods", "name": "e-0", "uid": p["metadata"]["uid"]}])
+    );
+    assert_eq!(
+        p["status"]["extendedResourceClaimStatus"],
+        json!({"resourceClaimName": name, "requestMappings": [
+            {"containerName": p["spec"]["containers"][0]["name"], "resourceName": "example.com/gpu", "requestName": "container-0-request-1"}]})
+    );
+    let writes: Vec<String> = api
+        .calls()
+        .iter()
+        .filter(|c| {
+            c.method != "GET"
+                && (c.path.contains("/resourceclaims") || c.path.contains("/pods/e-0/status"))
+        })
+        .map(|c| format!("{} {}", c.method, c.path))
+        .collect();
+    let events: Vec<String> = api
+        .list(EVENTS)
+        .iter()
+        .map(|e| format!("{} {}", e["reason"], e["note"]))
+        .collect();
+    // The nomination before PreBind (KEP-5278, as upstream), the claim's create and
+    // status, the pod's extendedResourceClaimStatus.
+    assert_eq!(writes.len(), 4, "{writes:#?} {events:#?}");
+    assert_eq!(
+        writes
+            .iter()
+            .filter(|w| w.contains("/resourceclaims"))
+            .count(),
+        2,
+        "{writes:#?}"
+    );
+
+    // The only GPU is taken: the next pod waits, and gets it once e-0 is gone.
+    api.apply(gpu_pod("e-1"));
+    wait_for("e-1 unschedulable", Duration::from_secs(20), || {
+        api.get(PODS, "default", "e-1").is_some_and(|p| {
+            p["status"]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter().any(|c| {
+                    c["type"] == "PodScheduled"
+                        && c["message"].as_str().is_some_and(|m| {
+                            m.starts_with("0/1 nodes are available: 1 cannot allocate all claims.")
+                        })
+                })
+            })
+        })
+    });
+    assert!(api.delete(PODS, "default", "e-0"));
+    wait_for("e-1 bound after e-0 went", Duration::from_secs(30), || {
+        api.node_of("e-1").is_some()
+    });
+    assert!(claim_of("e-0").is_none(), "e-0's claim deleted with it");
+    let c = claim_of("e-1").expect("e-1's claim");
+    assert_eq!(
+        c["status"]["allocation"]["devices"]["results"][0]["device"],
+        "gpu-0"
+    );
+    api.assert_a_careful_client();
+}

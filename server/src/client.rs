@@ -276,6 +276,48 @@ pub trait ClusterClient: Send + Sync {
         })
     }
 
+    /// DynamicResources' PreBind for DRA-backed extended resources: creates the claim
+    /// (its spec, owner, annotations and finalizer; the name from `generate_name`).
+    fn create_claim<'a>(
+        &'a self,
+        _claim: &'a crate::model::dra::ResourceClaim,
+        generate_name: &'a str,
+    ) -> BoxFuture<'a, Result<Arc<crate::model::dra::ResourceClaim>, ClientError>> {
+        Box::pin(async move {
+            Err(ClientError::Other(format!(
+                "cannot create a resourceclaim {generate_name}…: this cluster backend does not write ResourceClaims"
+            )))
+        })
+    }
+
+    /// Deletes a claim the scheduler made, removing its finalizer first (upstream
+    /// `deleteClaim`). A claim already gone is no error.
+    fn delete_claim<'a>(
+        &'a self,
+        claim: &'a crate::model::dra::ResourceClaim,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(async move {
+            Err(ClientError::Other(format!(
+                "cannot delete resourceclaim {:?}: this cluster backend does not write ResourceClaims",
+                claim.key()
+            )))
+        })
+    }
+
+    /// Writes the pod's `status.extendedResourceClaimStatus`.
+    fn set_extended_resource_claim_status<'a>(
+        &'a self,
+        pod: &'a Pod,
+        _status: &'a crate::model::dra::ExtendedResourceClaimStatus,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(async move {
+            Err(ClientError::Other(format!(
+                "cannot write the status of pod {:?}: this cluster backend does not write it",
+                pod.key()
+            )))
+        })
+    }
+
     /// VolumeBinding's PreBind for a claim to provision: sets the
     /// `volume.kubernetes.io/selected-node` annotation the provisioner waits for.
     fn select_node_for_claim<'a>(

@@ -269,6 +269,49 @@ impl Dra {
         (statuses, events)
     }
 
+    /// A claim the scheduler creates (DRA-backed extended resources): named from
+    /// `generate_name` (the API server cuts a prefix past 58 characters), a fresh UID,
+    /// no status.
+    pub fn create_claim(
+        &mut self,
+        claim: &ResourceClaim,
+        generate_name: &str,
+        rv: Arc<str>,
+        suffix: &dyn Fn(u64) -> String,
+    ) -> Result<(Arc<ResourceClaim>, WatchEvent), String> {
+        let base: String = generate_name.chars().take(58).collect();
+        let name = loop {
+            self.generated += 1;
+            let candidate = format!("{base}{}", suffix(self.generated));
+            if !self.claims.contains_key(&key(&claim.namespace, &candidate)) {
+                break candidate;
+            }
+        };
+        let mut c = claim.clone();
+        c.name = name.into();
+        c.uid = self.uid();
+        c.allocation = None;
+        c.reserved_for = Vec::new();
+        c.deleting = false;
+        let c = self.put(c, rv);
+        Ok((
+            c.clone(),
+            WatchEvent::DraUpsert(DraObject::ResourceClaim(c)),
+        ))
+    }
+
+    /// Deletes a claim (its finalizer removed first, as the scheduler does); `None`
+    /// when it is already gone.
+    pub fn delete_claim(&mut self, claim: &ResourceClaim) -> Option<WatchEvent> {
+        let k = key(&claim.namespace, &claim.name);
+        let cur = self.claims.get(&k)?;
+        if cur.uid != claim.uid {
+            return None;
+        }
+        let cur = self.claims.remove(&k)?;
+        Some(WatchEvent::DraDelete(DraObject::ResourceClaim(cur)))
+    }
+
     fn put(&mut self, c: ResourceClaim, rv: Arc<str>) -> Arc<ResourceClaim> {
         let mut c = c;
         c.resource_version = Some(rv);
@@ -432,7 +475,8 @@ impl Dra {
 pub struct ResourceClaimOutcome {
     /// `namespace/name`.
     pub claim: String,
-    /// For a claim made from a pod's template: `namespace/pod:entry`.
+    /// For a claim made from a pod's template: `namespace/pod:entry`; for the claim
+    /// serving a pod's DRA-backed extended resources: `namespace/pod:<extended-resources>`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pod_claim: Option<String>,
     /// `request: driver/pool/device` per allocated device (empty: not allocated).
@@ -452,6 +496,10 @@ impl Dra {
                 claim: c.key(),
                 pod_claim: match (&c.owner, c.annotations.get(ANN_POD_CLAIM_NAME)) {
                     (Some(o), Some(entry)) => Some(format!("{}/{}:{entry}", c.namespace, o.name)),
+                    // The claim serving a pod's DRA-backed extended resources.
+                    (Some(o), None) if c.is_extended_resource_claim() => {
+                        Some(format!("{}/{}:<extended-resources>", c.namespace, o.name))
+                    }
                     _ => None,
                 },
                 devices: c
@@ -592,20 +640,33 @@ impl Dra {
             }
         }
         for (pod, node) in bound {
+            let mut names: Vec<Arc<str>> = Vec::new();
             for pc in pod.spec.resource_claims.iter() {
-                let name = match pod.spec.claim_name(pc) {
-                    ClaimName::Named(n, _) => n,
-                    ClaimName::NotNeeded => continue,
-                    ClaimName::NotCreated => {
+                match pod.spec.claim_name(pc) {
+                    ClaimName::Named(n, _) => names.push(n),
+                    ClaimName::NotNeeded => {}
+                    ClaimName::NotCreated => out.push((
+                        Some(pod.key()),
+                        Some(node.name.to_string()),
+                        "claim missing",
+                        format!("claim entry {} has no claim", pc.name),
+                    )),
+                }
+            }
+            match &pod.spec.extended_resource_claim_status {
+                Some(e) => names.push(e.claim_name.clone()),
+                None => {
+                    if let Some(r) = self.unserved_extended_resource(pod, node) {
                         out.push((
                             Some(pod.key()),
                             Some(node.name.to_string()),
-                            "claim missing",
-                            format!("claim entry {} has no claim", pc.name),
+                            "extended resource not served",
+                            format!("{r}: the node's allocatable lacks it and no claim of the pod serves it"),
                         ));
-                        continue;
                     }
-                };
+                }
+            }
+            for name in names {
                 let Some(c) = self.claims.get(&key(&pod.namespace, &name)) else {
                     out.push((
                         Some(pod.key()),
@@ -658,6 +719,24 @@ impl Dra {
             }
         }
         out
+    }
+
+    /// An extended resource the pod asks for that the node's allocatable lacks and a
+    /// DeviceClass serves: DRA must have allocated it.
+    fn unserved_extended_resource(&self, pod: &Pod, node: &crate::model::Node) -> Option<Arc<str>> {
+        pod.spec
+            .requests
+            .scalar
+            .iter()
+            .filter(|(r, q)| *q > 0 && node.allocatable.scalar.get(r) == 0)
+            .find(|(r, _)| {
+                self.classes.values().any(|c| {
+                    c.extended_resource_name.as_deref() == Some(&**r)
+                        || r.strip_prefix(crate::model::dra::DEVICE_CLASS_RESOURCE_PREFIX)
+                            == Some(&*c.name)
+                })
+            })
+            .map(|(r, _)| r.clone())
     }
 }
 

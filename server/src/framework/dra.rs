@@ -42,6 +42,12 @@ pub struct DraState {
     in_flight_count: Vec<u32>,
     slices: BTreeMap<Arc<str>, Arc<ResourceSlice>>,
     classes: FxHashMap<Arc<str>, Arc<DeviceClass>>,
+    /// Extended resource name → the DeviceClass that serves it (upstream
+    /// `DeviceClassResolver`): each class's `extendedResourceName` and its implicit
+    /// `deviceclass.resource.kubernetes.io/<class>`. Rebuilt when a class changes.
+    extended: FxHashMap<Arc<str>, Arc<DeviceClass>>,
+    /// The claim made for a pod's DRA-backed extended resources, by the pod's UID.
+    extended_claims: FxHashMap<Arc<str>, NsName>,
     /// The slices indexed for the allocator; rebuilt after a slice changes.
     index: std::sync::Mutex<Option<Arc<SliceIndex>>>,
 }
@@ -162,24 +168,71 @@ impl SliceIndex {
         self.gather(node_name, labels).into()
     }
 
-    fn gather(&self, node_name: &str, labels: &Labels) -> Vec<GatheredPool> {
-        let mut pools: BTreeMap<PoolKey, Vec<NumberedSlice>> = BTreeMap::new();
+    /// Every slice (of any generation) with a device the node can reach.
+    fn reachable<'a>(
+        &'a self,
+        node_name: &'a str,
+        labels: &'a Labels,
+    ) -> impl Iterator<Item = &'a NumberedSlice> + 'a {
         let local = self
             .by_node
             .get(node_name)
             .map(Vec::as_slice)
             .unwrap_or_default();
-        let reachable = local
+        local
             .iter()
-            .chain(self.other.iter().filter(|s| match &s.slice.nodes {
+            .chain(self.other.iter().filter(move |s| match &s.slice.nodes {
                 NodeSelection::PerDevice => s.slice.devices.iter().any(|d| {
                     d.nodes
                         .as_ref()
                         .is_some_and(|n| n.matches(node_name, labels))
                 }),
                 n => n.matches(node_name, labels),
-            }));
-        for s in reachable {
+            }))
+    }
+
+    /// The node's devices of `class`, and how many of them are in use (upstream
+    /// `calculateDRAResourceTotals`, which scores DRA-backed extended resources: every
+    /// reachable slice counts, whatever its pool's generation; a selector that fails
+    /// to evaluate leaves the device out).
+    pub fn count_class_devices(
+        &self,
+        node_name: &str,
+        labels: &Labels,
+        class: &DeviceClass,
+        in_use: &DeviceSet,
+    ) -> (i64, i64) {
+        let (mut capacity, mut used) = (0, 0);
+        for ns in self.reachable(node_name, labels) {
+            let per_device = matches!(ns.slice.nodes, NodeSelection::PerDevice);
+            for (d, n) in ns.slice.devices.iter().zip(ns.numbers.iter()) {
+                if per_device
+                    && !d
+                        .nodes
+                        .as_ref()
+                        .is_some_and(|s| s.matches(node_name, labels))
+                {
+                    continue;
+                }
+                if !class
+                    .selectors
+                    .iter()
+                    .all(|p| matches!(d.matches(p), Ok(true)))
+                {
+                    continue;
+                }
+                capacity += 1;
+                if in_use.contains(*n) {
+                    used += 1;
+                }
+            }
+        }
+        (capacity, used)
+    }
+
+    fn gather(&self, node_name: &str, labels: &Labels) -> Vec<GatheredPool> {
+        let mut pools: BTreeMap<PoolKey, Vec<NumberedSlice>> = BTreeMap::new();
+        for s in self.reachable(node_name, labels) {
             let v = pools
                 .entry((s.slice.driver.clone(), s.slice.pool.name.clone()))
                 .or_default();
@@ -267,6 +320,78 @@ impl DraState {
 
     pub fn classes(&self) -> impl Iterator<Item = &Arc<DeviceClass>> {
         self.classes.values()
+    }
+
+    /// The DeviceClass serving an extended resource, if one does.
+    pub fn extended_class(&self, resource: &str) -> Option<&Arc<DeviceClass>> {
+        self.extended.get(resource)
+    }
+
+    /// Whether any DeviceClass serves an extended resource (every class does, by its
+    /// implicit name): false means no pod needs the lookups.
+    pub fn has_extended(&self) -> bool {
+        !self.extended.is_empty()
+    }
+
+    /// The claim made for `pod_uid`'s extended resources (upstream
+    /// `findExtendedResourceClaim`), as the scheduler sees it.
+    pub fn extended_claim_of(&self, pod_uid: &str) -> Option<&Arc<ResourceClaim>> {
+        let (ns, name) = self.extended_claims.get(pod_uid)?;
+        self.claim(ns, name)
+    }
+
+    /// Upstream's mapping: the implicit name always; for an explicit name claimed by
+    /// several classes, the newest class wins and, created in the same second, the
+    /// one whose name sorts first.
+    fn rebuild_extended(&mut self) {
+        let mut m: FxHashMap<Arc<str>, Arc<DeviceClass>> = FxHashMap::default();
+        for c in self.classes.values() {
+            m.insert(
+                format!(
+                    "{}{}",
+                    crate::model::dra::DEVICE_CLASS_RESOURCE_PREFIX,
+                    c.name
+                )
+                .into(),
+                c.clone(),
+            );
+        }
+        for c in self.classes.values() {
+            let Some(n) = &c.extended_resource_name else {
+                continue;
+            };
+            let wins = match m.get(n) {
+                None => true,
+                Some(o) => {
+                    let (a, b) = (c.creation_timestamp, o.creation_timestamp);
+                    a > b || (a == b && c.name < o.name)
+                }
+            };
+            if wins {
+                m.insert(n.clone(), c.clone());
+            }
+        }
+        self.extended = m;
+    }
+
+    /// Keeps `extended_claims` in step with a claim seen (`add`) or gone.
+    fn index_extended_claim(&mut self, c: &ResourceClaim, add: bool) {
+        if !c.is_extended_resource_claim() {
+            return;
+        }
+        let Some(owner) = &c.owner else {
+            return;
+        };
+        if add {
+            self.extended_claims
+                .insert(owner.uid.clone(), (c.namespace.clone(), c.name.clone()));
+        } else if self
+            .extended_claims
+            .get(&owner.uid)
+            .is_some_and(|(ns, n)| *ns == c.namespace && *n == c.name)
+        {
+            self.extended_claims.remove(&owner.uid);
+        }
     }
 
     /// Every slice, in name order.
@@ -406,6 +531,7 @@ impl DraStore {
             DraObject::ResourceClaim(c) => {
                 let k = key(&c.namespace, &c.name);
                 let mut old = None;
+                st.index_extended_claim(c, true);
                 st.change_claim(&k, |st| {
                     old = st.api_claims.insert(k.clone(), c.clone());
                     if let Some(a) = st.assumed.get(&k) {
@@ -431,10 +557,11 @@ impl DraStore {
                     .insert(s.name.clone(), s.clone())
                     .map(DraObject::ResourceSlice)
             }
-            DraObject::DeviceClass(c) => st
-                .classes
-                .insert(c.name.clone(), c.clone())
-                .map(DraObject::DeviceClass),
+            DraObject::DeviceClass(c) => {
+                let old = st.classes.insert(c.name.clone(), c.clone());
+                st.rebuild_extended();
+                old.map(DraObject::DeviceClass)
+            }
             // The scheduler reads no templates (the resourceclaim controller does).
             DraObject::ResourceClaimTemplate(_) => None,
         }
@@ -446,6 +573,7 @@ impl DraStore {
         match obj {
             DraObject::ResourceClaim(c) => {
                 let k = key(&c.namespace, &c.name);
+                st.index_extended_claim(c, false);
                 st.change_claim(&k, |st| {
                     st.api_claims.remove(&k);
                     st.assumed.remove(&k);
@@ -457,6 +585,7 @@ impl DraStore {
             }
             DraObject::DeviceClass(c) => {
                 st.classes.remove(&c.name);
+                st.rebuild_extended();
             }
             DraObject::ResourceClaimTemplate(_) => {}
         }
@@ -491,6 +620,7 @@ impl DraStore {
                 )
             });
             if !stale {
+                st.index_extended_claim(&claim, true);
                 st.assumed.insert(k.clone(), claim);
             }
         });

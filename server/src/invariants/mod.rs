@@ -248,6 +248,10 @@ pub struct EndPod<'a> {
     pub has_reason: bool,
     /// Being deleted (victims under their grace period).
     pub terminating: bool,
+    /// Extended resources DRA serves for the pod (its
+    /// `status.extendedResourceClaimStatus`): devices of a claim, not the node's
+    /// allocatable (the DRA check verifies the claim).
+    pub dra_resources: Vec<String>,
 }
 
 /// The ordering-independent Filters the checker recomputes, by upstream plugin name.
@@ -322,12 +326,15 @@ pub fn check<'a>(
         let mut total: BTreeMap<&str, i64> = BTreeMap::new();
         let mut pinned: BTreeMap<&str, i64> = BTreeMap::new();
         let mut grown: BTreeMap<&str, i64> = BTreeMap::new();
-        for (_, f) in pods {
+        for (p, f) in pods {
             for (r, v) in &f.grown_in_place {
                 let g = grown.entry(r).or_default();
                 *g = g.saturating_add(*v);
             }
             for (r, v) in &f.requests {
+                if p.dra_resources.iter().any(|d| d == r) {
+                    continue;
+                }
                 let t = total.entry(r).or_default();
                 *t = t.saturating_add(*v);
                 if f.pinned.is_some() {
@@ -589,6 +596,17 @@ pub fn check_api_server(
                         .any(|c| c.type_ == "PodScheduled" && c.status == "False")
                 }),
             terminating: p.metadata.deletion_timestamp.is_some(),
+            dra_resources: p
+                .status
+                .as_ref()
+                .and_then(|s| s.extended_resource_claim_status.as_ref())
+                .map(|e| {
+                    e.request_mappings
+                        .iter()
+                        .map(|m| m.resource_name.clone())
+                        .collect()
+                })
+                .unwrap_or_default(),
         })
         .collect();
     check(&facts, &node_facts, &end, &preemptions, filters_of)
@@ -641,12 +659,14 @@ mod tests {
                 node: Some("n"),
                 has_reason: false,
                 terminating: false,
+                dra_resources: vec![],
             },
             EndPod {
                 key: "default/b".into(),
                 node: Some("n"),
                 has_reason: false,
                 terminating: false,
+                dra_resources: vec![],
             },
         ];
         let all = |_: &str| Some(CHECKED_FILTERS.to_vec());

@@ -18,6 +18,12 @@ use super::taint::TaintEffect;
 pub const FINALIZER: &str = "resource.kubernetes.io/delete-protection";
 /// The annotation naming the pod's claim entry a generated claim was made for.
 pub const ANN_POD_CLAIM_NAME: &str = "resource.kubernetes.io/pod-claim-name";
+/// The annotation (value `"true"`) marking the claim the scheduler made for a pod's
+/// DRA-backed extended resources (upstream `ExtendedResourceClaimAnnotation`).
+pub const ANN_EXTENDED_RESOURCE_CLAIM: &str = "resource.kubernetes.io/extended-resource-claim";
+/// Every DeviceClass serves the extended resource `<prefix><class name>`
+/// (upstream `ResourceDeviceClassPrefix`).
+pub const DEVICE_CLASS_RESOURCE_PREFIX: &str = "deviceclass.resource.kubernetes.io/";
 /// At most this many consumers may reserve a claim (`ResourceClaimReservedForMaxSize`).
 pub const RESERVED_FOR_MAX_SIZE: usize = 256;
 /// At most this many devices in one claim's allocation (`AllocationResultsMaxSize`).
@@ -419,6 +425,11 @@ impl ResourceClaim {
         format!("{}/{}", self.namespace, self.name)
     }
 
+    /// Made by the scheduler for a pod's DRA-backed extended resources.
+    pub fn is_extended_resource_claim(&self) -> bool {
+        self.annotations.get(ANN_EXTENDED_RESOURCE_CLAIM) == Some("true")
+    }
+
     pub fn is_reserved_for(&self, uid: &str) -> bool {
         self.reserved_for.iter().any(|r| &*r.uid == uid)
     }
@@ -506,4 +517,35 @@ pub fn qualify(name: &str, driver: &str) -> Arc<str> {
     } else {
         format!("{driver}/{name}").into()
     }
+}
+
+/// One container's extended-resource requests (init containers first, then app
+/// containers, as upstream numbers them for DRA-backed extended resources).
+#[derive(Clone, Debug)]
+pub struct ContainerExtended {
+    pub name: Arc<str>,
+    /// An init container that is not a sidecar: it runs before the others, so what it
+    /// needs can be reused from them.
+    pub short_lived: bool,
+    /// All the container's request names, sorted: a device request is named by the
+    /// resource's position among them (`container-<i>-request-<j>`).
+    pub keys: Box<[Arc<str>]>,
+    /// Its extended resources and their integer quantities.
+    pub extended: Box<[(Arc<str>, i64)]>,
+}
+
+/// `status.extendedResourceClaimStatus`: which claim and request serves each
+/// container's extended resource.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExtendedResourceClaimStatus {
+    pub claim_name: Arc<str>,
+    pub mappings: Vec<RequestMapping>,
+}
+
+/// One `requestMappings` entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestMapping {
+    pub container: Arc<str>,
+    pub resource: Arc<str>,
+    pub request: Arc<str>,
 }

@@ -160,6 +160,12 @@ pub struct PodSpec {
     /// `status.resourceClaimStatuses`: the claim generated for each template entry
     /// (`None`: no claim needed), written by the resourceclaim controller.
     pub resource_claim_statuses: Box<[super::dra::PodClaimStatus]>,
+    /// Per container, its extended-resource requests, kept only for a pod that has
+    /// some: DynamicResources turns those a DeviceClass serves into device requests.
+    pub extended_containers: Option<Arc<[super::dra::ContainerExtended]>>,
+    /// `status.extendedResourceClaimStatus`: the claim serving the pod's DRA-backed
+    /// extended resources, written by the scheduler at PreBind.
+    pub extended_resource_claim_status: Option<Arc<super::dra::ExtendedResourceClaimStatus>>,
 }
 
 impl PodSpec {

@@ -215,6 +215,13 @@ pub fn is_extended_resource_name(name: &str) -> bool {
     name.contains('/')
 }
 
+/// Upstream `IsDRAExtendedResourceName`: an extended resource name, or the implicit
+/// name every DeviceClass serves (`deviceclass.resource.kubernetes.io/<class>`).
+pub fn is_dra_extended_resource_name(name: &str) -> bool {
+    is_extended_resource_name(name)
+        || name.starts_with(crate::model::dra::DEVICE_CLASS_RESOURCE_PREFIX)
+}
+
 /// Upstream `IsNativeResource`: no domain, or the `kubernetes.io/` domain.
 pub fn is_native_resource(name: &str) -> bool {
     !name.contains('/') || is_prefixed_native_resource(name)

@@ -367,6 +367,13 @@ pub fn build(
                 has_reason: r.condition.is_some() || gated.contains_key(&r.pod.uid),
                 terminating: r.pod.deletion_timestamp.is_some()
                     || cluster.is_terminating(&r.pod.uid),
+                dra_resources: r
+                    .pod
+                    .spec
+                    .extended_resource_claim_status
+                    .iter()
+                    .flat_map(|e| e.mappings.iter().map(|m| m.resource.to_string()))
+                    .collect(),
             })
             .collect();
         let filters_of = |name: &str| {

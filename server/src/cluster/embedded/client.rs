@@ -174,6 +174,53 @@ impl ClusterClient for EmbeddedCluster {
         })
     }
 
+    fn create_claim<'a>(
+        &'a self,
+        claim: &'a crate::model::dra::ResourceClaim,
+        generate_name: &'a str,
+    ) -> BoxFuture<'a, Result<Arc<crate::model::dra::ResourceClaim>, ClientError>> {
+        Box::pin(async move {
+            self.dra_write(|d, rv| d.create_claim(claim, generate_name, rv, &super::name_suffix))
+                .map_err(ClientError::Other)
+        })
+    }
+
+    fn delete_claim<'a>(
+        &'a self,
+        claim: &'a crate::model::dra::ResourceClaim,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(async move {
+            let mut st = self.lock();
+            if let Some(ev) = st.dra.delete_claim(claim) {
+                st.emit(ev);
+            }
+            Ok(())
+        })
+    }
+
+    fn set_extended_resource_claim_status<'a>(
+        &'a self,
+        pod: &'a Pod,
+        status: &'a crate::model::dra::ExtendedResourceClaimStatus,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(async move {
+            let mut st = self.lock();
+            if !st.pods.contains_key(&pod.uid) {
+                return Err(ClientError::NotFound(format!(
+                    "pods \"{}\" not found",
+                    pod.name
+                )));
+            }
+            let status = Arc::new(status.clone());
+            Self::update_pod(&mut st, &pod.uid, |p| {
+                let mut spec = (*p.spec).clone();
+                spec.extended_resource_claim_status = Some(status);
+                p.spec = Arc::new(spec);
+            });
+            Ok(())
+        })
+    }
+
     fn bind_volume<'a>(
         &'a self,
         pv: &'a crate::model::storage::PersistentVolume,

@@ -193,6 +193,137 @@ impl KubernetesCluster {
         Err(last.unwrap_or_else(|| ClientError::Conflict(format!("claim {}", claim.key()))))
     }
 
+    /// PreBind for DRA-backed extended resources: the claim created with its
+    /// finalizer (upstream creates it, then adds the finalizer in a second write).
+    pub(super) async fn create_claim_api(
+        &self,
+        claim: &ResourceClaim,
+        generate_name: &str,
+    ) -> Result<Arc<ResourceClaim>, ClientError> {
+        let owner = claim.owner.as_ref().map(|o| {
+            json!([{"apiVersion": &*o.api_version, "kind": &*o.kind, "name": &*o.name,
+                    "uid": &*o.uid, "controller": true}])
+        });
+        let annotations: serde_json::Map<String, serde_json::Value> = claim
+            .annotations
+            .iter()
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect();
+        let finalizers: Vec<&str> = claim.finalizers.iter().map(|f| &**f).collect();
+        let body = json!({
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {
+                "generateName": generate_name,
+                "namespace": &*claim.namespace,
+                "ownerReferences": owner,
+                "annotations": annotations,
+                "finalizers": finalizers,
+            },
+            "spec": &*claim.spec.raw,
+        });
+        let obj: resource::ResourceClaim = serde_json::from_value(body)
+            .map_err(|e| ClientError::Other(format!("resourceclaim to create: {e}")))?;
+        self.limiter.acquire().await;
+        let _permit = self.writes.acquire().await;
+        match self
+            .claims(&claim.namespace)
+            .create(&Default::default(), &obj)
+            .await
+        {
+            Ok(c) => model(&c),
+            Err(e) => {
+                let what = format!("{}/{generate_name}", claim.namespace);
+                report_api_error("create", "resourceclaims", &what, &e);
+                Err(client_error(
+                    &format!("resourceclaims.resource.k8s.io {generate_name:?}"),
+                    e,
+                ))
+            }
+        }
+    }
+
+    /// Unreserve and PostFilter (upstream `deleteClaim`): the finalizer removed, then
+    /// the claim deleted; one already gone is no error.
+    pub(super) async fn delete_claim_api(&self, claim: &ResourceClaim) -> Result<(), ClientError> {
+        let mut cur = Arc::new(claim.clone());
+        for attempt in 0..RETRIES {
+            if attempt > 0 {
+                cur = match self.get_claim(claim).await {
+                    Ok(c) => c,
+                    Err(ClientError::NotFound(_)) => return Ok(()),
+                    Err(e) => return Err(e),
+                };
+            }
+            if !cur.finalizers.iter().any(|f| &**f == FINALIZER) {
+                break;
+            }
+            let finalizers: Vec<&str> = cur
+                .finalizers
+                .iter()
+                .map(|f| &**f)
+                .filter(|f| *f != FINALIZER)
+                .collect();
+            let body = json!({"metadata": {
+                "resourceVersion": cur.resource_version.as_deref(),
+                "finalizers": finalizers,
+            }});
+            match self.patch_claim(&cur, false, body).await {
+                Ok(_) => break,
+                Err(ClientError::NotFound(_)) => return Ok(()),
+                Err(e) if is_conflict(&e) && attempt + 1 < RETRIES => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        self.limiter.acquire().await;
+        let _permit = self.writes.acquire().await;
+        match self
+            .claims(&claim.namespace)
+            .delete(&claim.name, &Default::default())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) => match client_error(
+                &format!("resourceclaims.resource.k8s.io {:?}", claim.name),
+                e,
+            ) {
+                ClientError::NotFound(_) => Ok(()),
+                e => Err(e),
+            },
+        }
+    }
+
+    /// PreBind: the pod's `status.extendedResourceClaimStatus`.
+    pub(super) async fn set_extended_resource_claim_status_api(
+        &self,
+        pod: &Pod,
+        status: &crate::model::dra::ExtendedResourceClaimStatus,
+    ) -> Result<(), ClientError> {
+        let mappings: Vec<serde_json::Value> = status
+            .mappings
+            .iter()
+            .map(|m| json!({"containerName": &*m.container, "resourceName": &*m.resource, "requestName": &*m.request}))
+            .collect();
+        let body = json!({"status": {"extendedResourceClaimStatus": {
+            "requestMappings": mappings,
+            "resourceClaimName": &*status.claim_name,
+        }}});
+        self.limiter.acquire().await;
+        let _permit = self.writes.acquire().await;
+        let api: Api<k8s_openapi::api::core::v1::Pod> =
+            Api::namespaced(self.client.clone(), &pod.namespace);
+        match api
+            .patch_status(&pod.name, &PatchParams::default(), &Patch::Merge(body))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                report_api_error("patch", "pods/status", &pod.key(), &e);
+                Err(client_error(&format!("pods {:?}", pod.name), e))
+            }
+        }
+    }
+
     /// PostFilter: the claim deallocated (one conditional status write, no retry).
     pub(super) async fn deallocate_claim_api(
         &self,

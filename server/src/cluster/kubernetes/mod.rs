@@ -230,6 +230,29 @@ impl ClusterClient for KubernetesCluster {
         Box::pin(self.deallocate_claim_api(claim))
     }
 
+    fn create_claim<'a>(
+        &'a self,
+        claim: &'a crate::model::dra::ResourceClaim,
+        generate_name: &'a str,
+    ) -> BoxFuture<'a, Result<Arc<crate::model::dra::ResourceClaim>, ClientError>> {
+        Box::pin(self.create_claim_api(claim, generate_name))
+    }
+
+    fn delete_claim<'a>(
+        &'a self,
+        claim: &'a crate::model::dra::ResourceClaim,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(self.delete_claim_api(claim))
+    }
+
+    fn set_extended_resource_claim_status<'a>(
+        &'a self,
+        pod: &'a Pod,
+        status: &'a crate::model::dra::ExtendedResourceClaimStatus,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(self.set_extended_resource_claim_status_api(pod, status))
+    }
+
     fn bind<'a>(&'a self, pod: &'a Pod, node: &'a str) -> BoxFuture<'a, Result<(), ClientError>> {
         Box::pin(async move {
             self.limiter.acquire().await;

@@ -32,11 +32,17 @@ pub fn device_class_from_k8s(c: &resource::DeviceClass) -> Result<DeviceClass> {
         .enumerate()
         .map(|(i, c)| opaque(c.opaque.as_ref(), &format!("spec.config[{i}]")))
         .collect::<Result<_>>()?;
-    if spec.extended_resource_name.is_some() {
-        return Err(err(
-            "spec.extendedResourceName",
-            "not supported yet: Switchyard does not serve extended resources through DRA (DRAExtendedResource)",
-        ));
+    // Upstream `validateDeviceClassSpec`: a qualified name that is an extended
+    // resource name (a domain other than kubernetes.io, no `requests.` prefix).
+    if let Some(n) = spec.extended_resource_name.as_deref() {
+        if !crate::model::labels::is_qualified_name(n)
+            || !crate::model::resource::is_extended_resource_name(n)
+        {
+            return Err(err(
+                "spec.extendedResourceName",
+                format!("Invalid value: {n:?}: must be a valid extended resource name (a qualified name with a domain other than kubernetes.io, such as example.com/gpu)"),
+            ));
+        }
     }
     Ok(DeviceClass {
         name,

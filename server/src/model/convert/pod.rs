@@ -153,6 +153,7 @@ pub fn pod_from_k8s(
 
     let host_ports = host_ports(spec)?;
     let (resource_claims, resource_claim_statuses) = super::dra::pod_resource_claims(spec, status)?;
+    let extended_containers = super::requests::extended_containers(spec);
     let (images, image_slots) = images(spec);
 
     let node_selector = spec
@@ -248,6 +249,23 @@ pub fn pod_from_k8s(
         required_features: crate::model::features::required_by_pod(spec),
         resource_claims,
         resource_claim_statuses,
+        extended_containers,
+        extended_resource_claim_status: status
+            .and_then(|s| s.extended_resource_claim_status.as_ref())
+            .map(|e| {
+                Arc::new(crate::model::dra::ExtendedResourceClaimStatus {
+                    claim_name: e.resource_claim_name.as_str().into(),
+                    mappings: e
+                        .request_mappings
+                        .iter()
+                        .map(|m| crate::model::dra::RequestMapping {
+                            container: m.container_name.as_str().into(),
+                            resource: m.resource_name.as_str().into(),
+                            request: m.request_name.as_str().into(),
+                        })
+                        .collect(),
+                })
+            }),
     };
     Ok(Pod {
         uid: uid.into(),

@@ -69,6 +69,63 @@ impl Sum {
     }
 }
 
+/// Each container's extended-resource requests (requests, limits standing in), or
+/// `None` when no container asks for an extended resource.
+pub(super) fn extended_containers(
+    spec: &core::PodSpec,
+) -> Option<Arc<[crate::model::dra::ContainerExtended]>> {
+    use crate::model::resource::is_dra_extended_resource_name;
+    let any = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(spec.containers.iter())
+        .filter_map(|c| c.resources.as_ref())
+        .any(|r| {
+            r.requests
+                .iter()
+                .chain(r.limits.iter())
+                .flat_map(|m| m.keys())
+                .any(|k| is_dra_extended_resource_name(k))
+        });
+    if !any {
+        return None;
+    }
+    let inits = spec.init_containers.iter().flatten().map(|c| {
+        let sidecar = c.restart_policy.as_deref() == Some("Always");
+        (c, !sidecar)
+    });
+    let out: Vec<crate::model::dra::ContainerExtended> = inits
+        .chain(spec.containers.iter().map(|c| (c, false)))
+        .map(|(c, short_lived)| {
+            let mut merged: BTreeMap<&str, &K8sQuantity> = BTreeMap::new();
+            if let Some(r) = &c.resources {
+                for (k, v) in r.requests.iter().flatten() {
+                    merged.insert(k, v);
+                }
+                for (k, v) in r.limits.iter().flatten() {
+                    merged.entry(k).or_insert(v);
+                }
+            }
+            let extended = merged
+                .iter()
+                .filter(|(k, _)| is_dra_extended_resource_name(k))
+                .filter_map(|(k, v)| {
+                    let q = Quantity::parse(&v.0).ok()?;
+                    Some((Arc::from(*k), q.value()))
+                })
+                .collect();
+            crate::model::dra::ContainerExtended {
+                name: c.name.as_str().into(),
+                short_lived,
+                keys: merged.keys().map(|k| Arc::from(*k)).collect(),
+                extended,
+            }
+        })
+        .collect();
+    Some(out.into())
+}
+
 /// Upstream's three per-container views of a running pod.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum View {

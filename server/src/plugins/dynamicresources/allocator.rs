@@ -41,7 +41,7 @@ pub enum AllocError {
 }
 
 /// One request or subrequest as the search sees it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct RequestData {
     /// The name in results: `request` or `request/subrequest`.
     pub result_name: Arc<str>,
@@ -53,7 +53,7 @@ pub struct RequestData {
 
 /// A claim to allocate: its requests, each with its alternatives (one, or the
 /// subrequests of `firstAvailable` in order).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ClaimData {
     pub claim: Arc<ResourceClaim>,
     pub requests: Vec<Vec<RequestData>>,

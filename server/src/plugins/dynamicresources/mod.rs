@@ -19,6 +19,7 @@
 //! DRA devices are never a reason to preempt.
 
 mod allocator;
+mod extended;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -36,12 +37,16 @@ use crate::framework::interface::{
     PreScorePlugin, ReservePlugin, ScorePlugin,
 };
 use crate::framework::{CycleState, Handle, NodeInfo, PluginFactory, Status};
-use crate::model::dra::{ClaimName, DraObject, RequestKind, ResourceClaim, FINALIZER};
+use crate::model::dra::{
+    ClaimName, DraObject, ExtendedResourceClaimStatus, RequestKind, RequestMapping, ResourceClaim,
+    FINALIZER,
+};
 use crate::model::Pod;
 use crate::plugins::helper::{decode_args, default_normalize_score, missing_state, MAX_SCORE};
 
 use allocator::{allocate, ClaimData, Prepared, RequestData};
 pub use allocator::{AllocError, ClaimAllocation};
+use extended::{Extended, ForNode, SPECIAL_CLAIM_NAME};
 
 pub const NAME: &str = "DynamicResources";
 pub const ERR_CANNOT_ALLOCATE: &str = "cannot allocate all claims";
@@ -86,8 +91,18 @@ struct PodClaim {
 #[derive(Clone)]
 struct PreFilterRan;
 
+/// What Filter allocated on a node: the claims it allocated (`prep`, the pod's
+/// unallocated claims and, where DRA serves extended resources, that claim as the
+/// node needs it) and their allocations in the same order.
+struct NodeResult {
+    prep: Arc<Prepared>,
+    allocs: Vec<ClaimAllocation>,
+    /// Which request of the extended-resource claim serves which container.
+    mappings: Option<Arc<[RequestMapping]>>,
+}
+
 /// Filter's allocations per node.
-type NodeAllocations = FxHashMap<Arc<str>, Arc<Vec<ClaimAllocation>>>;
+type NodeAllocations = FxHashMap<Arc<str>, Arc<NodeResult>>;
 
 #[derive(Clone)]
 struct StateData {
@@ -101,6 +116,12 @@ struct StateData {
     unavailable: Arc<Mutex<FxHashSet<usize>>>,
     /// Set by Reserve: the claims it allocated (with their allocation) for PreBind.
     reserved: Vec<Arc<ResourceClaim>>,
+    /// The pod's DRA-backed extended resources, if a DeviceClass serves any.
+    extended: Option<Arc<Extended>>,
+    /// Set by Reserve: the extended-resource claim's request mappings on the node.
+    ext_mappings: Option<Arc<[RequestMapping]>>,
+    /// The extended-resource claim once PreBind created it (Unreserve deletes it).
+    created: Arc<Mutex<Option<Arc<ResourceClaim>>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -309,26 +330,38 @@ impl PreFilterPlugin for DynamicResources {
         _snapshot: &Snapshot,
     ) -> (Option<PreFilterResult>, Status) {
         state.write(PreFilterRan);
-        if pod.spec.resource_claims.is_empty() {
+        let mut extended = match &pod.spec.extended_containers {
+            Some(_) => Extended::for_pod(pod, &self.dra.read()),
+            None => None,
+        };
+        if pod.spec.resource_claims.is_empty() && extended.is_none() {
             return (None, Status::skip());
         }
         let claims = match self.pod_claims(pod) {
             Ok(c) => c,
             Err(msg) => return (None, Status::unresolvable(msg)),
         };
-        if claims.is_empty() {
+        if claims.is_empty() && extended.is_none() {
             return (None, Status::skip());
         }
         let prepared = match self.prepare(pod, &claims) {
             Ok(p) => p.map(Arc::new),
             Err(s) => return (None, s),
         };
+        if let Some(x) = &mut extended {
+            if !x.is_stale() {
+                x.prepare_full(prepared.as_deref(), &self.dra.read(), self.filter_timeout);
+            }
+        }
         state.write(StateData {
             claims: Arc::new(claims),
             prepared,
             by_node: Arc::default(),
             unavailable: Arc::default(),
             reserved: Vec::new(),
+            extended: extended.map(Arc::new),
+            ext_mappings: None,
+            created: Arc::default(),
         });
         (None, Status::success())
     }
@@ -356,12 +389,27 @@ impl FilterPlugin for DynamicResources {
                 }
             }
         }
-        let Some(prep) = &s.prepared else {
+        let (prep, mappings) = match &s.extended {
+            None => (s.prepared.clone(), None),
+            Some(x) => {
+                match x.for_node(node, s.prepared.as_deref(), &self.dra, self.filter_timeout) {
+                    Err(status) => return status,
+                    Ok(ForNode::Nothing) => (s.prepared.clone(), None),
+                    Ok(ForNode::Allocate(p, m)) => (Some(p), Some(m)),
+                }
+            }
+        };
+        let Some(prep) = prep else {
             return Status::success();
         };
-        match allocate(prep, n) {
-            Ok(Some(a)) => {
-                lock(&s.by_node).insert(n.name.clone(), Arc::new(a));
+        match allocate(&prep, n) {
+            Ok(Some(allocs)) => {
+                let r = NodeResult {
+                    prep,
+                    allocs,
+                    mappings,
+                };
+                lock(&s.by_node).insert(n.name.clone(), Arc::new(r));
                 Status::success()
             }
             Ok(None) => Status::unresolvable(ERR_CANNOT_ALLOCATE),
@@ -387,7 +435,7 @@ impl PostFilterPlugin for DynamicResources {
             }
             return (None, Status::error("not found"));
         };
-        if s.claims.is_empty() {
+        if s.claims.is_empty() && s.extended.is_none() {
             return (None, Status::unschedulable("no new claims to deallocate"));
         }
         let mut unavailable: Vec<usize> = lock(&s.unavailable).iter().copied().collect();
@@ -409,6 +457,17 @@ impl PostFilterPlugin for DynamicResources {
                     )
                 }
                 Err(e) => (None, Status::error(e.to_string())),
+            };
+        }
+        // A claim an earlier cycle made for the extended resources is stale: delete it
+        // so the next attempt starts anew.
+        if let Some(x) = s.extended.as_ref().filter(|x| x.is_stale()) {
+            return match self.delete_claim(x.claim.clone()) {
+                Ok(()) => (
+                    None,
+                    Status::unschedulable("deletion of ResourceClaim completed"),
+                ),
+                Err(e) => (None, Status::error(e)),
             };
         }
         (None, Status::unschedulable("still not schedulable"))
@@ -448,14 +507,11 @@ impl ScorePlugin for DynamicResources {
         let Some(s) = state.read::<StateData>() else {
             return Err(missing_state(NAME));
         };
-        let Some(allocs) = lock(&s.by_node).get(&node.node().name).cloned() else {
-            return Ok(0);
-        };
-        let Some(prep) = &s.prepared else {
+        let Some(r) = lock(&s.by_node).get(&node.node().name).cloned() else {
             return Ok(0);
         };
         let mut score = 0;
-        for (cd, a) in prep.claims.iter().zip(allocs.iter()) {
+        for (cd, a) in r.prep.claims.iter().zip(r.allocs.iter()) {
             for (ri, alts) in cd.requests.iter().enumerate() {
                 if alts.first().is_some_and(|r| r.sub.is_some()) {
                     score += FIRST_AVAILABLE_MAX - a.chosen.get(ri).copied().unwrap_or(0) as i64;
@@ -486,14 +542,16 @@ impl ReservePlugin for DynamicResources {
         let Some(s) = state.read_mut::<StateData>() else {
             return Status::success();
         };
-        let Some(prep) = s.prepared.clone() else {
-            return Status::success();
-        };
-        let Some(allocs) = lock(&s.by_node).get(node).cloned() else {
+        let Some(r) = lock(&s.by_node).get(node).cloned() else {
+            if s.prepared.is_none() {
+                // Nothing to allocate here (extended resources from device plugins).
+                return Status::success();
+            }
             return Status::error(format!("claims not allocated for node {node}"));
         };
-        let mut reserved = Vec::with_capacity(allocs.len());
-        for (cd, a) in prep.claims.iter().zip(allocs.iter()) {
+        s.ext_mappings = r.mappings.clone();
+        let mut reserved = Vec::with_capacity(r.allocs.len());
+        for (cd, a) in r.prep.claims.iter().zip(r.allocs.iter()) {
             let mut c = (*cd.claim).clone();
             c.allocation = Some(Arc::new(a.allocation(cd)));
             if !c.finalizers.iter().any(|f| &**f == FINALIZER) {
@@ -515,6 +573,9 @@ impl ReservePlugin for DynamicResources {
         };
         for c in s.reserved.drain(..) {
             self.dra.end_allocation(&c.uid);
+        }
+        if let Some(created) = lock(&s.created).take() {
+            self.spawn_delete(created);
         }
         // Claims PreBind already wrote: take the pod out of their reservedFor again.
         let written: Vec<Arc<ResourceClaim>> = s
@@ -548,7 +609,7 @@ impl ReservePlugin for DynamicResources {
 impl PreBindPlugin for DynamicResources {
     fn pre_bind_pre_flight(&self, state: &CycleState, _pod: &Pod, _node: &str) -> Status {
         match state.read::<StateData>() {
-            Some(s) if !s.claims.is_empty() => Status::success(),
+            Some(s) if !s.claims.is_empty() || !s.reserved.is_empty() => Status::success(),
             _ => Status::skip(),
         }
     }
@@ -588,8 +649,91 @@ impl PreBindPlugin for DynamicResources {
                     }
                 }
             }
+            if let Some(c) = s.reserved.iter().find(|c| &*c.name == SPECIAL_CLAIM_NAME) {
+                return self.bind_extended(s, c, pod).await;
+            }
             Status::success()
         })
+    }
+}
+
+impl DynamicResources {
+    /// PreBind for the extended-resource claim (upstream `bindClaim` with
+    /// `createExtendedResourceClaimInAPI` and `patchPodExtendedResourceClaimStatus`):
+    /// created with its finalizer (one write fewer than upstream's create then
+    /// update), allocated and reserved for the pod, then named in the pod's status.
+    async fn bind_extended(&self, s: &StateData, c: &Arc<ResourceClaim>, pod: &Arc<Pod>) -> Status {
+        let client = &self.handle.client;
+        let generate_name = format!("{}-extended-resources-", pod.name);
+        let created = match client.create_claim(c, &generate_name).await {
+            Ok(created) => created,
+            Err(e) => {
+                return Status::error(format!(
+                    "create claim for extended resources {}: {e}",
+                    pod.key()
+                ))
+            }
+        };
+        *lock(&s.created) = Some(created.clone());
+        self.dra.assume(created.clone());
+        match client
+            .reserve_claim(&created, c.allocation.as_deref(), pod)
+            .await
+        {
+            Ok(updated) => {
+                self.dra.assume(updated);
+                self.dra.end_allocation(&c.uid);
+            }
+            Err(e) => {
+                return Status::error(format!(
+                    "add allocation and reservation to claim {}: {e}",
+                    created.key()
+                ))
+            }
+        }
+        let status = ExtendedResourceClaimStatus {
+            claim_name: created.name.clone(),
+            mappings: s.ext_mappings.as_deref().unwrap_or_default().to_vec(),
+        };
+        if let Err(e) = client
+            .set_extended_resource_claim_status(pod, &status)
+            .await
+        {
+            return Status::error(format!(
+                "update pod {} ExtendedResourceClaimStatus: {e}",
+                pod.key()
+            ));
+        }
+        Status::success()
+    }
+
+    /// Deletes a claim in the background (Unreserve).
+    fn spawn_delete(&self, claim: Arc<ResourceClaim>) {
+        if let Some(services) = self.handle.services() {
+            let client = self.handle.client.clone();
+            let dra = self.dra.clone();
+            services.spawn(Box::pin(async move {
+                if client.delete_claim(&claim).await.is_ok() {
+                    dra.restore(&claim.namespace, &claim.name);
+                }
+            }));
+        }
+    }
+
+    /// Deletes a claim and waits (PostFilter, as upstream's synchronous call there).
+    fn delete_claim(&self, claim: Arc<ResourceClaim>) -> Result<(), String> {
+        let Some(services) = self.handle.services() else {
+            return Err("cannot delete a claim outside a running scheduler".into());
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        let client = self.handle.client.clone();
+        services.spawn(Box::pin(async move {
+            let _ = tx.send(client.delete_claim(&claim).await);
+        }));
+        match rx.recv_timeout(DEALLOCATE_TIMEOUT) {
+            Ok(r) => r.map_err(|e| e.to_string()),
+            Err(_) => Err("timed out deleting the claim".into()),
+        }
     }
 }
 

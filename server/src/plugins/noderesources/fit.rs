@@ -8,14 +8,16 @@ use serde::Deserialize;
 
 use super::resource_allocation::{
     allocatable_and_requested, default_resources, least_requested_score, most_requested_score,
-    pod_request, BrokenLinear, ResourceSpec, WeightedResource,
+    pod_request, BrokenLinear, ResourceKind, ResourceSpec, WeightedResource,
 };
 use crate::cache::Snapshot;
+use crate::framework::dra::{DeviceSet, DraStore, SliceIndex};
 use crate::framework::events::{ActionType, ClusterEventWithHint, EventResource, QueueingHint};
 use crate::framework::interface::{
     FilterPlugin, Plugin, PreFilterPlugin, PreFilterResult, PreScorePlugin, ScorePlugin,
 };
 use crate::framework::{Code, CycleState, Handle, NodeInfo, PluginFactory, Status};
+use crate::model::dra::{DeviceClass, DraObject, DEVICE_CLASS_RESOURCE_PREFIX};
 use crate::model::labels::is_qualified_name;
 use crate::model::resource::is_extended_resource_name;
 use crate::model::resource::ScalarResources;
@@ -73,6 +75,9 @@ pub struct Fit {
     strategy: Strategy,
     resources: Vec<WeightedResource>,
     shape: BrokenLinear,
+    /// The DRA objects, for extended resources a DeviceClass serves (upstream
+    /// DRAExtendedResource, on in v1.36): `None` outside a scheduler.
+    dra: Option<Arc<DraStore>>,
 }
 
 /// One reason the pod does not fit (upstream `InsufficientResource`).
@@ -93,6 +98,9 @@ struct ScalarCheck {
     hash: u64,
     quantity: i64,
     reason: Cow<'static, str>,
+    /// A DeviceClass serves this resource: on a node whose allocatable lacks it,
+    /// DynamicResources allocates devices instead (upstream `shouldDelegateResourceToDRA`).
+    dra_backed: bool,
 }
 
 /// What PreFilter works out once per pod (upstream `preFilterState`): the scalar checks,
@@ -121,6 +129,11 @@ impl Fit {
     /// The scalar checks for `req`. `intern`: reasons interned (once per pod) rather than
     /// owned.
     fn scalar_checks(&self, req: &Resource, intern: bool) -> PreFilterState {
+        if req.scalar.is_empty() {
+            return PreFilterState::default();
+        }
+        let dra = self.dra.as_ref().map(|d| d.read());
+        let dra = dra.as_ref().filter(|d| d.has_extended());
         let scalars = req
             .scalar
             .iter()
@@ -136,6 +149,7 @@ impl Fit {
                     } else {
                         Cow::Owned(reason)
                     },
+                    dra_backed: dra.is_some_and(|d| d.extended_class(name).is_some()),
                 }
             })
             .collect();
@@ -188,6 +202,9 @@ impl Fit {
         }
         for c in scalars {
             let avail = a.scalar.get_hashed(&c.name, c.hash);
+            if c.dra_backed && avail == 0 {
+                continue;
+            }
             if c.quantity > avail - r.scalar.get_hashed(&c.name, c.hash) {
                 out.push(Insufficient {
                     reason: c.reason.clone(),
@@ -213,6 +230,18 @@ impl Fit {
 struct PreScoreState {
     /// Pod requests per configured resource, non-zero defaults for CPU and memory.
     requests: Arc<[i64]>,
+    /// Per configured resource: the DeviceClass serving it, when one does and the pod
+    /// asks for it (upstream `draPreScoreState`); with the devices in use.
+    dra: Option<Arc<DraScoring>>,
+}
+
+/// What scoring a DRA-backed extended resource reads: on a node whose allocatable
+/// lacks the resource, its capacity is the node's devices of the class and its use
+/// those of them allocated (upstream `calculateDRAResourceTotals`).
+struct DraScoring {
+    classes: Vec<Option<Arc<DeviceClass>>>,
+    index: Arc<SliceIndex>,
+    allocated: DeviceSet,
 }
 
 impl Plugin for Fit {
@@ -238,6 +267,7 @@ impl Plugin for Fit {
             strategy: self.strategy,
             resources: vec![],
             shape: BrokenLinear(vec![]),
+            dra: self.dra.clone(),
         });
         Some(vec![
             // A deleted pod, or (InPlacePodVerticalScaling, on in v1.36) an assigned
@@ -306,6 +336,28 @@ impl Plugin for Fit {
                     }
                 },
             ),
+            // A class now serving an extended resource the pod asks for (upstream
+            // `isSchedulableAfterDeviceClassEvent`).
+            ClusterEventWithHint::with_hint(
+                EventResource::DeviceClass,
+                ActionType::ADD.union(ActionType::UPDATE),
+                |pod, _old, new| {
+                    let Some(DraObject::DeviceClass(c)) = new.and_then(|n| n.as_dra()) else {
+                        return QueueingHint::QueueSkip;
+                    };
+                    let implicit = format!("{DEVICE_CLASS_RESOURCE_PREFIX}{}", c.name);
+                    let asks = pod.spec.requests.scalar.iter().any(|(k, v)| {
+                        v > 0
+                            && (**k == *implicit
+                                || c.extended_resource_name.as_deref() == Some(&**k))
+                    });
+                    if asks {
+                        QueueingHint::Queue
+                    } else {
+                        QueueingHint::QueueSkip
+                    }
+                },
+            ),
         ])
     }
 }
@@ -362,8 +414,10 @@ impl PreScorePlugin for Fit {
             .iter()
             .map(|r| pod_request(pod, &r.kind, true))
             .collect();
+        let dra = self.dra_scoring(&requests);
         state.write(PreScoreState {
             requests: requests.into(),
+            dra,
         });
         Status::success()
     }
@@ -395,14 +449,61 @@ impl ScorePlugin for Fit {
 }
 
 impl Fit {
+    /// The DRA side of scoring, when a configured resource the pod asks for is served
+    /// by a DeviceClass.
+    fn dra_scoring(&self, requests: &[i64]) -> Option<Arc<DraScoring>> {
+        let st = self.dra.as_ref()?.read();
+        if !st.has_extended() {
+            return None;
+        }
+        let classes: Vec<Option<Arc<DeviceClass>>> = self
+            .resources
+            .iter()
+            .zip(requests)
+            .map(|(r, &q)| match &r.kind {
+                ResourceKind::Scalar(n) if q > 0 => st.extended_class(n).cloned(),
+                _ => None,
+            })
+            .collect();
+        if classes.iter().all(Option::is_none) {
+            return None;
+        }
+        Some(Arc::new(DraScoring {
+            classes,
+            index: st.slice_index(),
+            allocated: st.allocated_devices(),
+        }))
+    }
+
+    /// `(allocatable, requested with the pod)` for the `i`th configured resource,
+    /// counting devices for a DRA-backed one the node's allocatable lacks.
+    #[inline]
+    fn resource_totals(&self, s: &PreScoreState, i: usize, node: &NodeInfo) -> (i64, i64) {
+        let (r, req) = (&self.resources[i], s.requests[i]);
+        if let (Some(d), ResourceKind::Scalar(n)) = (&s.dra, &r.kind) {
+            if let Some(class) = &d.classes[i] {
+                if node.allocatable.scalar.get(n) == 0 {
+                    let n = node.node();
+                    let (cap, used) =
+                        d.index
+                            .count_class_devices(&n.name, &n.labels, class, &d.allocated);
+                    if cap > 0 {
+                        return (cap, used.saturating_add(req));
+                    }
+                }
+            }
+        }
+        allocatable_and_requested(node, &r.kind, req, false)
+    }
+
     #[inline]
     fn score_with(&self, s: &PreScoreState, node: &NodeInfo) -> i64 {
         let mut node_score: i64 = 0;
         let mut weight_sum: i64 = 0;
         match self.strategy {
             Strategy::RequestedToCapacityRatio => {
-                for (r, &req) in self.resources.iter().zip(s.requests.iter()) {
-                    let (alloc, requested) = allocatable_and_requested(node, &r.kind, req, false);
+                for (i, r) in self.resources.iter().enumerate() {
+                    let (alloc, requested) = self.resource_totals(s, i, node);
                     if alloc == 0 {
                         continue;
                     }
@@ -424,8 +525,8 @@ impl Fit {
                 (node_score as f64 / weight_sum as f64).round() as i64
             }
             strategy => {
-                for (r, &req) in self.resources.iter().zip(s.requests.iter()) {
-                    let (alloc, requested) = allocatable_and_requested(node, &r.kind, req, false);
+                for (i, r) in self.resources.iter().enumerate() {
+                    let (alloc, requested) = self.resource_totals(s, i, node);
                     if alloc == 0 {
                         continue;
                     }
@@ -510,6 +611,7 @@ fn build(args: Option<&serde_json::Value>) -> Result<Fit, String> {
         strategy,
         resources: resources.iter().map(WeightedResource::from_spec).collect(),
         shape: shape.unwrap_or(BrokenLinear(vec![])),
+        dra: None,
     })
 }
 
@@ -549,7 +651,11 @@ pub fn validate_shape(shape: &[ShapePoint], field: &str) -> Result<BrokenLinear,
 }
 
 pub fn factory() -> PluginFactory {
-    Arc::new(|args, _h: &Arc<Handle>| Ok(Arc::new(build(args)?) as Arc<dyn Plugin>))
+    Arc::new(|args, h: &Arc<Handle>| {
+        let mut fit = build(args)?;
+        fit.dra = Some(h.dra.clone());
+        Ok(Arc::new(fit) as Arc<dyn Plugin>)
+    })
 }
 
 #[cfg(test)]
