@@ -40,6 +40,9 @@ pub struct DraState {
     /// excluded), and how many in-flight ones.
     allocated: Vec<u32>,
     in_flight_count: Vec<u32>,
+    /// Devices with a non-zero count in either: what [`DraState::allocated_devices`]
+    /// copies, kept in step by every count change.
+    in_use: DeviceSet,
     slices: BTreeMap<Arc<str>, Arc<ResourceSlice>>,
     classes: FxHashMap<Arc<str>, Arc<DeviceClass>>,
     /// Extended resource name → the DeviceClass that serves it (upstream
@@ -94,7 +97,14 @@ pub struct SliceIndex {
     pub pools: FxHashMap<PoolKey, PoolFacts>,
     /// Each node's pools, when no slice is shared between nodes.
     gathered: FxHashMap<Arc<str>, Arc<[GatheredPool]>>,
+    /// Per (class, node): the numbers of the node's devices of the class, worked out
+    /// once per change of the slices (scoring DRA-backed extended resources asks this
+    /// for every node of every pod). Keyed by the class's address, which the kept
+    /// `Arc` pins.
+    class_devices: std::sync::RwLock<ClassDevices>,
 }
+
+type ClassDevices = FxHashMap<(usize, Arc<str>), (Arc<DeviceClass>, Arc<[u32]>)>;
 
 impl SliceIndex {
     fn build(
@@ -197,12 +207,41 @@ impl SliceIndex {
     /// to evaluate leaves the device out).
     pub fn count_class_devices(
         &self,
+        node_name: &Arc<str>,
+        labels: &Labels,
+        class: &Arc<DeviceClass>,
+        in_use: &DeviceSet,
+    ) -> (i64, i64) {
+        let k = (Arc::as_ptr(class) as usize, node_name.clone());
+        let cached = self
+            .class_devices
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&k)
+            .filter(|(c, _)| Arc::ptr_eq(c, class))
+            .map(|(_, n)| n.clone());
+        let numbers = match cached {
+            Some(n) => n,
+            None => {
+                let n = self.class_device_numbers(node_name, labels, class);
+                self.class_devices
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(k, (class.clone(), n.clone()));
+                n
+            }
+        };
+        let used = numbers.iter().filter(|n| in_use.contains(**n)).count();
+        (numbers.len() as i64, used as i64)
+    }
+
+    fn class_device_numbers(
+        &self,
         node_name: &str,
         labels: &Labels,
         class: &DeviceClass,
-        in_use: &DeviceSet,
-    ) -> (i64, i64) {
-        let (mut capacity, mut used) = (0, 0);
+    ) -> Arc<[u32]> {
+        let mut out = Vec::new();
         for ns in self.reachable(node_name, labels) {
             let per_device = matches!(ns.slice.nodes, NodeSelection::PerDevice);
             for (d, n) in ns.slice.devices.iter().zip(ns.numbers.iter()) {
@@ -214,20 +253,16 @@ impl SliceIndex {
                 {
                     continue;
                 }
-                if !class
+                if class
                     .selectors
                     .iter()
                     .all(|p| matches!(d.matches(p), Ok(true)))
                 {
-                    continue;
-                }
-                capacity += 1;
-                if in_use.contains(*n) {
-                    used += 1;
+                    out.push(*n);
                 }
             }
         }
-        (capacity, used)
+        out.into()
     }
 
     fn gather(&self, node_name: &str, labels: &Labels) -> Vec<GatheredPool> {
@@ -417,21 +452,7 @@ impl DraState {
     /// Devices in use: allocated by some claim, or by an in-flight allocation (upstream
     /// `ListAllAllocatedDevices`). Admin-access results do not take a device.
     pub fn allocated_devices(&self) -> DeviceSet {
-        let n = self.allocated.len().max(self.in_flight_count.len());
-        let mut bits = vec![0u64; n.div_ceil(64)];
-        for (i, (a, f)) in self
-            .allocated
-            .iter()
-            .chain(std::iter::repeat(&0))
-            .zip(self.in_flight_count.iter().chain(std::iter::repeat(&0)))
-            .take(n)
-            .enumerate()
-        {
-            if *a > 0 || *f > 0 {
-                bits[i / 64] |= 1 << (i % 64);
-            }
-        }
-        DeviceSet { bits }
+        self.in_use.clone()
     }
 
     /// The number of a device, if it was ever seen.
@@ -493,6 +514,9 @@ fn bump(st: &mut DraState, claim: Option<&Arc<ResourceClaim>>, add: bool, in_fli
         } else {
             counts[i] = counts[i].saturating_sub(1);
         }
+        let busy = st.allocated.get(i).is_some_and(|c| *c > 0)
+            || st.in_flight_count.get(i).is_some_and(|c| *c > 0);
+        st.in_use.set(i, busy);
     }
 }
 
@@ -503,6 +527,21 @@ pub struct DeviceSet {
 }
 
 impl DeviceSet {
+    fn set(&mut self, i: usize, on: bool) {
+        let w = i / 64;
+        if self.bits.len() <= w {
+            if !on {
+                return;
+            }
+            self.bits.resize(w + 1, 0);
+        }
+        if on {
+            self.bits[w] |= 1 << (i % 64);
+        } else {
+            self.bits[w] &= !(1 << (i % 64));
+        }
+    }
+
     pub fn contains(&self, n: u32) -> bool {
         let n = n as usize;
         self.bits
