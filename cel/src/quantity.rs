@@ -150,6 +150,11 @@ impl Quantity {
         }
     }
 
+    /// A quantity of `nanos` nano units.
+    pub fn from_nanos(nanos: i128) -> Quantity {
+        Quantity { nanos }
+    }
+
     /// The value in nano units.
     pub fn nanos(&self) -> i128 {
         self.nanos

@@ -546,10 +546,18 @@ impl Dra {
         use crate::model::dra::{NodeSelection, RequestKind};
         let mut out = Vec::new();
         let mut owner: BTreeMap<DeviceId, String> = BTreeMap::new();
+        // Shares of devices allowing multiple allocations: consumed per capacity.
+        let mut shared: BTreeMap<DeviceId, BTreeMap<Arc<str>, i128>> = BTreeMap::new();
         for c in self.claims.values() {
             let Some(a) = &c.allocation else { continue };
             for d in &a.devices {
-                if !d.admin_access {
+                if let (Some(sh), false) = (&d.share, d.admin_access) {
+                    let e = shared.entry(d.id()).or_default();
+                    for (k, v) in &sh.consumed {
+                        *e.entry(crate::model::dra::qualify(k, &d.driver))
+                            .or_insert(0) += v;
+                    }
+                } else if !d.admin_access {
                     if let Some(other) = owner.insert(d.id(), c.key()) {
                         if other != c.key() {
                             out.push((
@@ -634,6 +642,41 @@ impl Dra {
                             d.pool,
                             d.device,
                             d.request
+                        ),
+                    ));
+                }
+            }
+        }
+        for (id, consumed) in &shared {
+            let Some((_, dev)) = self.device(&id.driver, &id.pool, &id.device) else {
+                continue;
+            };
+            if !dev.allow_multiple_allocations {
+                out.push((
+                    None,
+                    None,
+                    "device shared",
+                    format!(
+                        "{}/{}/{} is shared but does not allow multiple allocations",
+                        id.driver, id.pool, id.device
+                    ),
+                ));
+                continue;
+            }
+            for (k, v) in consumed {
+                let cap = dev.capacity.get(k).map_or(0, |q| q.nanos());
+                if *v > cap {
+                    out.push((
+                        None,
+                        None,
+                        "device capacity exceeded",
+                        format!(
+                            "{}/{}/{}: shares consume {} of {k}, capacity {}",
+                            id.driver,
+                            id.pool,
+                            id.device,
+                            switchyard_cel::Quantity::from_nanos(*v),
+                            switchyard_cel::Quantity::from_nanos(cap)
                         ),
                     ));
                 }

@@ -43,6 +43,9 @@ pub struct DraState {
     /// Devices with a non-zero count in either: what [`DraState::allocated_devices`]
     /// copies, kept in step by every count change.
     in_use: DeviceSet,
+    /// Devices allowing multiple allocations that some allocated or in-flight share
+    /// uses, with what the shares consume.
+    shared: FxHashMap<u32, SharedUse>,
     slices: BTreeMap<Arc<str>, Arc<ResourceSlice>>,
     classes: FxHashMap<Arc<str>, Arc<DeviceClass>>,
     /// Extended resource name → the DeviceClass that serves it (upstream
@@ -455,6 +458,12 @@ impl DraState {
         self.in_use.clone()
     }
 
+    /// What shares of devices allowing multiple allocations consume (upstream
+    /// `GatherAllocatedState`'s aggregated capacity), by device number.
+    pub fn shared_devices(&self) -> Arc<FxHashMap<u32, SharedUse>> {
+        Arc::new(self.shared.clone())
+    }
+
     /// The number of a device, if it was ever seen.
     pub fn device_number(&self, id: &DeviceId) -> Option<u32> {
         self.ids.get(id).copied()
@@ -501,6 +510,26 @@ fn bump(st: &mut DraState, claim: Option<&Arc<ResourceClaim>>, add: bool, in_fli
     };
     for d in a.devices.iter().filter(|d| !d.admin_access) {
         let i = st.intern(d.id()) as usize;
+        // A share of a device that allows multiple allocations: what it consumes,
+        // not the whole device (upstream `AggregatedCapacity`).
+        if let Some(sh) = &d.share {
+            let n = i as u32;
+            let e = st.shared.entry(n).or_default();
+            if add {
+                e.shares += 1;
+            } else {
+                e.shares = e.shares.saturating_sub(1);
+            }
+            for (k, v) in &sh.consumed {
+                let q = crate::model::dra::qualify(k, &d.driver);
+                let c = e.consumed.entry(q).or_insert(0);
+                *c = if add { *c + v } else { (*c - v).max(0) };
+            }
+            if e.shares == 0 {
+                st.shared.remove(&n);
+            }
+            continue;
+        }
         let counts = if in_flight {
             &mut st.in_flight_count
         } else {
@@ -518,6 +547,14 @@ fn bump(st: &mut DraState, claim: Option<&Arc<ResourceClaim>>, add: bool, in_fli
             || st.in_flight_count.get(i).is_some_and(|c| *c > 0);
         st.in_use.set(i, busy);
     }
+}
+
+/// The shares of one device allowing multiple allocations.
+#[derive(Clone, Debug, Default)]
+pub struct SharedUse {
+    pub shares: u32,
+    /// Consumed per capacity (fully qualified name; nano units).
+    pub consumed: FxHashMap<Arc<str>, i128>,
 }
 
 /// A set of device numbers (see [`DraState::device_number`]).
@@ -701,6 +738,7 @@ mod tests {
                             pool: "p".into(),
                             device: (*d).into(),
                             admin_access: false,
+                            share: None,
                         })
                         .collect(),
                     config: vec![],

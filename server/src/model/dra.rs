@@ -145,6 +145,71 @@ impl DeviceToleration {
     }
 }
 
+/// A capacity's spelling and request policy (`DeviceCapacity.requestPolicy`).
+#[derive(Clone, Debug, Default)]
+pub struct CapacityInfo {
+    pub raw_name: Arc<str>,
+    /// `default`: what an allocation consumes when its request names no amount.
+    pub default: Option<i128>,
+    /// `validValues`, ascending (nano units).
+    pub valid_values: Box<[i128]>,
+    /// `validRange`: min, and max and step when set (nano units).
+    pub valid_range: Option<(i128, Option<i128>, Option<i128>)>,
+}
+
+impl CapacityInfo {
+    /// What one allocation of the device consumes of this capacity (upstream
+    /// `calculateConsumedCapacity`): the request rounded up to the policy (the next
+    /// step of the range from its min, the next valid value), the policy's default
+    /// when nothing is requested, the whole capacity without either.
+    pub fn consumed(&self, requested: Option<i128>, capacity: i128) -> i128 {
+        let Some(req) = requested else {
+            return self.default.unwrap_or(capacity);
+        };
+        if let Some((min, _, step)) = self.valid_range {
+            if req < min {
+                return min;
+            }
+            return match step {
+                Some(st) if st > 0 => {
+                    let n = (req - min + st - 1) / st;
+                    min + st * n
+                }
+                _ => req,
+            };
+        }
+        if !self.valid_values.is_empty() {
+            return self
+                .valid_values
+                .iter()
+                .copied()
+                .find(|v| *v >= req)
+                .unwrap_or(req);
+        }
+        req
+    }
+
+    /// Whether a consumed amount breaks the policy (upstream `violatesPolicy`).
+    pub fn violates(&self, consumed: i128) -> bool {
+        if self.default == Some(consumed) {
+            return false;
+        }
+        if let Some((min, max, step)) = self.valid_range {
+            if max.is_some_and(|m| consumed > m) {
+                return true;
+            }
+            if let Some(st) = step.filter(|s| *s > 0) {
+                return (consumed - min) % st != 0;
+            }
+            return false;
+        }
+        if !self.valid_values.is_empty() {
+            return !self.valid_values.contains(&consumed);
+        }
+        false
+    }
+}
+
 /// One device of a slice.
 #[derive(Clone, Debug)]
 pub struct Device {
@@ -154,6 +219,9 @@ pub struct Device {
     pub attributes: BTreeMap<Arc<str>, AttributeValue>,
     /// Capacities by fully qualified name.
     pub capacity: BTreeMap<Arc<str>, CelQuantity>,
+    /// Per capacity (same keys): its name as the slice spells it, for
+    /// `consumedCapacity`, and its `requestPolicy` (consumable capacity).
+    pub capacity_info: BTreeMap<Arc<str>, CapacityInfo>,
     /// `consumesCounters`: (counter set, counters) drawn from the slice's shared sets.
     pub consumes_counters: Box<[CounterConsumption]>,
     pub taints: Box<[DeviceTaint]>,
@@ -233,6 +301,9 @@ pub struct ExactRequest {
     pub mode: AllocationMode,
     pub admin_access: bool,
     pub tolerations: Box<[DeviceToleration]>,
+    /// `capacity.requests`: how much of each device capacity one device of this
+    /// request consumes (names as written; nano units).
+    pub capacity_requests: Box<[(Arc<str>, i128)]>,
 }
 
 /// One entry of `spec.devices.requests`.
@@ -291,6 +362,16 @@ pub struct DeviceResult {
     pub pool: Arc<str>,
     pub device: Arc<str>,
     pub admin_access: bool,
+    /// A share of a device allowing multiple allocations: its share ID and what it
+    /// consumes of each capacity (the device's spelling; nano units).
+    pub share: Option<Arc<Share>>,
+}
+
+/// One allocation's share of a device (`shareID`, `consumedCapacity`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Share {
+    pub id: Arc<str>,
+    pub consumed: Vec<(Arc<str>, i128)>,
 }
 
 impl DeviceResult {
@@ -548,4 +629,40 @@ pub struct RequestMapping {
     pub container: Arc<str>,
     pub resource: Arc<str>,
     pub request: Arc<str>,
+}
+
+#[cfg(test)]
+mod capacity_tests {
+    use super::CapacityInfo;
+
+    const G: i128 = 1 << 30;
+
+    #[test]
+    fn requests_round_up_to_the_policy_and_unrequested_capacity_takes_the_default() {
+        let range = CapacityInfo {
+            default: Some(G),
+            valid_range: Some((G, Some(8 * G), Some(G))),
+            ..Default::default()
+        };
+        assert_eq!(range.consumed(Some(3 * G + G / 2), 10 * G), 4 * G);
+        assert_eq!(range.consumed(Some(G / 2), 10 * G), G, "below min: min");
+        assert_eq!(range.consumed(None, 10 * G), G, "not requested: default");
+        assert!(range.violates(9 * G), "above max");
+        assert!(!range.violates(4 * G));
+        let values = CapacityInfo {
+            default: Some(2 * G),
+            valid_values: vec![2 * G, 4 * G].into(),
+            ..Default::default()
+        };
+        assert_eq!(values.consumed(Some(3 * G), 10 * G), 4 * G);
+        assert_eq!(values.consumed(Some(5 * G), 10 * G), 5 * G);
+        assert!(values.violates(5 * G), "above every valid value");
+        let none = CapacityInfo::default();
+        assert_eq!(
+            none.consumed(None, 10 * G),
+            10 * G,
+            "no policy: the whole capacity"
+        );
+        assert_eq!(none.consumed(Some(3), 10 * G), 3);
+    }
 }

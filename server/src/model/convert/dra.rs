@@ -273,16 +273,29 @@ fn exact_request(r: RequestFields<'_>, field: &str) -> Result<ExactRequest> {
             ))
         }
     };
-    if capacity
+    let mut capacity_requests = Vec::new();
+    for (k, q) in capacity
         .and_then(|c| c.requests.as_ref())
-        .is_some_and(|r| !r.is_empty())
+        .into_iter()
+        .flatten()
     {
-        return Err(err(
-            format!("{field}.capacity"),
-            "not supported yet: Switchyard does not allocate consumable capacity (DRAConsumableCapacity)",
-        ));
+        let f = format!("{field}.capacity.requests[{k}]");
+        qualified_name(&f, k)?;
+        let v = switchyard_cel::Quantity::parse(&q.0)
+            .map_err(|e| err(&f, format!("Invalid value: {:?}: {e}", q.0)))?;
+        if v.nanos() < 0 {
+            return Err(err(
+                &f,
+                format!(
+                    "Invalid value: {:?}: must be greater than or equal to 0",
+                    q.0
+                ),
+            ));
+        }
+        capacity_requests.push((Arc::from(k.as_str()), v.nanos()));
     }
     Ok(ExactRequest {
+        capacity_requests: capacity_requests.into(),
         device_class_name: class.into(),
         selectors: compile_selectors(selectors, &format!("{field}.selectors"))?,
         mode,
@@ -478,6 +491,22 @@ fn allocation_from_k8s(a: &resource::AllocationResult, field: &str) -> Result<Al
             pool: r.pool.as_str().into(),
             device: r.device.as_str().into(),
             admin_access: r.admin_access.unwrap_or(false),
+            share: r.share_id.as_ref().map(|id| {
+                Arc::new(crate::model::dra::Share {
+                    id: id.as_str().into(),
+                    consumed: r
+                        .consumed_capacity
+                        .iter()
+                        .flatten()
+                        .map(|(k, q)| {
+                            let n = switchyard_cel::Quantity::parse(&q.0)
+                                .map(|q| q.nanos())
+                                .unwrap_or(0);
+                            (Arc::from(k.as_str()), n)
+                        })
+                        .collect(),
+                })
+            }),
         })
         .collect();
     let config = a
@@ -708,6 +737,20 @@ pub fn allocation_to_json(a: &Allocation) -> serde_json::Value {
             });
             if d.admin_access {
                 r["adminAccess"] = json!(true);
+            }
+            if let Some(sh) = &d.share {
+                r["shareID"] = json!(&*sh.id);
+                if !sh.consumed.is_empty() {
+                    let m: serde_json::Map<String, serde_json::Value> = sh
+                        .consumed
+                        .iter()
+                        .map(|(k, n)| {
+                            let q = switchyard_cel::Quantity::from_nanos(*n);
+                            (k.to_string(), json!(q.to_string()))
+                        })
+                        .collect();
+                    r["consumedCapacity"] = serde_json::Value::Object(m);
+                }
             }
             r
         })

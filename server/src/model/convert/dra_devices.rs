@@ -187,7 +187,9 @@ fn device_from_k8s(
         attributes.insert(q, value);
     }
     let mut capacity = BTreeMap::new();
+    let mut capacity_info = BTreeMap::new();
     let mut cel_caps = Vec::new();
+    let allow_multiple_allocations = d.allow_multiple_allocations.unwrap_or(false);
     for (k, c) in caps.into_iter().flatten() {
         let f = format!("{field}.capacity[{k}]");
         qualified_name(&f, k)?;
@@ -198,8 +200,16 @@ fn device_from_k8s(
             )
         })?;
         let name = qualify(k, driver);
+        let info = request_policy(
+            c.request_policy.as_ref(),
+            q.nanos(),
+            allow_multiple_allocations,
+            &f,
+            k,
+        )?;
         cel_caps.push((name.to_string(), q));
-        capacity.insert(name, q);
+        capacity.insert(name.clone(), q);
+        capacity_info.insert(name, info);
     }
     let taints_in = d.taints.as_deref().unwrap_or_default();
     if taints_in.len() > DEVICE_TAINTS_MAX {
@@ -274,13 +284,6 @@ fn device_from_k8s(
             "not supported yet: Switchyard does not wait for device binding conditions (DRADeviceBindingConditions)",
         ));
     }
-    let allow_multiple_allocations = d.allow_multiple_allocations.unwrap_or(false);
-    if allow_multiple_allocations {
-        return Err(err(
-            format!("{field}.allowMultipleAllocations"),
-            "not supported yet: Switchyard does not share devices by consumable capacity (DRAConsumableCapacity)",
-        ));
-    }
     Ok(Device {
         name: d.name.as_str().into(),
         cel: Arc::new(switchyard_cel::DeviceValue::new(
@@ -291,6 +294,7 @@ fn device_from_k8s(
         )),
         attributes,
         capacity,
+        capacity_info,
         consumes_counters,
         taints,
         nodes,
@@ -392,4 +396,138 @@ pub fn resource_slice_from_k8s(s: &resource::ResourceSlice) -> Result<ResourceSl
         shared_counters,
         resource_version: s.metadata.resource_version.as_deref().map(Arc::from),
     })
+}
+
+/// A capacity's `requestPolicy`, validated as the API server does
+/// (`validateRequestPolicy`): only on a device allowing multiple allocations; one of
+/// `validValues` (ascending, distinct, at most 10, within the capacity, `default`
+/// among them) and `validRange` (`min` within the capacity, `default` and `max`
+/// between `min` and the capacity, on a `step`); `default` required with either.
+fn request_policy(
+    p: Option<&resource::CapacityRequestPolicy>,
+    value: i128,
+    multi: bool,
+    field: &str,
+    raw: &str,
+) -> Result<crate::model::dra::CapacityInfo> {
+    let mut info = crate::model::dra::CapacityInfo {
+        raw_name: raw.into(),
+        ..Default::default()
+    };
+    let Some(p) = p else {
+        return Ok(info);
+    };
+    let f = format!("{field}.requestPolicy");
+    if !multi {
+        return Err(err(&f, "Forbidden: allowMultipleAllocations must be true"));
+    }
+    let q = |v: &K8sQuantity, f: &str| -> Result<i128> {
+        CelQuantity::parse(&v.0)
+            .map(|q| q.nanos())
+            .map_err(|e| err(f, format!("Invalid value: {:?}: {e}", v.0)))
+    };
+    info.default = p
+        .default
+        .as_ref()
+        .map(|d| q(d, &format!("{f}.default")))
+        .transpose()?;
+    let values = p.valid_values.as_deref().unwrap_or_default();
+    if !values.is_empty() && p.valid_range.is_some() {
+        return Err(err(
+            &f,
+            "Forbidden: only one of validValues or validRange may be set",
+        ));
+    }
+    if (!values.is_empty() || p.valid_range.is_some()) && info.default.is_none() {
+        return Err(err(
+            format!("{f}.default"),
+            "Required value: required when validValues or validRange is set",
+        ));
+    }
+    if values.len() > 10 {
+        return Err(too_many(&format!("{f}.validValues"), values.len(), 10));
+    }
+    let mut vs = Vec::with_capacity(values.len());
+    for (i, v) in values.iter().enumerate() {
+        let vf = format!("{f}.validValues[{i}]");
+        let n = q(v, &vf)?;
+        if n > value {
+            return Err(err(
+                &vf,
+                format!(
+                    "Invalid value: {:?}: must be less than or equal to the capacity value",
+                    v.0
+                ),
+            ));
+        }
+        if vs.last().is_some_and(|l| *l >= n) {
+            return Err(err(
+                &vf,
+                format!(
+                    "Invalid value: {:?}: must be sorted in ascending order without duplicates",
+                    v.0
+                ),
+            ));
+        }
+        vs.push(n);
+    }
+    if !vs.is_empty() && info.default.is_some_and(|d| !vs.contains(&d)) {
+        return Err(err(
+            format!("{f}.default"),
+            "Invalid value: must be one of the validValues",
+        ));
+    }
+    info.valid_values = vs.into();
+    if let Some(r) = &p.valid_range {
+        let rf = format!("{f}.validRange");
+        let min = q(&r.min, &format!("{rf}.min"))?;
+        if min > value {
+            return Err(err(
+                format!("{rf}.min"),
+                "Invalid value: must be less than or equal to the capacity value",
+            ));
+        }
+        let max = r
+            .max
+            .as_ref()
+            .map(|m| q(m, &format!("{rf}.max")))
+            .transpose()?;
+        let step = r
+            .step
+            .as_ref()
+            .map(|s| q(s, &format!("{rf}.step")))
+            .transpose()?;
+        if let Some(m) = max {
+            if m < min || m > value {
+                return Err(err(
+                    format!("{rf}.max"),
+                    "Invalid value: must be between min and the capacity value",
+                ));
+            }
+        }
+        if let Some(d) = info.default {
+            if d < min || max.is_some_and(|m| d > m) {
+                return Err(err(
+                    format!("{f}.default"),
+                    "Invalid value: must be within validRange",
+                ));
+            }
+            if let Some(st) = step.filter(|s| *s > 0) {
+                if (d - min) % st != 0 {
+                    return Err(err(
+                        format!("{f}.default"),
+                        "Invalid value: must be min plus a multiple of step",
+                    ));
+                }
+            }
+        }
+        if step.is_some_and(|s| s <= 0) {
+            return Err(err(
+                format!("{rf}.step"),
+                "Invalid value: must be greater than zero",
+            ));
+        }
+        info.valid_range = Some((min, max, step));
+    }
+    Ok(info)
 }

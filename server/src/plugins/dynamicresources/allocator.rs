@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use rustc_hash::FxHashMap;
 
-use crate::framework::dra::{DeviceSet, PoolKey, SliceIndex};
+use crate::framework::dra::{DeviceSet, PoolKey, SharedUse, SliceIndex};
 use crate::model::dra::{
     AllocatedConfig, Allocation, AllocationMode, AllocationNodes, AttributeValue, ConfigSource,
     ConstraintKind, Device, DeviceClass, DeviceResult, ExactRequest, NodeSelection,
@@ -64,6 +64,8 @@ pub struct ClaimData {
 pub struct Prepared {
     pub claims: Vec<ClaimData>,
     pub allocated: DeviceSet,
+    /// Devices allowing multiple allocations already shared, and what they consume.
+    pub shared: Arc<FxHashMap<u32, SharedUse>>,
     pub index: Arc<SliceIndex>,
     /// The filter timeout: how long one node's search may take.
     pub timeout: Option<std::time::Duration>,
@@ -86,6 +88,9 @@ struct Pick {
     device: usize,
     request: usize,
     alternative: usize,
+    /// A share of a device allowing multiple allocations: what it consumes per
+    /// capacity (qualified names).
+    consumed: Option<Consumed>,
 }
 
 impl ClaimAllocation {
@@ -100,7 +105,31 @@ impl ClaimAllocation {
             let Some(d) = p.slice.devices.get(p.device) else {
                 continue;
             };
+            let share = p.consumed.as_ref().map(|c| {
+                Arc::new(crate::model::dra::Share {
+                    id: share_id(
+                        &cd.claim.uid,
+                        &rd.result_name,
+                        &p.slice.driver,
+                        &p.slice.pool.name,
+                        &d.name,
+                        devices.len(),
+                    )
+                    .into(),
+                    consumed: c
+                        .iter()
+                        .map(|(q, v)| {
+                            let raw = d
+                                .capacity_info
+                                .get(q)
+                                .map_or_else(|| q.clone(), |i| i.raw_name.clone());
+                            (raw, *v)
+                        })
+                        .collect(),
+                })
+            });
             devices.push(DeviceResult {
+                share,
                 request: rd.result_name.clone(),
                 driver: p.slice.driver.clone(),
                 pool: p.slice.pool.name.clone(),
@@ -170,6 +199,42 @@ fn all_match(
     Ok(true)
 }
 
+/// What one share consumes per capacity (qualified names; nano units).
+type Consumed = Arc<[(Arc<str>, i128)]>;
+
+/// A device taken: (candidate, request, alternative, what its share consumes).
+type Taken = (usize, usize, usize, Option<Consumed>);
+
+/// A share ID: a version-4-shaped UUID derived from what it identifies, so runs
+/// repeat (upstream draws a random one).
+fn share_id(
+    claim_uid: &str,
+    request: &str,
+    driver: &str,
+    pool: &str,
+    device: &str,
+    i: usize,
+) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut words = [0u64; 2];
+    for (salt, w) in words.iter_mut().enumerate() {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (salt, claim_uid, request, driver, pool, device, i).hash(&mut h);
+        *w = h.finish();
+    }
+    let b = ((words[0] as u128) << 64) | words[1] as u128;
+    let b = (b & !(0xf << 76) | (0x4 << 76)) & !(0x3 << 62) | (0x2 << 62);
+    let x = format!("{b:032x}");
+    format!(
+        "{}-{}-{}-{}-{}",
+        &x[..8],
+        &x[8..12],
+        &x[12..16],
+        &x[16..20],
+        &x[20..]
+    )
+}
+
 /// Remaining counters per (driver, pool, counter set, counter).
 type Counters = FxHashMap<(Arc<str>, Arc<str>, Arc<str>, Arc<str>), i128>;
 
@@ -187,8 +252,13 @@ struct Search<'a> {
     counters: Counters,
     /// Per claim: per constraint: (value fixed, devices counted) or distinct values.
     constraint_state: Vec<Vec<ConstraintState>>,
-    results: Vec<Vec<(usize, usize, usize)>>,
+    /// Per claim: (candidate, request, alternative, what a share consumes).
+    results: Vec<Vec<Taken>>,
     chosen: Vec<Vec<usize>>,
+    /// Shares of devices allowing multiple allocations taken in this search.
+    allocating_shares: Vec<(u32, Consumed)>,
+    /// Per device taken (in take order): whether its counters were taken.
+    counter_stack: Vec<bool>,
     steps: u64,
     deadline: Option<Instant>,
 }
@@ -213,6 +283,72 @@ impl Search<'_> {
 
     fn in_use(&self, n: u32) -> bool {
         self.prep.allocated.contains(n) || self.allocating.iter().any(|(d, _)| *d == n)
+    }
+
+    /// In use for a request: a device allowing multiple allocations is never taken
+    /// whole; its capacity decides ([`Search::capacity_fits`]).
+    fn cand_in_use(&self, cand: usize) -> bool {
+        let c = &self.candidates[cand];
+        !c.device.allow_multiple_allocations && self.in_use(c.number)
+    }
+
+    /// Upstream `CmpRequestOverCapacity`: what one more device of the request would
+    /// consume of each capacity (`Some(empty)` for a device taken whole with nothing
+    /// to check), or `None` when a requested capacity is missing, the policy refuses
+    /// the amount, or the device's shares would exceed a capacity.
+    fn capacity_fits(&self, cand: usize, req: &ExactRequest) -> Option<Consumed> {
+        let c = &self.candidates[cand];
+        let d = c.device;
+        if req.capacity_requests.is_empty() && !d.allow_multiple_allocations {
+            return Some(Arc::from(Vec::new()));
+        }
+        let driver = &c.slice.driver;
+        let requested: Vec<(Arc<str>, i128)> = req
+            .capacity_requests
+            .iter()
+            .map(|(k, v)| (crate::model::dra::qualify(k, driver), *v))
+            .collect();
+        if requested.iter().any(|(k, _)| !d.capacity.contains_key(k)) {
+            return None;
+        }
+        let current = self.prep.shared.get(&c.number);
+        let mut out = Vec::with_capacity(d.capacity.len());
+        for (name, cap) in &d.capacity {
+            let cap = cap.nanos();
+            let want = requested.iter().find(|(k, _)| k == name).map(|(_, v)| *v);
+            let info = d.capacity_info.get(name);
+            let consumed = match info {
+                Some(i) => i.consumed(want, cap),
+                None => want.unwrap_or(cap),
+            };
+            if info.is_some_and(|i| i.violates(consumed)) {
+                return None;
+            }
+            let mut sum = consumed;
+            if d.allow_multiple_allocations {
+                sum += current
+                    .and_then(|u| u.consumed.get(name))
+                    .copied()
+                    .unwrap_or(0);
+                for (n, taken) in &self.allocating_shares {
+                    if *n == c.number {
+                        sum += taken.iter().find(|(k, _)| k == name).map_or(0, |(_, v)| *v);
+                    }
+                }
+            }
+            if sum > cap {
+                return None;
+            }
+            out.push((name.clone(), consumed));
+        }
+        Some(out.into())
+    }
+
+    /// Whether a device allowing multiple allocations already has a share (its
+    /// counters were taken by the first).
+    fn shared_already(&self, cand: usize) -> bool {
+        let n = self.candidates[cand].number;
+        self.prep.shared.contains_key(&n) || self.allocating_shares.iter().any(|(d, _)| *d == n)
     }
 
     fn selectable(
@@ -403,23 +539,34 @@ impl Search<'_> {
         let rd = &self.prep.claims[ci].requests[ri][ai];
         let number = self.candidates[cand].number;
         let admin = rd.request.admin_access;
+        let multi = self.candidates[cand].device.allow_multiple_allocations;
         if admin {
             if self.allocating.contains(&(number, ci)) {
                 return Ok(false);
             }
-        } else if self.in_use(number) {
+        } else if self.cand_in_use(cand) {
             return Ok(false);
         }
+        let Some(consumed) = self.capacity_fits(cand, &rd.request) else {
+            return Ok(false);
+        };
         let device = self.candidates[cand].device;
-        if !self.take_counters(cand) {
+        // A shared device draws its partition counters once, with its first share.
+        let counters = !(multi && self.shared_already(cand));
+        if counters && !self.take_counters(cand) {
             return Ok(false);
         }
+        let give = |s: &mut Self| {
+            if counters {
+                s.give_counters(cand);
+            }
+        };
         if Self::taint_blocks(device, &rd.request) {
-            self.give_counters(cand);
+            give(self);
             return Ok(false);
         }
         if !self.add_constraints(ci, rd, device) {
-            self.give_counters(cand);
+            give(self);
             if must {
                 return Err(AllocError::Fatal(format!(
                     "claim {}, request {}: cannot add device {}/{}/{} because a claim constraint would not be satisfied",
@@ -432,8 +579,15 @@ impl Search<'_> {
             }
             return Ok(false);
         }
-        self.allocating.push((number, ci));
-        self.results[ci].push((cand, ri, ai));
+        let share = if multi {
+            self.allocating_shares.push((number, consumed.clone()));
+            Some(consumed)
+        } else {
+            self.allocating.push((number, ci));
+            None
+        };
+        self.counter_stack.push(counters);
+        self.results[ci].push((cand, ri, ai, share));
         Ok(true)
     }
 
@@ -443,10 +597,16 @@ impl Search<'_> {
         let n = self.prep.claims[ci].claim.spec.constraints.len();
         self.remove_constraints(ci, rd, device, n);
         let number = self.candidates[cand].number;
-        if let Some(p) = self.allocating.iter().rposition(|e| *e == (number, ci)) {
+        if self.candidates[cand].device.allow_multiple_allocations {
+            if let Some(p) = self.allocating_shares.iter().rposition(|e| e.0 == number) {
+                self.allocating_shares.remove(p);
+            }
+        } else if let Some(p) = self.allocating.iter().rposition(|e| *e == (number, ci)) {
             self.allocating.remove(p);
         }
-        self.give_counters(cand);
+        if self.counter_stack.pop().unwrap_or(true) {
+            self.give_counters(cand);
+        }
         self.results[ci].pop();
     }
 
@@ -495,7 +655,7 @@ impl Search<'_> {
         let admin = self.prep.claims[ci].requests[ri][ai].request.admin_access;
         for cand in from..self.candidates.len() {
             // In use is cheap to tell and usually the answer: before the selectors.
-            if !admin && self.in_use(self.candidates[cand].number) {
+            if !admin && self.cand_in_use(cand) {
                 continue;
             }
             if !self.selectable(cand, ci, ri, ai)? {
@@ -516,7 +676,12 @@ impl Search<'_> {
     fn all(&mut self, ci: usize, ri: usize, ai: usize) -> Result<bool, AllocError> {
         let mut picks = Vec::new();
         for cand in 0..self.candidates.len() {
-            if self.selectable(cand, ci, ri, ai)? {
+            // Upstream drops devices whose capacity cannot serve the request.
+            if self.selectable(cand, ci, ri, ai)?
+                && self
+                    .capacity_fits(cand, &self.prep.claims[ci].requests[ri][ai].request)
+                    .is_some()
+            {
                 picks.push(cand);
             }
         }
@@ -600,7 +765,9 @@ pub fn allocate(prep: &Prepared, node: &Node) -> Result<Option<Vec<ClaimAllocati
             for ns in &p.slices {
                 let s = &ns.slice;
                 for (d, n) in s.devices.iter().zip(ns.numbers.iter()) {
-                    if d.consumes_counters.is_empty() || !prep.allocated.contains(*n) {
+                    if d.consumes_counters.is_empty()
+                        || !(prep.allocated.contains(*n) || prep.shared.contains_key(n))
+                    {
                         continue;
                     }
                     for cc in d.consumes_counters.iter() {
@@ -678,6 +845,8 @@ pub fn allocate(prep: &Prepared, node: &Node) -> Result<Option<Vec<ClaimAllocati
             .collect(),
         steps: 0,
         deadline: prep.timeout.map(|t| Instant::now() + t),
+        allocating_shares: Vec::new(),
+        counter_stack: Vec::new(),
     };
     if !search.request(0, 0)? {
         return Ok(None);
@@ -686,13 +855,14 @@ pub fn allocate(prep: &Prepared, node: &Node) -> Result<Option<Vec<ClaimAllocati
     for ci in 0..prep.claims.len() {
         let picks = search.results[ci]
             .iter()
-            .map(|&(cand, request, alternative)| {
-                let c = &search.candidates[cand];
+            .map(|(cand, request, alternative, consumed)| {
+                let c = &search.candidates[*cand];
                 Pick {
                     slice: c.slice_arc.clone(),
                     device: c.index,
-                    request,
-                    alternative,
+                    request: *request,
+                    alternative: *alternative,
+                    consumed: consumed.clone(),
                 }
             })
             .collect();
@@ -754,4 +924,25 @@ fn allocation_config(cd: &ClaimData, chosen: &[usize]) -> Vec<AllocatedConfig> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn share_ids_are_lowercase_v4_uuids_that_repeat() {
+        let a = super::share_id("uid", "nic", "d", "p", "nic-0", 0);
+        assert_eq!(a, super::share_id("uid", "nic", "d", "p", "nic-0", 0));
+        assert_ne!(a, super::share_id("uid2", "nic", "d", "p", "nic-0", 0));
+        let parts: Vec<&str> = a.split('-').collect();
+        assert_eq!(
+            parts.iter().map(|p| p.len()).collect::<Vec<_>>(),
+            [8, 4, 4, 4, 12],
+            "{a}"
+        );
+        assert!(parts[2].starts_with('4'), "{a}");
+        assert!(matches!(&parts[3][..1], "8" | "9" | "a" | "b"), "{a}");
+        assert!(a
+            .chars()
+            .all(|c| c == '-' || c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+    }
 }

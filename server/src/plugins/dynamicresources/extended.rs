@@ -159,6 +159,7 @@ impl Extended {
             mode: AllocationMode::ExactCount(u32::try_from(count).unwrap_or(u32::MAX)),
             admin_access: false,
             tolerations: Box::default(),
+            capacity_requests: Box::default(),
         };
         let mut claim = (*self.claim).clone();
         claim.spec = Arc::new(ClaimSpec {
@@ -195,6 +196,10 @@ impl Extended {
             allocated: match base {
                 Some(b) => b.allocated.clone(),
                 None => st.allocated_devices(),
+            },
+            shared: match base {
+                Some(b) => b.shared.clone(),
+                None => st.shared_devices(),
             },
             index: match base {
                 Some(b) => b.index.clone(),

@@ -226,6 +226,7 @@ impl DynamicResources {
         Ok(Some(Prepared {
             claims: data,
             allocated: st.allocated_devices(),
+            shared: st.shared_devices(),
             index: st.slice_index(),
             timeout: self.filter_timeout,
         }))
