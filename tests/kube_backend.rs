@@ -840,3 +840,78 @@ fn dra_extended_resources_get_a_claim_the_scheduler_creates() {
     );
     api.assert_a_careful_client();
 }
+
+/// Consumable capacity through the API server (upstream structured allocator's shares):
+/// two pods share one NIC that allows multiple allocations; each claim's result carries
+/// a shareID (a lowercase UUID) and its consumedCapacity, rounded up to the policy's
+/// step; a third pod whose share would exceed the capacity stays pending.
+#[test]
+fn dra_shares_of_a_device_are_written_with_share_ids_and_consumed_capacity() {
+    use switchyard_e2e::apiserver::RESOURCE_CLAIMS;
+    let api = ApiServer::start();
+    api.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}));
+    api.apply(node("nic-node", "8"));
+    api.apply(
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+        "metadata": {"name": "nic.example.com"},
+        "spec": {"selectors": [{"cel": {"expression": "device.driver == \"nic.example.com\""}}]}}),
+    );
+    api.apply(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": "nic-node-nics"},
+        "spec": {"driver": "nic.example.com", "nodeName": "nic-node",
+                 "pool": {"name": "nic-node", "generation": 1, "resourceSliceCount": 1},
+                 "devices": [{"name": "nic-0", "allowMultipleAllocations": true,
+                    "capacity": {"bandwidth": {"value": "10Gi",
+                        "requestPolicy": {"default": "1Gi", "validRange": {"min": "1Gi", "step": "1Gi"}}}}}]}}));
+    api.apply(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "bw", "namespace": "default"},
+        "spec": {"spec": {"devices": {"requests": [{"name": "nic", "exactly": {
+            "deviceClassName": "nic.example.com", "capacity": {"requests": {"bandwidth": "3500Mi"}}}}]}}}}));
+    let nic_pod = |name: &str| {
+        let mut p = pod(name, "switchyard", "100m", None);
+        p["spec"]["resourceClaims"] = json!([{"name": "nic", "resourceClaimTemplateName": "bw"}]);
+        p["spec"]["containers"][0]["resources"]["claims"] = json!([{"name": "nic"}]);
+        p
+    };
+    api.apply(nic_pod("s-0"));
+    api.apply(nic_pod("s-1"));
+    let _s = start(&api);
+    wait_for("both sharing pods bound", Duration::from_secs(20), || {
+        api.node_of("s-0").is_some() && api.node_of("s-1").is_some()
+    });
+    let mut ids = Vec::new();
+    for p in ["s-0", "s-1"] {
+        let c = api
+            .list(RESOURCE_CLAIMS)
+            .into_iter()
+            .find(|c| c["metadata"]["ownerReferences"][0]["name"] == p)
+            .unwrap_or_else(|| panic!("no claim for {p}"));
+        let r = &c["status"]["allocation"]["devices"]["results"][0];
+        assert_eq!(r["device"], "nic-0", "{c}");
+        let id = r["shareID"].as_str().unwrap_or_default().to_string();
+        assert_eq!(id.len(), 36, "{c}");
+        assert_eq!(id, id.to_lowercase());
+        // 3500Mi rounded up to the policy's 1Gi steps: 4Gi.
+        assert!(
+            matches!(r["consumedCapacity"]["bandwidth"].as_str(), Some("4Gi")),
+            "{c}"
+        );
+        ids.push(id);
+    }
+    assert_ne!(ids[0], ids[1]);
+    // 8Gi of 10Gi shared: a third 4Gi share does not fit.
+    api.apply(nic_pod("s-2"));
+    wait_for("s-2 unschedulable", Duration::from_secs(20), || {
+        api.get(PODS, "default", "s-2").is_some_and(|p| {
+            p["status"]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter().any(|c| {
+                    c["type"] == "PodScheduled"
+                        && c["message"].as_str().is_some_and(|m| {
+                            m.starts_with("0/1 nodes are available: 1 cannot allocate all claims.")
+                        })
+                })
+            })
+        })
+    });
+    api.assert_a_careful_client();
+}

@@ -744,10 +744,7 @@ pub fn allocation_to_json(a: &Allocation) -> serde_json::Value {
                     let m: serde_json::Map<String, serde_json::Value> = sh
                         .consumed
                         .iter()
-                        .map(|(k, n)| {
-                            let q = switchyard_cel::Quantity::from_nanos(*n);
-                            (k.to_string(), json!(q.to_string()))
-                        })
+                        .map(|(k, n)| (k.to_string(), json!(binary_si(*n))))
                         .collect();
                     r["consumedCapacity"] = serde_json::Value::Object(m);
                 }
@@ -813,4 +810,33 @@ pub fn allocation_to_json(a: &Allocation) -> serde_json::Value {
         None => {}
     }
     out
+}
+
+/// A quantity as apimachinery writes a `BinarySI` one (what the allocator's rounding
+/// produces): the largest power-of-1024 suffix that divides it, else plain decimal.
+fn binary_si(nanos: i128) -> String {
+    const NANO: i128 = 1_000_000_000;
+    if nanos > 0 && nanos % NANO == 0 {
+        let mut v = nanos / NANO;
+        let mut i = 0;
+        const SUFFIX: [&str; 7] = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+        while i < 6 && v % 1024 == 0 {
+            v /= 1024;
+            i += 1;
+        }
+        return format!("{v}{}", SUFFIX[i]);
+    }
+    switchyard_cel::Quantity::from_nanos(nanos).to_string()
+}
+
+#[cfg(test)]
+mod binary_si_tests {
+    #[test]
+    fn writes_binary_suffixes() {
+        assert_eq!(super::binary_si(4 * (1 << 30) * 1_000_000_000), "4Gi");
+        assert_eq!(super::binary_si(1536 * 1_000_000_000), "1536");
+        assert_eq!(super::binary_si(3072 * 1_000_000_000), "3Ki");
+        assert_eq!(super::binary_si(1000 * 1_000_000_000), "1000");
+        assert_eq!(super::binary_si(500_000_000), "0.5");
+    }
 }
