@@ -54,7 +54,7 @@ fn short_pass_over_every_surface_finds_nothing() {
     let v: serde_json::Value = serde_json::from_str(&stdout)
         .unwrap_or_else(|e| panic!("{e}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
     let surfaces = v.as_array().expect("one report per surface");
-    assert_eq!(surfaces.len(), 5, "{v}");
+    assert_eq!(surfaces.len(), 6, "{v}");
     for s in surfaces {
         assert!(s["inputs"].as_u64().unwrap_or(0) > 100, "{s}");
         assert!(s["seeds"].as_u64().unwrap_or(0) > 0, "{s}");

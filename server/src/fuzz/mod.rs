@@ -51,15 +51,19 @@ pub enum Surface {
     Sidecar,
     /// Objects arriving from a Kubernetes watch (JSON).
     Watch,
+    /// DRA CEL selector expressions: compiled, then evaluated on sample devices under
+    /// upstream's cost limit (no panic; bounded time and memory per expression).
+    Cel,
 }
 
 impl Surface {
-    pub const ALL: [Surface; 5] = [
+    pub const ALL: [Surface; 6] = [
         Surface::Manifest,
         Surface::Config,
         Surface::Workload,
         Surface::Sidecar,
         Surface::Watch,
+        Surface::Cel,
     ];
 
     fn name(self) -> &'static str {
@@ -69,6 +73,7 @@ impl Surface {
             Surface::Workload => "workload",
             Surface::Sidecar => "sidecar",
             Surface::Watch => "watch",
+            Surface::Cel => "cel",
         }
     }
 }
@@ -177,6 +182,10 @@ fn run_surface(
     let seed_values: Vec<Value> = seed_texts
         .iter()
         .filter_map(|t| {
+            if surface == Surface::Cel {
+                // Expressions are text: byte mutations only.
+                return None;
+            }
             if surface == Surface::Sidecar {
                 serde_json::from_str(t).ok()
             } else {

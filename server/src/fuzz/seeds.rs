@@ -41,7 +41,7 @@ pub(super) fn seeds(surface: Surface, root: &Path) -> Vec<String> {
             files_under(&root.join("examples/workloads"), &["yaml"], &mut files);
             files.retain(|f| !f.to_string_lossy().contains("templates"));
         }
-        Surface::Sidecar => {}
+        Surface::Sidecar | Surface::Cel => {}
     }
     files_under(
         &root.join("tests/fuzz-corpus").join(surface.name()),
@@ -72,5 +72,44 @@ pub(super) fn seeds(surface: Surface, root: &Path) -> Vec<String> {
     if surface == Surface::Sidecar {
         out = sidecar::seeds();
     }
+    if surface == Surface::Cel {
+        out.extend(CEL_SEEDS.iter().map(|s| s.to_string()));
+        // Every selector the scenarios use.
+        let mut files = Vec::new();
+        files_under(&root.join("tests/scenarios"), &["yaml"], &mut files);
+        for f in files {
+            let Ok(t) = std::fs::read_to_string(&f) else {
+                continue;
+            };
+            for line in t.lines() {
+                if let Some((_, rest)) = line.split_once("expression: ") {
+                    let e = rest.trim().trim_end_matches('}').trim();
+                    let e = e.trim_matches('\'').trim_matches('"');
+                    if !e.is_empty() {
+                        out.push(e.to_string());
+                    }
+                }
+            }
+        }
+    }
     out
 }
+
+/// Expressions covering the CEL subset's functions (cel/README.md), as DRA selectors
+/// use them.
+const CEL_SEEDS: &[&str] = &[
+    "device.driver == \"gpu.example.com\"",
+    "device.attributes[\"gpu.example.com\"].model == \"a100\" && device.capacity[\"gpu.example.com\"].memory.compareTo(quantity(\"40Gi\")) >= 0",
+    "has(device.attributes.x.y) || device.attributes[\"d\"].?v.orValue(1) > 0",
+    "cel.bind(m, device.attributes[\"d\"], m.a + m.b == 3)",
+    "[1, 2, 3].all(x, x > 0) && [1, 2].exists(x, x == 2) && [1].exists_one(x, x == 1)",
+    "[1, 2, 3].map(x, x * 2).filter(x, x > 2).size() == 2",
+    "\"abc\".startsWith(\"a\") && \"ABC\".lowerAscii() == \"abc\" && \"a,b\".split(\",\").size() == 2",
+    "\"x1\".matches(\"^x[0-9]$\")",
+    "semver(\"1.2.3\").isGreaterThan(semver(\"1.0.0\"))",
+    "quantity(\"1Gi\").add(quantity(\"1Mi\")).isLessThan(quantity(\"2Gi\"))",
+    "sets.contains([1, 2, 3], [1, 2]) && sets.intersects([1], [1, 2])",
+    "device.allowMultipleAllocations == false",
+    "[1, 2].map(x, [1, 2].map(y, x * y)).size() == 2",
+    "size(\"abc\") + 1 == 4 ? true : false",
+];

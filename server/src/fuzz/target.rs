@@ -167,6 +167,16 @@ impl Target {
                     Outcome::Refused
                 }
             }
+            Surface::Cel => {
+                let Ok(p) = switchyard_cel::Program::compile(text) else {
+                    return Outcome::Refused;
+                };
+                for d in cel_devices() {
+                    let _ = p.eval_device(d, switchyard_cel::DEFAULT_COST_LIMIT);
+                }
+                self.accepted += 1;
+                Outcome::Accepted
+            }
             Surface::Sidecar => {
                 if sidecar::run(text) {
                     self.accepted += 1;
@@ -177,4 +187,29 @@ impl Target {
             }
         }
     }
+}
+
+/// The devices a fuzzed selector is evaluated on: one with attributes and capacity of
+/// every kind, one bare.
+fn cel_devices() -> &'static [switchyard_cel::DeviceValue] {
+    use switchyard_cel::{AttributeValue as A, DeviceValue, Quantity};
+    static DEVICES: std::sync::OnceLock<Vec<DeviceValue>> = std::sync::OnceLock::new();
+    DEVICES.get_or_init(|| {
+        let q = |s: &str| Quantity::parse(s).unwrap_or(Quantity::from_int(0));
+        vec![
+            DeviceValue::new(
+                "gpu.example.com",
+                vec![
+                    ("gpu.example.com/model".into(), A::String("a100".into())),
+                    ("gpu.example.com/index".into(), A::Int(3)),
+                    ("gpu.example.com/nvlink".into(), A::Bool(true)),
+                    ("d/a".into(), A::Int(1)),
+                    ("d/b".into(), A::Int(2)),
+                ],
+                vec![("gpu.example.com/memory".into(), q("80Gi"))],
+                Some(true),
+            ),
+            DeviceValue::new("d", Vec::new(), Vec::new(), None),
+        ]
+    })
 }
