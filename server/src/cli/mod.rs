@@ -84,7 +84,7 @@ enum Command {
     Bench(BenchArgs),
 
     /// Fuzz every input surface (manifests, KubeSchedulerConfiguration, workloads,
-    /// sidecar replies, watched objects) with structure-aware mutations of the seeds in
+    /// sidecar replies, watched objects, DRA CEL selectors) with mutations of the seeds in
     /// examples/, tests/scenarios/ and tests/fuzz-corpus/. Prints, per surface, the
     /// inputs tried, execs/s, panics, hangs (an input over 2 s, simulation aside),
     /// invariant violations of the simulations run on accepted manifests (one in 100
