@@ -17,7 +17,6 @@ const ALLOWED_REFUSALS: &[&str] = &[
     "Dynamic Resource Allocation",
     "Workload API",
     "the workload turns on InPlacePodVerticalScalingSchedulerPreemption",
-    "createPods in steady-state mode",
     // Missing from the copy: volumes' pvc.yaml and pv-aws.yaml, starvation's
     // victim-affinity-pod.yaml.
     "templates/pvc.yaml: No such file",

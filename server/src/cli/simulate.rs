@@ -27,7 +27,7 @@ pub struct SimulateArgs {
 
     /// A workload in kube-scheduler's scheduler_perf format (test cases of ops:
     /// createNodes, createNamespaces, createPods, createPodSets, createAny, updateAny,
-    /// createResourceDriver, barrier, sleep, deletePods, churn,
+    /// createResourceDriver, allocResourceClaims, barrier, sleep, deletePods, churn,
     /// start/stopCollectingMetrics), run after the
     /// --cluster manifests; upstream's own files run unchanged. See
     /// benchmarks/upstream/ and examples/workloads/.

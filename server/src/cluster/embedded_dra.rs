@@ -300,6 +300,45 @@ impl Dra {
         ))
     }
 
+    /// Writes a claim's allocation (no reservation), as a test's own allocator does
+    /// (scheduler_perf's `allocResourceClaims`).
+    pub fn set_allocation(
+        &mut self,
+        claim: &ResourceClaim,
+        allocation: &Allocation,
+        rv: Arc<str>,
+    ) -> Result<(Arc<ResourceClaim>, WatchEvent), String> {
+        let Some(cur) = self
+            .claims
+            .get(&key(&claim.namespace, &claim.name))
+            .cloned()
+        else {
+            return Err(format!(
+                "resourceclaims.resource.k8s.io \"{}\" not found",
+                claim.name
+            ));
+        };
+        if cur.allocation.is_some() {
+            return Err(format!("claim {} is already allocated", claim.key()));
+        }
+        let mut c = (*cur).clone();
+        c.allocation = Some(Arc::new(allocation.clone()));
+        let c = self.put(c, rv);
+        Ok((
+            c.clone(),
+            WatchEvent::DraUpsert(DraObject::ResourceClaim(c)),
+        ))
+    }
+
+    /// The claims of a namespace, by name.
+    pub fn claims_in(&self, namespace: &str) -> Vec<Arc<ResourceClaim>> {
+        self.claims
+            .iter()
+            .filter(|((ns, _), _)| &**ns == namespace)
+            .map(|(_, c)| c.clone())
+            .collect()
+    }
+
     /// Deletes a claim (its finalizer removed first, as the scheduler does); `None`
     /// when it is already gone.
     pub fn delete_claim(&mut self, claim: &ResourceClaim) -> Option<WatchEvent> {

@@ -164,7 +164,18 @@ pub(super) fn run_ops_inner(
                 signature_batch,
                 volumes,
                 nominated_node_name,
+                steady,
             } => {
+                if let Some(d) = steady {
+                    let mark = measured.mark();
+                    let bound = steady_state(cluster, template, namespace, *count, *d, progress)
+                        .map_err(op_err)?;
+                    if *collect_metrics {
+                        measured.record(mark, bound);
+                    }
+                    wait_settled(sched, cluster, opts.timeout, &ctx.stuck, progress)?;
+                    continue;
+                }
                 let mut pods = Vec::with_capacity(*count);
                 for n in 0..*count {
                     let mut p: core::Pod = template.instantiate(n, *count).map_err(op_err)?;
@@ -203,6 +214,32 @@ pub(super) fn run_ops_inner(
                     );
                     measured.record(mark, bound);
                 }
+            }
+            Op::AllocResourceClaims { namespace } => {
+                // The scheduler's view of the claims and devices must be current.
+                wait_settled(sched, cluster, opts.timeout, &ctx.stuck, progress)?;
+                let nodes = cluster.nodes();
+                for c in cluster.claims_in(namespace) {
+                    if c.allocation.is_some() {
+                        continue;
+                    }
+                    let a = crate::plugins::dynamicresources::allocate_on_first_fit(
+                        &sched.dra, &c, &nodes,
+                    )
+                    .map_err(op_err)?
+                    .ok_or_else(|| {
+                        op_err(format!(
+                            "allocResourceClaims: claim {} fits on no node",
+                            c.key()
+                        ))
+                    })?;
+                    let updated = cluster.allocate_claim(&c, &a).map_err(op_err)?;
+                    // Seen at once, so the next claim does not take the same devices.
+                    sched
+                        .dra
+                        .upsert(&crate::model::dra::DraObject::ResourceClaim(updated));
+                }
+                wait_settled(sched, cluster, opts.timeout, &ctx.stuck, progress)?;
             }
             Op::CreateAny {
                 count,
@@ -506,4 +543,56 @@ impl Churner {
             }
         }
     }
+}
+
+/// scheduler_perf's steady state: `count` pods from `template`; for `duration`, each
+/// pod that gets bound is deleted and replaced by the next one, so the scheduler always
+/// has `count` to place. Returns what was bound, and when the stretch began.
+fn steady_state(
+    cluster: &EmbeddedCluster,
+    template: &crate::simulate::workload::Template<core::Pod>,
+    namespace: &str,
+    count: usize,
+    duration: std::time::Duration,
+    progress: &mut Progress,
+) -> Result<Bound, String> {
+    let started = std::time::Instant::now();
+    let mut next = 0usize;
+    let create = |next: &mut usize| -> Result<String, String> {
+        let mut p: core::Pod = template.instantiate(*next, count)?;
+        p.metadata.namespace = Some(namespace.to_string());
+        *next += 1;
+        cluster.create_pod(&p).map_err(|e| e.to_string())
+    };
+    let mut live: Vec<String> = Vec::with_capacity(count);
+    for _ in 0..count {
+        live.push(create(&mut next)?);
+    }
+    progress.total += count;
+    let mut bound = Bound::default();
+    while started.elapsed() < duration {
+        let mut replaced = false;
+        for key in live.iter_mut() {
+            let (ns, name) = key.split_once('/').unwrap_or(("", key.as_str()));
+            let Some(r) = cluster.pod(ns, name) else {
+                continue;
+            };
+            if r.pod.node_name.is_none() {
+                continue;
+            }
+            bound.pods += 1;
+            if let Some(t) = r.pod.spec.start_time {
+                bound.first_micros = Some(bound.first_micros.map_or(t, |f| f.min(t)));
+                bound.last_micros = Some(bound.last_micros.map_or(t, |l| l.max(t)));
+            }
+            cluster.delete_pod(ns, name);
+            *key = create(&mut next)?;
+            progress.total += 1;
+            replaced = true;
+        }
+        if !replaced {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    }
+    Ok(bound)
 }

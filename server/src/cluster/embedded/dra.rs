@@ -72,6 +72,20 @@ impl EmbeddedCluster {
         Ok(claim)
     }
 
+    /// The ResourceClaims of a namespace, by name.
+    pub fn claims_in(&self, namespace: &str) -> Vec<Arc<crate::model::dra::ResourceClaim>> {
+        self.lock().dra.claims_in(namespace)
+    }
+
+    /// Writes a claim's allocation as a test's own allocator would (no reservation).
+    pub fn allocate_claim(
+        &self,
+        claim: &crate::model::dra::ResourceClaim,
+        allocation: &crate::model::dra::Allocation,
+    ) -> Result<Arc<crate::model::dra::ResourceClaim>, String> {
+        self.dra_write(|d, rv| d.set_allocation(claim, allocation, rv))
+    }
+
     /// Every ResourceClaim and its allocation.
     pub fn resource_claim_outcomes(
         &self,

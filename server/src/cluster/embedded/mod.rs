@@ -178,7 +178,9 @@ impl State {
     /// A pod went away: the resourceclaim controller's part runs after the deletion.
     fn emit_pod_delete(&mut self, pod: Arc<Pod>) {
         self.emit(WatchEvent::PodDelete(pod.clone()));
-        if !pod.spec.resource_claims.is_empty() {
+        // Claims from templates, and the one the scheduler made for DRA-backed
+        // extended resources.
+        if !pod.spec.resource_claims.is_empty() || pod.spec.extended_containers.is_some() {
             let mut dra = std::mem::take(&mut self.dra);
             let events = dra.pod_gone(&pod, &mut || self.next_rv());
             self.dra = dra;

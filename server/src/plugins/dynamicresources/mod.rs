@@ -760,6 +760,68 @@ impl DynamicResources {
     }
 }
 
+/// Allocates one claim on the first of `nodes` where it fits, with the devices `dra`
+/// has in use (scheduler_perf's `allocResourceClaims`: claims allocated before a
+/// test, as a driver's own controller would). `Ok(None)`: it fits nowhere.
+pub fn allocate_on_first_fit(
+    dra: &DraStore,
+    claim: &Arc<ResourceClaim>,
+    nodes: &[Arc<crate::model::Node>],
+) -> Result<Option<crate::model::dra::Allocation>, String> {
+    let st = dra.read();
+    let mut requests = Vec::with_capacity(claim.spec.requests.len());
+    for r in claim.spec.requests.iter() {
+        let alts: Vec<(Option<Arc<str>>, &crate::model::dra::ExactRequest)> = match &r.kind {
+            RequestKind::Exactly(e) => vec![(None, e)],
+            RequestKind::FirstAvailable(subs) => {
+                subs.iter().map(|(n, e)| (Some(n.clone()), e)).collect()
+            }
+        };
+        let mut out = Vec::with_capacity(alts.len());
+        for (sub, e) in alts {
+            let Some(class) = st.device_class(&e.device_class_name) else {
+                return Err(format!(
+                    "claim {}, request {}: device class {} does not exist",
+                    claim.key(),
+                    r.name,
+                    e.device_class_name
+                ));
+            };
+            out.push(RequestData {
+                result_name: match &sub {
+                    Some(s) => format!("{}/{s}", r.name).into(),
+                    None => r.name.clone(),
+                },
+                base: r.name.clone(),
+                sub,
+                request: e.clone(),
+                class: class.clone(),
+            });
+        }
+        requests.push(out);
+    }
+    let prep = Prepared {
+        claims: vec![ClaimData {
+            claim: claim.clone(),
+            requests,
+        }],
+        allocated: st.allocated_devices(),
+        shared: st.shared_devices(),
+        index: st.slice_index(),
+        timeout: None,
+    };
+    drop(st);
+    for n in nodes {
+        match allocate(&prep, n) {
+            Ok(Some(a)) => return Ok(a.first().map(|a| a.allocation(&prep.claims[0]))),
+            Ok(None) => {}
+            Err(AllocError::Timeout) => {}
+            Err(AllocError::Fatal(m)) => return Err(m),
+        }
+    }
+    Ok(None)
+}
+
 pub fn factory() -> PluginFactory {
     Arc::new(|args, h: &Arc<Handle>| {
         let a: Args = decode_args(args)?;

@@ -206,11 +206,17 @@ pub(super) fn decode_ops(
                     devices,
                 }
             }
-            op @ ("allocResourceClaims" | "updateDeviceConditions") => {
+            "allocResourceClaims" => {
+                let f: AllocResourceClaimsFile = decode_op(raw, files.file, &field)?;
+                Op::AllocResourceClaims {
+                    namespace: f.namespace,
+                }
+            }
+            op @ "updateDeviceConditions" => {
                 return Err(werr(
                     files.file,
                     format!("{field}.opcode"),
-                    format!("{op} is not supported yet by Switchyard's Dynamic Resource Allocation ({})", if op == "allocResourceClaims" { "claims allocated by a workload op" } else { "device binding conditions" }),
+                    format!("{op} is not supported yet by Switchyard's Dynamic Resource Allocation (device binding conditions)"),
                 ))
             }
             op @ ("createPodGroups" | "createCompositePodGroups" | "waitForPodGroups") => {
@@ -226,34 +232,14 @@ pub(super) fn decode_ops(
             }
             "sleep" => {
                 let f: SleepFile = decode_op(raw, files.file, &field)?;
-                let text = match (&f.duration, &f.duration_param) {
-                    (_, Some(p)) => {
-                        let key = p.trim_start_matches('$');
-                        used.push(key.to_string());
-                        w.params
-                            .get(key)
-                            .and_then(|v| v.as_str().map(str::to_string))
-                            .ok_or_else(|| {
-                                werr(
-                                    files.file,
-                                    format!("{field}.durationParam"),
-                                    format!("parameter {key} must be a duration string"),
-                                )
-                            })?
-                    }
-                    (Some(d), None) => d.clone(),
-                    (None, None) => {
-                        return Err(werr(files.file, format!("{field}.duration"), "Required value"))
-                    }
-                };
-                let d = crate::config::parse_go_duration(&text).ok_or_else(|| {
-                    werr(
-                        files.file,
-                        format!("{field}.duration"),
-                        format!("{text:?} is not a duration such as \"5s\""),
-                    )
-                })?;
-                Op::Sleep(d)
+                Op::Sleep(duration_of(
+                    f.duration.as_deref(),
+                    f.duration_param.as_deref(),
+                    w,
+                    used,
+                    files,
+                    &field,
+                )?)
             }
             "deletePods" => {
                 let f: DeletePodsFile = decode_op(raw, files.file, &field)?;
@@ -358,11 +344,45 @@ fn create_pods_op(
     used: &mut Vec<String>,
     field: &str,
 ) -> Result<Op, WorkloadError> {
-    if f.steady_state || f.duration.is_some() || f.duration_param.is_some() {
+    let steady_on = match &f.steady_state_param {
+        Some(p) => {
+            let key = p.trim_start_matches('$');
+            used.push(key.to_string());
+            w.params.get(key).and_then(|v| v.as_bool()).ok_or_else(|| {
+                werr(
+                    files.file,
+                    format!("{field}.steadyStateParam"),
+                    format!("parameter {key} must be true or false"),
+                )
+            })?
+        }
+        None => f.steady_state,
+    };
+    let steady = if steady_on {
+        Some(duration_of(
+            f.duration.as_deref(),
+            f.duration_param.as_deref(),
+            w,
+            used,
+            files,
+            field,
+        )?)
+    } else if f.duration.is_some() || f.duration_param.is_some() {
+        // Upstream reads the duration only in steady state; a parameter may turn it off.
+        if let Some(p) = &f.duration_param {
+            used.push(p.trim_start_matches('$').to_string());
+        }
+        None
+    } else {
+        None
+    };
+    if steady.is_some()
+        && (f.skip_wait_to_completion || f.persistent_volume_template_path.is_some())
+    {
         return Err(werr(
             files.file,
             format!("{field}.steadyState"),
-            "createPods in steady-state mode (steadyState, duration: pods deleted and recreated for a while) is not supported yet",
+            "steadyState cannot be used with skipWaitToCompletion or volume templates",
         ));
     }
     let count = param_usize(
@@ -444,6 +464,7 @@ fn create_pods_op(
         signature_batch,
         volumes,
         nominated_node_name: f.nominated_node_name,
+        steady,
     })
 }
 
@@ -566,4 +587,46 @@ fn check_namespace(
         )),
         _ => Ok(()),
     }
+}
+
+/// A `duration` or `durationParam` (Go's duration syntax).
+fn duration_of(
+    duration: Option<&str>,
+    param: Option<&str>,
+    w: &WorkloadFile,
+    used: &mut Vec<String>,
+    files: &Files,
+    field: &str,
+) -> Result<std::time::Duration, WorkloadError> {
+    let text = match (duration, param) {
+        (_, Some(p)) => {
+            let key = p.trim_start_matches('$');
+            used.push(key.to_string());
+            w.params
+                .get(key)
+                .and_then(|v| v.as_str().map(str::to_string))
+                .ok_or_else(|| {
+                    werr(
+                        files.file,
+                        format!("{field}.durationParam"),
+                        format!("parameter {key} must be a duration string"),
+                    )
+                })?
+        }
+        (Some(d), None) => d.to_string(),
+        (None, None) => {
+            return Err(werr(
+                files.file,
+                format!("{field}.duration"),
+                "Required value",
+            ))
+        }
+    };
+    crate::config::parse_go_duration(&text).ok_or_else(|| {
+        werr(
+            files.file,
+            format!("{field}.duration"),
+            format!("{text:?} is not a duration such as \"5s\""),
+        )
+    })
 }

@@ -141,6 +141,9 @@ pub(super) struct CreatePodsFile {
     /// them, for `duration` (refused: not supported yet).
     #[serde(default)]
     pub(super) steady_state: bool,
+    /// `steadyState` from a workload parameter.
+    #[serde(default)]
+    pub(super) steady_state_param: Option<String>,
     #[serde(default)]
     pub(super) duration: Option<String>,
     #[serde(default)]
@@ -219,6 +222,14 @@ pub(super) struct CreateResourceDriverFile {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[allow(dead_code)] // accepted for compatibility with upstream files; not all fields are used
+pub(super) struct AllocResourceClaimsFile {
+    pub(super) opcode: String,
+    pub(super) namespace: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // opcode is read by the dispatcher
 pub(super) struct BarrierFile {
     pub(super) opcode: String,
     #[serde(default)]

@@ -99,6 +99,14 @@ pub enum Op {
         volumes: Option<Box<PodVolumes>>,
         /// Written to every pod's status, then their scheduling gates removed.
         nominated_node_name: Option<String>,
+        /// scheduler_perf's steady state: for this long, each pod scheduled is deleted
+        /// and replaced, so `count` pods are always waiting.
+        steady: Option<std::time::Duration>,
+    },
+    /// Allocates every ResourceClaim of the namespace on the first node where it fits
+    /// (scheduler_perf's `allocResourceClaims`: claims in use before the test).
+    AllocResourceClaims {
+        namespace: String,
     },
     /// `count` objects of any kind Switchyard reads, rendered per index.
     CreateAny {
@@ -186,6 +194,8 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "churn",
     "startCollectingMetrics",
     "stopCollectingMetrics",
+    "createResourceDriver",
+    "allocResourceClaims",
 ];
 
 /// The most objects one op may create (count, countParam, churn number): ten times
@@ -359,6 +369,10 @@ const ABSENT_FEATURES: &[(&str, &str)] = &[
         "preemption for resizes a kubelet deferred (alpha in v1.36)",
     ),
     ("GenericWorkload", "the Workload API (alpha in v1.36)"),
+    (
+        "DRADeviceBindingConditions",
+        "Dynamic Resource Allocation's device binding conditions (beta in v1.36; see docs/dra.md)",
+    ),
     (
         "GangScheduling",
         "the Workload API's gang scheduling (alpha in v1.36)",
