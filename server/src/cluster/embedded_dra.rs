@@ -293,11 +293,7 @@ impl Dra {
         c.allocation = None;
         c.reserved_for = Vec::new();
         c.deleting = false;
-        let c = self.put(c, rv);
-        Ok((
-            c.clone(),
-            WatchEvent::DraUpsert(DraObject::ResourceClaim(c)),
-        ))
+        Ok(self.written(c, rv))
     }
 
     /// Writes a claim's allocation (no reservation), as a test's own allocator does
@@ -308,26 +304,13 @@ impl Dra {
         allocation: &Allocation,
         rv: Arc<str>,
     ) -> Result<(Arc<ResourceClaim>, WatchEvent), String> {
-        let Some(cur) = self
-            .claims
-            .get(&key(&claim.namespace, &claim.name))
-            .cloned()
-        else {
-            return Err(format!(
-                "resourceclaims.resource.k8s.io \"{}\" not found",
-                claim.name
-            ));
-        };
+        let cur = self.current(claim)?;
         if cur.allocation.is_some() {
             return Err(format!("claim {} is already allocated", claim.key()));
         }
         let mut c = (*cur).clone();
         c.allocation = Some(Arc::new(allocation.clone()));
-        let c = self.put(c, rv);
-        Ok((
-            c.clone(),
-            WatchEvent::DraUpsert(DraObject::ResourceClaim(c)),
-        ))
+        Ok(self.written(c, rv))
     }
 
     /// The claims of a namespace, by name.
@@ -349,6 +332,28 @@ impl Dra {
         }
         let cur = self.claims.remove(&k)?;
         Some(WatchEvent::DraDelete(DraObject::ResourceClaim(cur)))
+    }
+
+    /// The claim as stored, or upstream's not-found error.
+    fn current(&self, claim: &ResourceClaim) -> Result<Arc<ResourceClaim>, String> {
+        self.claims
+            .get(&key(&claim.namespace, &claim.name))
+            .cloned()
+            .ok_or_else(|| {
+                format!(
+                    "resourceclaims.resource.k8s.io \"{}\" not found",
+                    claim.name
+                )
+            })
+    }
+
+    /// Stores a claim write and returns it with its watch event.
+    fn written(&mut self, c: ResourceClaim, rv: Arc<str>) -> (Arc<ResourceClaim>, WatchEvent) {
+        let c = self.put(c, rv);
+        (
+            c.clone(),
+            WatchEvent::DraUpsert(DraObject::ResourceClaim(c)),
+        )
     }
 
     fn put(&mut self, c: ResourceClaim, rv: Arc<str>) -> Arc<ResourceClaim> {
@@ -404,11 +409,7 @@ impl Dra {
             }
             c.reserved_for.push(ConsumerRef::pod(&pod.name, &pod.uid));
         }
-        let c = self.put(c, rv);
-        Ok((
-            c.clone(),
-            WatchEvent::DraUpsert(DraObject::ResourceClaim(c)),
-        ))
+        Ok(self.written(c, rv))
     }
 
     /// Takes a pod out of a claim's `reservedFor` (the scheduler's Unreserve).
@@ -418,23 +419,10 @@ impl Dra {
         pod_uid: &str,
         rv: Arc<str>,
     ) -> Result<(Arc<ResourceClaim>, WatchEvent), String> {
-        let Some(cur) = self
-            .claims
-            .get(&key(&claim.namespace, &claim.name))
-            .cloned()
-        else {
-            return Err(format!(
-                "resourceclaims.resource.k8s.io \"{}\" not found",
-                claim.name
-            ));
-        };
+        let cur = self.current(claim)?;
         let mut c = (*cur).clone();
         c.reserved_for.retain(|r| &*r.uid != pod_uid);
-        let c = self.put(c, rv);
-        Ok((
-            c.clone(),
-            WatchEvent::DraUpsert(DraObject::ResourceClaim(c)),
-        ))
+        Ok(self.written(c, rv))
     }
 
     /// PostFilter's deallocation (an UpdateStatus: refused when the claim changed).
@@ -443,16 +431,7 @@ impl Dra {
         claim: &ResourceClaim,
         rv: Arc<str>,
     ) -> Result<(Arc<ResourceClaim>, WatchEvent), String> {
-        let Some(cur) = self
-            .claims
-            .get(&key(&claim.namespace, &claim.name))
-            .cloned()
-        else {
-            return Err(format!(
-                "resourceclaims.resource.k8s.io \"{}\" not found",
-                claim.name
-            ));
-        };
+        let cur = self.current(claim)?;
         if cur.resource_version != claim.resource_version {
             return Err(format!(
                 "Operation cannot be fulfilled on resourceclaims.resource.k8s.io \"{}\": the object has been modified; please apply your changes to the latest version and try again",
@@ -462,11 +441,7 @@ impl Dra {
         let mut c = (*cur).clone();
         c.allocation = None;
         c.reserved_for.clear();
-        let c = self.put(c, rv);
-        Ok((
-            c.clone(),
-            WatchEvent::DraUpsert(DraObject::ResourceClaim(c)),
-        ))
+        Ok(self.written(c, rv))
     }
 
     /// The resourceclaim controller when a pod goes: out of every `reservedFor`; a claim

@@ -184,37 +184,7 @@ impl DynamicResources {
                     c.key()
                 )));
             }
-            let mut requests = Vec::with_capacity(c.spec.requests.len());
-            for r in c.spec.requests.iter() {
-                let alts: Vec<(Option<Arc<str>>, &crate::model::dra::ExactRequest)> = match &r.kind
-                {
-                    RequestKind::Exactly(e) => vec![(None, e)],
-                    RequestKind::FirstAvailable(subs) => {
-                        subs.iter().map(|(n, e)| (Some(n.clone()), e)).collect()
-                    }
-                };
-                let mut out = Vec::with_capacity(alts.len());
-                for (sub, e) in alts {
-                    let shown = match &sub {
-                        Some(s) => format!("{}/{s}", r.name),
-                        None => r.name.to_string(),
-                    };
-                    let Some(class) = st.device_class(&e.device_class_name) else {
-                        return Err(Status::unresolvable(format!(
-                            "request {shown}: device class {} does not exist",
-                            e.device_class_name
-                        )));
-                    };
-                    out.push(RequestData {
-                        result_name: shown.into(),
-                        base: r.name.clone(),
-                        sub,
-                        request: e.clone(),
-                        class: class.clone(),
-                    });
-                }
-                requests.push(out);
-            }
+            let requests = claim_requests(&st, c).map_err(Status::unresolvable)?;
             data.push(ClaimData {
                 claim: c.clone(),
                 requests,
@@ -760,6 +730,46 @@ impl DynamicResources {
     }
 }
 
+/// A claim's requests as the allocator takes them: each with its alternatives (one,
+/// or `firstAvailable`'s subrequests in order) and their classes. The error is
+/// upstream PreFilter's: `request <r>: device class <c> does not exist`.
+fn claim_requests(
+    st: &crate::framework::dra::DraState,
+    c: &ResourceClaim,
+) -> Result<Vec<Vec<RequestData>>, String> {
+    let mut requests = Vec::with_capacity(c.spec.requests.len());
+    for r in c.spec.requests.iter() {
+        let alts: Vec<(Option<Arc<str>>, &crate::model::dra::ExactRequest)> = match &r.kind {
+            RequestKind::Exactly(e) => vec![(None, e)],
+            RequestKind::FirstAvailable(subs) => {
+                subs.iter().map(|(n, e)| (Some(n.clone()), e)).collect()
+            }
+        };
+        let mut out = Vec::with_capacity(alts.len());
+        for (sub, e) in alts {
+            let shown: Arc<str> = match &sub {
+                Some(s) => format!("{}/{s}", r.name).into(),
+                None => r.name.clone(),
+            };
+            let Some(class) = st.device_class(&e.device_class_name) else {
+                return Err(format!(
+                    "request {shown}: device class {} does not exist",
+                    e.device_class_name
+                ));
+            };
+            out.push(RequestData {
+                result_name: shown,
+                base: r.name.clone(),
+                sub,
+                request: e.clone(),
+                class: class.clone(),
+            });
+        }
+        requests.push(out);
+    }
+    Ok(requests)
+}
+
 /// Allocates one claim on the first of `nodes` where it fits, with the devices `dra`
 /// has in use (scheduler_perf's `allocResourceClaims`: claims allocated before a
 /// test, as a driver's own controller would). `Ok(None)`: it fits nowhere.
@@ -769,37 +779,7 @@ pub fn allocate_on_first_fit(
     nodes: &[Arc<crate::model::Node>],
 ) -> Result<Option<crate::model::dra::Allocation>, String> {
     let st = dra.read();
-    let mut requests = Vec::with_capacity(claim.spec.requests.len());
-    for r in claim.spec.requests.iter() {
-        let alts: Vec<(Option<Arc<str>>, &crate::model::dra::ExactRequest)> = match &r.kind {
-            RequestKind::Exactly(e) => vec![(None, e)],
-            RequestKind::FirstAvailable(subs) => {
-                subs.iter().map(|(n, e)| (Some(n.clone()), e)).collect()
-            }
-        };
-        let mut out = Vec::with_capacity(alts.len());
-        for (sub, e) in alts {
-            let Some(class) = st.device_class(&e.device_class_name) else {
-                return Err(format!(
-                    "claim {}, request {}: device class {} does not exist",
-                    claim.key(),
-                    r.name,
-                    e.device_class_name
-                ));
-            };
-            out.push(RequestData {
-                result_name: match &sub {
-                    Some(s) => format!("{}/{s}", r.name).into(),
-                    None => r.name.clone(),
-                },
-                base: r.name.clone(),
-                sub,
-                request: e.clone(),
-                class: class.clone(),
-            });
-        }
-        requests.push(out);
-    }
+    let requests = claim_requests(&st, claim).map_err(|e| format!("claim {}: {e}", claim.key()))?;
     let prep = Prepared {
         claims: vec![ClaimData {
             claim: claim.clone(),
