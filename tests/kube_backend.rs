@@ -596,6 +596,56 @@ fn a_pod_bound_at_once_costs_two_writes() {
     api.assert_a_careful_client();
 }
 
+/// A DRA cluster in the double: the default namespace, `node`, a DeviceClass named
+/// after `driver` selecting its devices (with `class_spec` merged into its spec), and
+/// one complete pool of `devices` on the node.
+fn dra_cluster(api: &ApiServer, node_name: &str, driver: &str, class_spec: Value, devices: Value) {
+    api.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}));
+    api.apply(node(node_name, "8"));
+    let mut spec =
+        json!({"selectors": [{"cel": {"expression": format!("device.driver == \"{driver}\"")}}]});
+    if let (Some(s), Some(extra)) = (spec.as_object_mut(), class_spec.as_object()) {
+        s.extend(extra.clone());
+    }
+    api.apply(
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+        "metadata": {"name": driver}, "spec": spec}),
+    );
+    api.apply(
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": format!("{node_name}-devices")},
+        "spec": {"driver": driver, "nodeName": node_name,
+                 "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1},
+                 "devices": devices}}),
+    );
+}
+
+/// The claim whose controlling owner is `pod`.
+fn owned_claim(api: &ApiServer, pod: &str) -> Option<Value> {
+    api.list(switchyard_e2e::apiserver::RESOURCE_CLAIMS)
+        .into_iter()
+        .find(|c| c["metadata"]["ownerReferences"][0]["name"] == pod)
+}
+
+/// Waits until `pod`'s PodScheduled condition says it is unschedulable with a message
+/// starting `prefix`.
+fn wait_unschedulable(api: &ApiServer, pod: &str, prefix: &str) {
+    wait_for(
+        &format!("{pod} unschedulable"),
+        Duration::from_secs(20),
+        || {
+            api.get(PODS, "default", pod).is_some_and(|p| {
+                p["status"]["conditions"].as_array().is_some_and(|cs| {
+                    cs.iter().any(|c| {
+                        c["type"] == "PodScheduled"
+                            && c["message"].as_str().is_some_and(|m| m.starts_with(prefix))
+                    })
+                })
+            })
+        },
+    );
+}
+
 /// DRA through the API server (upstream dynamicresources.go PreBind, and the
 /// resourceclaim controller the double plays): pods' claims come from their templates,
 /// two pods get the node's two GPUs, each claim ends allocated, reserved for its pod
@@ -604,21 +654,13 @@ fn a_pod_bound_at_once_costs_two_writes() {
 /// two claim writes (finalizer, status), as upstream's.
 #[test]
 fn dra_claims_are_allocated_reserved_and_freed_through_the_api_server() {
-    use switchyard_e2e::apiserver::RESOURCE_CLAIMS;
     let api = ApiServer::start();
-    api.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}));
-    api.apply(node("gpu-node", "8"));
-    api.apply(
-        json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
-        "metadata": {"name": "gpu.example.com"},
-        "spec": {"selectors": [{"cel": {"expression": "device.driver == \"gpu.example.com\""}}]}}),
-    );
-    api.apply(
-        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-        "metadata": {"name": "gpu-node-gpus"},
-        "spec": {"driver": "gpu.example.com", "nodeName": "gpu-node",
-                 "pool": {"name": "gpu-node", "generation": 1, "resourceSliceCount": 1},
-                 "devices": [{"name": "gpu-0"}, {"name": "gpu-1"}]}}),
+    dra_cluster(
+        &api,
+        "gpu-node",
+        "gpu.example.com",
+        json!({}),
+        json!([{"name": "gpu-0"}, {"name": "gpu-1"}]),
     );
     api.apply(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
         "metadata": {"name": "one-gpu", "namespace": "default"},
@@ -636,11 +678,7 @@ fn dra_claims_are_allocated_reserved_and_freed_through_the_api_server() {
     wait_for("two GPU pods bound", Duration::from_secs(20), || {
         api.node_of("g-0").is_some() && api.node_of("g-1").is_some()
     });
-    let claim_of = |pod: &str| {
-        api.list(RESOURCE_CLAIMS)
-            .into_iter()
-            .find(|c| c["metadata"]["ownerReferences"][0]["name"] == pod)
-    };
+    let claim_of = |pod: &str| owned_claim(&api, pod);
     let mut devices = Vec::new();
     for p in ["g-0", "g-1"] {
         // Named as the resourceclaim controller names them.
@@ -680,18 +718,11 @@ fn dra_claims_are_allocated_reserved_and_freed_through_the_api_server() {
 
     // All GPUs taken: the third pod waits with upstream's message.
     api.apply(gpu_pod("g-2"));
-    wait_for("g-2 unschedulable", Duration::from_secs(20), || {
-        api.get(PODS, "default", "g-2").is_some_and(|p| {
-            p["status"]["conditions"].as_array().is_some_and(|cs| {
-                cs.iter().any(|c| {
-                    c["type"] == "PodScheduled"
-                        && c["message"].as_str().is_some_and(|m| {
-                            m.starts_with("0/1 nodes are available: 1 cannot allocate all claims.")
-                        })
-                })
-            })
-        })
-    });
+    wait_unschedulable(
+        &api,
+        "g-2",
+        "0/1 nodes are available: 1 cannot allocate all claims.",
+    );
     assert_eq!(api.node_of("g-2"), None);
 
     // Deleting a bound pod deletes its claim; its GPU goes to the waiting pod.
@@ -720,22 +751,13 @@ fn dra_claims_are_allocated_reserved_and_freed_through_the_api_server() {
 /// and frees the GPU for the next pod.
 #[test]
 fn dra_extended_resources_get_a_claim_the_scheduler_creates() {
-    use switchyard_e2e::apiserver::RESOURCE_CLAIMS;
     let api = ApiServer::start();
-    api.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}));
-    api.apply(node("gpu-node", "8"));
-    api.apply(
-        json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
-        "metadata": {"name": "gpu.example.com"},
-        "spec": {"selectors": [{"cel": {"expression": "device.driver == \"gpu.example.com\""}}],
-                 "extendedResourceName": "example.com/gpu"}}),
-    );
-    api.apply(
-        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-        "metadata": {"name": "gpu-node-gpus"},
-        "spec": {"driver": "gpu.example.com", "nodeName": "gpu-node",
-                 "pool": {"name": "gpu-node", "generation": 1, "resourceSliceCount": 1},
-                 "devices": [{"name": "gpu-0"}]}}),
+    dra_cluster(
+        &api,
+        "gpu-node",
+        "gpu.example.com",
+        json!({"extendedResourceName": "example.com/gpu"}),
+        json!([{"name": "gpu-0"}]),
     );
     let gpu_pod = |name: &str| {
         let mut p = pod(name, "switchyard", "100m", None);
@@ -748,11 +770,7 @@ fn dra_extended_resources_get_a_claim_the_scheduler_creates() {
     wait_for("e-0 bound", Duration::from_secs(20), || {
         api.node_of("e-0").is_some()
     });
-    let claim_of = |pod: &str| {
-        api.list(RESOURCE_CLAIMS)
-            .into_iter()
-            .find(|c| c["metadata"]["ownerReferences"][0]["name"] == pod)
-    };
+    let claim_of = |pod: &str| owned_claim(&api, pod);
     let c = claim_of("e-0").expect("a claim for e-0");
     let p = api.get(PODS, "default", "e-0").unwrap();
     let name = c["metadata"]["name"].as_str().unwrap().to_string();
@@ -816,18 +834,11 @@ fn dra_extended_resources_get_a_claim_the_scheduler_creates() {
 
     // The only GPU is taken: the next pod waits, and gets it once e-0 is gone.
     api.apply(gpu_pod("e-1"));
-    wait_for("e-1 unschedulable", Duration::from_secs(20), || {
-        api.get(PODS, "default", "e-1").is_some_and(|p| {
-            p["status"]["conditions"].as_array().is_some_and(|cs| {
-                cs.iter().any(|c| {
-                    c["type"] == "PodScheduled"
-                        && c["message"].as_str().is_some_and(|m| {
-                            m.starts_with("0/1 nodes are available: 1 cannot allocate all claims.")
-                        })
-                })
-            })
-        })
-    });
+    wait_unschedulable(
+        &api,
+        "e-1",
+        "0/1 nodes are available: 1 cannot allocate all claims.",
+    );
     assert!(api.delete(PODS, "default", "e-0"));
     wait_for("e-1 bound after e-0 went", Duration::from_secs(30), || {
         api.node_of("e-1").is_some()
@@ -847,22 +858,16 @@ fn dra_extended_resources_get_a_claim_the_scheduler_creates() {
 /// step; a third pod whose share would exceed the capacity stays pending.
 #[test]
 fn dra_shares_of_a_device_are_written_with_share_ids_and_consumed_capacity() {
-    use switchyard_e2e::apiserver::RESOURCE_CLAIMS;
     let api = ApiServer::start();
-    api.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}));
-    api.apply(node("nic-node", "8"));
-    api.apply(
-        json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
-        "metadata": {"name": "nic.example.com"},
-        "spec": {"selectors": [{"cel": {"expression": "device.driver == \"nic.example.com\""}}]}}),
+    dra_cluster(
+        &api,
+        "nic-node",
+        "nic.example.com",
+        json!({}),
+        json!([{"name": "nic-0", "allowMultipleAllocations": true,
+            "capacity": {"bandwidth": {"value": "10Gi",
+                "requestPolicy": {"default": "1Gi", "validRange": {"min": "1Gi", "step": "1Gi"}}}}}]),
     );
-    api.apply(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-        "metadata": {"name": "nic-node-nics"},
-        "spec": {"driver": "nic.example.com", "nodeName": "nic-node",
-                 "pool": {"name": "nic-node", "generation": 1, "resourceSliceCount": 1},
-                 "devices": [{"name": "nic-0", "allowMultipleAllocations": true,
-                    "capacity": {"bandwidth": {"value": "10Gi",
-                        "requestPolicy": {"default": "1Gi", "validRange": {"min": "1Gi", "step": "1Gi"}}}}}]}}));
     api.apply(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
         "metadata": {"name": "bw", "namespace": "default"},
         "spec": {"spec": {"devices": {"requests": [{"name": "nic", "exactly": {
@@ -881,11 +886,7 @@ fn dra_shares_of_a_device_are_written_with_share_ids_and_consumed_capacity() {
     });
     let mut ids = Vec::new();
     for p in ["s-0", "s-1"] {
-        let c = api
-            .list(RESOURCE_CLAIMS)
-            .into_iter()
-            .find(|c| c["metadata"]["ownerReferences"][0]["name"] == p)
-            .unwrap_or_else(|| panic!("no claim for {p}"));
+        let c = owned_claim(&api, p).unwrap_or_else(|| panic!("no claim for {p}"));
         let r = &c["status"]["allocation"]["devices"]["results"][0];
         assert_eq!(r["device"], "nic-0", "{c}");
         let id = r["shareID"].as_str().unwrap_or_default().to_string();
@@ -901,17 +902,10 @@ fn dra_shares_of_a_device_are_written_with_share_ids_and_consumed_capacity() {
     assert_ne!(ids[0], ids[1]);
     // 8Gi of 10Gi shared: a third 4Gi share does not fit.
     api.apply(nic_pod("s-2"));
-    wait_for("s-2 unschedulable", Duration::from_secs(20), || {
-        api.get(PODS, "default", "s-2").is_some_and(|p| {
-            p["status"]["conditions"].as_array().is_some_and(|cs| {
-                cs.iter().any(|c| {
-                    c["type"] == "PodScheduled"
-                        && c["message"].as_str().is_some_and(|m| {
-                            m.starts_with("0/1 nodes are available: 1 cannot allocate all claims.")
-                        })
-                })
-            })
-        })
-    });
+    wait_unschedulable(
+        &api,
+        "s-2",
+        "0/1 nodes are available: 1 cannot allocate all claims.",
+    );
     api.assert_a_careful_client();
 }

@@ -371,6 +371,19 @@ mod tests {
         }
     }
 
+    /// Requests as (name, count), and mappings as (container, request).
+    type Shown<'a> = (Vec<(&'a str, i64)>, Vec<(&'a str, &'a str)>);
+
+    fn shown(s: &Served) -> Shown<'_> {
+        (
+            s.requests.iter().map(|(n, q)| (&**n, *q)).collect(),
+            s.mappings
+                .iter()
+                .map(|m| (&*m.container, &*m.request))
+                .collect(),
+        )
+    }
+
     fn class() -> Arc<DeviceClass> {
         Arc::new(DeviceClass {
             name: "gpu".into(),
@@ -394,16 +407,11 @@ mod tests {
             c("b", false, &["example.com/gpu"], &[("example.com/gpu", 1)]),
         ];
         let s = requests_and_mappings(&cs, &"example.com/gpu".into(), class());
-        let r: Vec<(&str, i64)> = s.requests.iter().map(|(n, q)| (&**n, *q)).collect();
+        let (r, m) = shown(&s);
         assert_eq!(
             r,
             [("container-0-request-1", 2), ("container-1-request-0", 1)]
         );
-        let m: Vec<(&str, &str)> = s
-            .mappings
-            .iter()
-            .map(|m| (&*m.container, &*m.request))
-            .collect();
         assert_eq!(
             m,
             [
@@ -438,16 +446,11 @@ mod tests {
             ),
         ];
         let s = requests_and_mappings(&cs, &"example.com/gpu".into(), class());
-        let r: Vec<(&str, i64)> = s.requests.iter().map(|(n, q)| (&**n, *q)).collect();
+        let (r, m) = shown(&s);
         assert_eq!(
             r,
             [("container-0-request-0", 2), ("container-2-request-0", 1)]
         );
-        let m: Vec<(&str, &str)> = s
-            .mappings
-            .iter()
-            .map(|m| (&*m.container, &*m.request))
-            .collect();
         assert_eq!(
             m,
             [
