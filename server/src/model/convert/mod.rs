@@ -8,6 +8,7 @@
 
 mod disruption;
 mod dra;
+mod dra_allocation;
 mod dra_devices;
 mod node;
 mod pod;
@@ -19,6 +20,7 @@ mod workloads;
 
 pub use disruption::*;
 pub use dra::*;
+pub use dra_allocation::allocation_to_json;
 pub use dra_devices::*;
 pub use node::*;
 pub use pod::*;

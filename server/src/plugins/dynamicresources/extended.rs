@@ -26,7 +26,8 @@ use crate::model::dra::{
 use crate::model::labels::Labels;
 use crate::model::Pod;
 
-use super::allocator::{ClaimData, Prepared, RequestData};
+use super::allocation::{ClaimData, RequestData};
+use super::allocator::Prepared;
 
 /// The in-memory claim's name: not a valid object name, so it never clashes with a
 /// real claim (upstream `specialClaimInMemName`).

@@ -18,8 +18,10 @@
 //! Every rejection is UnschedulableAndUnresolvable: like upstream (through v1.37),
 //! DRA devices are never a reason to preempt.
 
+mod allocation;
 mod allocator;
 mod extended;
+mod writes;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -38,14 +40,15 @@ use crate::framework::interface::{
 };
 use crate::framework::{CycleState, Handle, NodeInfo, PluginFactory, Status};
 use crate::model::dra::{
-    ClaimName, DraObject, ExtendedResourceClaimStatus, RequestKind, RequestMapping, ResourceClaim,
-    FINALIZER,
+    ClaimName, DraObject, RequestKind, RequestMapping, ResourceClaim, FINALIZER,
 };
 use crate::model::Pod;
 use crate::plugins::helper::{decode_args, default_normalize_score, missing_state, MAX_SCORE};
 
-use allocator::{allocate, ClaimData, Prepared, RequestData};
-pub use allocator::{AllocError, ClaimAllocation};
+pub use allocation::ClaimAllocation;
+use allocation::{ClaimData, RequestData};
+pub use allocator::AllocError;
+use allocator::{allocate, Prepared};
 use extended::{Extended, ForNode, SPECIAL_CLAIM_NAME};
 
 pub const NAME: &str = "DynamicResources";
@@ -625,108 +628,6 @@ impl PreBindPlugin for DynamicResources {
             }
             Status::success()
         })
-    }
-}
-
-impl DynamicResources {
-    /// PreBind for the extended-resource claim (upstream `bindClaim` with
-    /// `createExtendedResourceClaimInAPI` and `patchPodExtendedResourceClaimStatus`):
-    /// created with its finalizer (one write fewer than upstream's create then
-    /// update), allocated and reserved for the pod, then named in the pod's status.
-    async fn bind_extended(&self, s: &StateData, c: &Arc<ResourceClaim>, pod: &Arc<Pod>) -> Status {
-        let client = &self.handle.client;
-        let generate_name = format!("{}-extended-resources-", pod.name);
-        let created = match client.create_claim(c, &generate_name).await {
-            Ok(created) => created,
-            Err(e) => {
-                return Status::error(format!(
-                    "create claim for extended resources {}: {e}",
-                    pod.key()
-                ))
-            }
-        };
-        *lock(&s.created) = Some(created.clone());
-        self.dra.assume(created.clone());
-        match client
-            .reserve_claim(&created, c.allocation.as_deref(), pod)
-            .await
-        {
-            Ok(updated) => {
-                self.dra.assume(updated);
-                self.dra.end_allocation(&c.uid);
-            }
-            Err(e) => {
-                return Status::error(format!(
-                    "add allocation and reservation to claim {}: {e}",
-                    created.key()
-                ))
-            }
-        }
-        let status = ExtendedResourceClaimStatus {
-            claim_name: created.name.clone(),
-            mappings: s.ext_mappings.as_deref().unwrap_or_default().to_vec(),
-        };
-        if let Err(e) = client
-            .set_extended_resource_claim_status(pod, &status)
-            .await
-        {
-            return Status::error(format!(
-                "update pod {} ExtendedResourceClaimStatus: {e}",
-                pod.key()
-            ));
-        }
-        Status::success()
-    }
-
-    /// Deletes a claim in the background (Unreserve).
-    fn spawn_delete(&self, claim: Arc<ResourceClaim>) {
-        if let Some(services) = self.handle.services() {
-            let client = self.handle.client.clone();
-            let dra = self.dra.clone();
-            services.spawn(Box::pin(async move {
-                if client.delete_claim(&claim).await.is_ok() {
-                    dra.restore(&claim.namespace, &claim.name);
-                }
-            }));
-        }
-    }
-
-    /// Deletes a claim and waits (PostFilter, as upstream's synchronous call there).
-    fn delete_claim(&self, claim: Arc<ResourceClaim>) -> Result<(), String> {
-        let Some(services) = self.handle.services() else {
-            return Err("cannot delete a claim outside a running scheduler".into());
-        };
-        let (tx, rx) = std::sync::mpsc::channel();
-        let client = self.handle.client.clone();
-        services.spawn(Box::pin(async move {
-            let _ = tx.send(client.delete_claim(&claim).await);
-        }));
-        match rx.recv_timeout(DEALLOCATE_TIMEOUT) {
-            Ok(r) => r.map_err(|e| e.to_string()),
-            Err(_) => Err("timed out deleting the claim".into()),
-        }
-    }
-}
-
-/// How long PostFilter waits for its deallocation to be written.
-const DEALLOCATE_TIMEOUT: Duration = Duration::from_secs(30);
-
-impl DynamicResources {
-    /// Writes the claim deallocated and waits for the answer: PostFilter is synchronous,
-    /// as upstream's API call there is.
-    fn deallocate(&self, claim: Arc<ResourceClaim>) -> Result<Arc<ResourceClaim>, String> {
-        let Some(services) = self.handle.services() else {
-            return Err("cannot deallocate a claim outside a running scheduler".into());
-        };
-        let (tx, rx) = std::sync::mpsc::channel();
-        let client = self.handle.client.clone();
-        services.spawn(Box::pin(async move {
-            let _ = tx.send(client.deallocate_claim(&claim).await);
-        }));
-        match rx.recv_timeout(DEALLOCATE_TIMEOUT) {
-            Ok(r) => r.map_err(|e| e.to_string()),
-            Err(_) => Err("timed out deallocating the claim".into()),
-        }
     }
 }
 
