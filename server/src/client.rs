@@ -224,12 +224,10 @@ pub trait ClusterClient: Send + Sync {
         &'a self,
         pv: &'a crate::model::storage::PersistentVolume,
     ) -> BoxFuture<'a, Result<(), ClientError>> {
-        Box::pin(async move {
-            Err(ClientError::Other(format!(
-                "cannot bind persistentvolume {:?}: this cluster backend does not write volumes",
-                pv.name
-            )))
-        })
+        not_written(format!(
+            "cannot bind persistentvolume {:?}: this cluster backend does not write volumes",
+            pv.name
+        ))
     }
 
     /// DynamicResources' PreBind: see [`ClaimWriter::reserve_claim`].
@@ -239,12 +237,10 @@ pub trait ClusterClient: Send + Sync {
         _allocation: Option<&'a crate::model::dra::Allocation>,
         _pod: &'a Pod,
     ) -> BoxFuture<'a, Result<Arc<crate::model::dra::ResourceClaim>, ClientError>> {
-        Box::pin(async move {
-            Err(ClientError::Other(format!(
-                "cannot write resourceclaim {:?}: this cluster backend does not write ResourceClaims",
-                claim.key()
-            )))
-        })
+        not_written(format!(
+            "cannot write resourceclaim {:?}: this cluster backend does not write ResourceClaims",
+            claim.key()
+        ))
     }
 
     /// DynamicResources' Unreserve after PreBind wrote the claim: takes the pod out of
@@ -254,12 +250,10 @@ pub trait ClusterClient: Send + Sync {
         claim: &'a crate::model::dra::ResourceClaim,
         _pod_uid: &'a str,
     ) -> BoxFuture<'a, Result<Arc<crate::model::dra::ResourceClaim>, ClientError>> {
-        Box::pin(async move {
-            Err(ClientError::Other(format!(
-                "cannot write resourceclaim {:?}: this cluster backend does not write ResourceClaims",
-                claim.key()
-            )))
-        })
+        not_written(format!(
+            "cannot write resourceclaim {:?}: this cluster backend does not write ResourceClaims",
+            claim.key()
+        ))
     }
 
     /// DynamicResources' PostFilter: clears `status.allocation`, `reservedFor` and
@@ -268,12 +262,10 @@ pub trait ClusterClient: Send + Sync {
         &'a self,
         claim: &'a crate::model::dra::ResourceClaim,
     ) -> BoxFuture<'a, Result<Arc<crate::model::dra::ResourceClaim>, ClientError>> {
-        Box::pin(async move {
-            Err(ClientError::Other(format!(
-                "cannot write resourceclaim {:?}: this cluster backend does not write ResourceClaims",
-                claim.key()
-            )))
-        })
+        not_written(format!(
+            "cannot write resourceclaim {:?}: this cluster backend does not write ResourceClaims",
+            claim.key()
+        ))
     }
 
     /// DynamicResources' PreBind for DRA-backed extended resources: creates the claim
@@ -283,11 +275,7 @@ pub trait ClusterClient: Send + Sync {
         _claim: &'a crate::model::dra::ResourceClaim,
         generate_name: &'a str,
     ) -> BoxFuture<'a, Result<Arc<crate::model::dra::ResourceClaim>, ClientError>> {
-        Box::pin(async move {
-            Err(ClientError::Other(format!(
-                "cannot create a resourceclaim {generate_name}…: this cluster backend does not write ResourceClaims"
-            )))
-        })
+        not_written(format!("cannot create a resourceclaim {generate_name}…: this cluster backend does not write ResourceClaims"))
     }
 
     /// Deletes a claim the scheduler made, removing its finalizer first (upstream
@@ -296,12 +284,10 @@ pub trait ClusterClient: Send + Sync {
         &'a self,
         claim: &'a crate::model::dra::ResourceClaim,
     ) -> BoxFuture<'a, Result<(), ClientError>> {
-        Box::pin(async move {
-            Err(ClientError::Other(format!(
-                "cannot delete resourceclaim {:?}: this cluster backend does not write ResourceClaims",
-                claim.key()
-            )))
-        })
+        not_written(format!(
+            "cannot delete resourceclaim {:?}: this cluster backend does not write ResourceClaims",
+            claim.key()
+        ))
     }
 
     /// Writes the pod's `status.extendedResourceClaimStatus`.
@@ -310,12 +296,10 @@ pub trait ClusterClient: Send + Sync {
         pod: &'a Pod,
         _status: &'a crate::model::dra::ExtendedResourceClaimStatus,
     ) -> BoxFuture<'a, Result<(), ClientError>> {
-        Box::pin(async move {
-            Err(ClientError::Other(format!(
-                "cannot write the status of pod {:?}: this cluster backend does not write it",
-                pod.key()
-            )))
-        })
+        not_written(format!(
+            "cannot write the status of pod {:?}: this cluster backend does not write it",
+            pod.key()
+        ))
     }
 
     /// VolumeBinding's PreBind for a claim to provision: sets the
@@ -325,13 +309,16 @@ pub trait ClusterClient: Send + Sync {
         pvc: &'a crate::model::storage::PersistentVolumeClaim,
         node: &'a str,
     ) -> BoxFuture<'a, Result<(), ClientError>> {
-        Box::pin(async move {
-            Err(ClientError::Other(format!(
+        not_written(format!(
                 "cannot select node {node:?} for persistentvolumeclaim {:?}: this cluster backend does not write volumes",
                 pvc.key()
-            )))
-        })
+            ))
     }
+}
+
+/// What a backend that does not make a write answers: the write, refused, naming it.
+fn not_written<'a, T: 'a>(msg: String) -> BoxFuture<'a, Result<T, ClientError>> {
+    Box::pin(async move { Err(ClientError::Other(msg)) })
 }
 
 /// A cluster backend: a client plus the event feed.

@@ -146,15 +146,15 @@ impl Search<'_> {
         !c.device.allow_multiple_allocations && self.in_use(c.number)
     }
 
-    /// Upstream `CmpRequestOverCapacity`: what one more device of the request would
-    /// consume of each capacity (`Some(empty)` for a device taken whole with nothing
-    /// to check), or `None` when a requested capacity is missing, the policy refuses
-    /// the amount, or the device's shares would exceed a capacity.
-    fn capacity_fits(&self, cand: usize, req: &ExactRequest) -> Option<Consumed> {
+    /// Upstream `CmpRequestOverCapacity`: `None` when a requested capacity is
+    /// missing, the policy refuses the amount, or the device's shares would exceed a
+    /// capacity; else, for a device allowing multiple allocations, what one more share
+    /// consumes of each capacity (`Some(None)`: taken whole, nothing to record).
+    fn capacity_fits(&self, cand: usize, req: &ExactRequest) -> Option<Option<Consumed>> {
         let c = &self.candidates[cand];
         let d = c.device;
         if req.capacity_requests.is_empty() && !d.allow_multiple_allocations {
-            return Some(Arc::from(Vec::new()));
+            return Some(None);
         }
         let driver = &c.slice.driver;
         let requested: Vec<(Arc<str>, i128)> = req
@@ -195,7 +195,7 @@ impl Search<'_> {
             }
             out.push((name.clone(), consumed));
         }
-        Some(out.into())
+        Some(d.allow_multiple_allocations.then(|| out.into()))
     }
 
     /// Whether a device allowing multiple allocations already has a share (its
@@ -433,13 +433,11 @@ impl Search<'_> {
             }
             return Ok(false);
         }
-        let share = if multi {
-            self.allocating_shares.push((number, consumed.clone()));
-            Some(consumed)
-        } else {
-            self.allocating.push((number, ci));
-            None
-        };
+        match &consumed {
+            Some(c) => self.allocating_shares.push((number, c.clone())),
+            None => self.allocating.push((number, ci)),
+        }
+        let share = consumed;
         self.counter_stack.push(counters);
         self.results[ci].push((cand, ri, ai, share));
         Ok(true)
