@@ -15,6 +15,10 @@ use switchyard::plugins::in_tree_registry;
 use switchyard::simulate::{self, SimulateOptions};
 
 fn run(reuse: bool, capabilities: bool) -> simulate::Report {
+    run_workload("Quota/600Nodes", reuse, capabilities)
+}
+
+fn run_workload(workload: &str, reuse: bool, capabilities: bool) -> simulate::Report {
     let env: &[(&str, &str)] = if capabilities {
         &[]
     } else {
@@ -22,7 +26,7 @@ fn run(reuse: bool, capabilities: bool) -> simulate::Report {
     };
     let sidecar = switchyard_e2e::start_sidecar(
         "switchyard-quota",
-        &format!("quota-reuse-{reuse}-{capabilities}"),
+        &format!("quota-{}-reuse-{reuse}-{capabilities}", workload.len()),
         env,
     );
     let mut config = switchyard::config::SchedulerConfig::default_config();
@@ -32,7 +36,7 @@ fn run(reuse: bool, capabilities: bool) -> simulate::Report {
     config.remote_plugins.push(ep);
     let opts = SimulateOptions {
         workload: Some(switchyard_e2e::workspace_root().join("tests/fixtures/quota/workload.yaml")),
-        workload_name: Some("Quota/600Nodes".into()),
+        workload_name: Some(workload.into()),
         scheduler_config: Some(config),
         seed: 11,
         timeout: Duration::from_secs(120),
@@ -84,13 +88,67 @@ fn quota_answers_reused_for_the_tenants_pods_change_no_placement() {
     }
     // Limited nodes hold at most their limit of each tenant, and the quota did
     // reject: the nodes taking one pod per tenant are full.
-    let mut per: BTreeMap<(&str, &str), usize> = BTreeMap::new();
-    for (pod, node) in &x {
+    let per = check_limits(&x);
+    let one_full = per
+        .iter()
+        .filter(|((node, tenant), _)| node.starts_with("limit1-") && *tenant == "acme")
+        .count();
+    assert_eq!(one_full, 200, "every node taking one acme pod holds one");
+}
+
+/// TenantQuota declares `pre_filter_pod_only`: on a cluster large enough for the
+/// lookahead, the queued pods' PreFilter and first Filter round (the nodes without a
+/// kept answer) go ahead of their attempts, the attempts use them, and every pod is
+/// placed as by the same sidecar without the capability the lookahead needs.
+#[test]
+fn quota_pre_filter_sent_ahead_changes_no_placement() {
+    let ahead = run_workload("Quota/6000Nodes", true, true);
+    let plain = run_workload("Quota/6000Nodes", true, false);
+    for r in [&ahead, &plain] {
+        assert!(r.invariants.ok, "{:?}", r.invariants);
+        assert_eq!(r.summary.bound, 6700, "{:?}", r.summary);
+        assert_eq!(r.remote[0].errors, 0, "{:?}", r.remote[0]);
+        assert_eq!(r.remote[0].stray_replies, 0, "{:?}", r.remote[0]);
+    }
+    let (a, p) = (&ahead.remote[0], &plain.remote[0]);
+    assert!(
+        a.lookahead_hits >= 600,
+        "{} lookahead answers used, {} dropped ({a:?})",
+        a.lookahead_hits,
+        a.lookahead_misses
+    );
+    assert_eq!(p.lookahead_hits + p.lookahead_misses, 0, "{p:?}");
+    switchyard_e2e::assert_same_placements(
+        "PreFilter and Filter sent ahead",
+        &switchyard_e2e::placements(&plain),
+        &switchyard_e2e::placements(&ahead),
+    );
+    // No node holds more than its limit of a tenant, and the quota steered: acme
+    // pods doubled up on nodes that allow it, never on those taking one per tenant.
+    let per = check_limits(&switchyard_e2e::placements(&ahead));
+    let doubled = |kind: &str| {
+        per.iter()
+            .filter(|((node, tenant), n)| node.starts_with(kind) && *tenant == "acme" && **n >= 2)
+            .count()
+    };
+    assert!(
+        doubled("free-") + doubled("limit2-") >= 20,
+        "acme doubled up on {} free and {} limit2 nodes",
+        doubled("free-"),
+        doubled("limit2-")
+    );
+}
+
+/// Pods per (node, tenant) of `placements`, checking that no node named `limitN-...`
+/// holds more than N pods of a tenant.
+fn check_limits(placements: &switchyard_e2e::Placements) -> BTreeMap<(String, String), usize> {
+    let mut per: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for (pod, node) in placements {
         let (Some(node), Some(tenant)) = (node, pod.split('/').nth(1)) else {
             continue;
         };
         let tenant = tenant.split('-').next().unwrap_or_default();
-        *per.entry((node.as_str(), tenant)).or_default() += 1;
+        *per.entry((node.clone(), tenant.to_string())).or_default() += 1;
     }
     for ((node, tenant), n) in &per {
         let limit = match node.split('-').next() {
@@ -99,13 +157,9 @@ fn quota_answers_reused_for_the_tenants_pods_change_no_placement() {
             _ => continue,
         };
         assert!(
-            *tenant == "untenanted" || *n <= limit,
+            tenant == "untenanted" || *n <= limit,
             "{n} pods of {tenant} on {node}"
         );
     }
-    let one_full = per
-        .iter()
-        .filter(|((node, tenant), _)| node.starts_with("limit1-") && *tenant == "acme")
-        .count();
-    assert_eq!(one_full, 200, "every node taking one acme pod holds one");
+    per
 }

@@ -87,6 +87,23 @@ pub trait Plugin: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// Declare `true`, with [`signature_node_pods`](Self::signature_node_pods), when
+    /// PreFilter's verdict and state depend only on the pod's signed fields (never on
+    /// nodes or other pods): the quota's PreFilter, which notes the pod's tenant. The
+    /// plugin is then node-local with a PreFilter, and the scheduler sends the queued
+    /// pods' PreFilter and first Filter round ahead of their attempts (lookahead),
+    /// which hides the round trip. A wrong `true` gives wrong placements.
+    fn pre_filter_pod_only(&self) -> bool {
+        false
+    }
+
+    /// Whether the plugin's calls may be answered at the generation they name rather
+    /// than the one their cycle started at: a node-local plugin, or one whose
+    /// PreFilter reads only the pod ([`pre_filter_pod_only`](Self::pre_filter_pod_only)).
+    fn answers_at_named_generation(&self) -> bool {
+        self.node_local() || (self.signature_node_pods() && self.pre_filter_pod_only())
+    }
+
     fn as_pre_enqueue(&self) -> Option<&dyn PreEnqueuePlugin> {
         None
     }

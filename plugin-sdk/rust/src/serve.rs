@@ -206,6 +206,14 @@ fn check_plugins(plugins: &[Arc<dyn Plugin>]) -> Result<(), Error> {
                 p.name()
             )));
         }
+        if p.pre_filter_pod_only() && (!p.signature_node_pods() || p.node_local()) {
+            return Err(Error::Usage(format!(
+                "plugin {:?} declares pre_filter_pod_only without signature_node_pods, or \
+                 with node_local: declare signature_node_pods (and a signature) and drop \
+                 node_local",
+                p.name()
+            )));
+        }
         if let Some(l) = p.as_label_score() {
             if p.as_pre_filter().is_some() {
                 return Err(Error::Usage(format!(

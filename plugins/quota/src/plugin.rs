@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use switchyard_plugin_sdk::{
-    pb, Cycle, CycleState, FilterPlugin, Index, Node, NodeInfo, NodeSets, Plugin, Pod,
-    PreFilterPlugin, PreFilterResult, Snapshot, Status,
+    pb, Cycle, CycleState, FilterPlugin, Index, Node, NodeInfo, Plugin, Pod, PreFilterPlugin,
+    PreFilterResult, Snapshot, Status,
 };
 
 pub const NAME: &str = "TenantQuota";
@@ -102,19 +102,16 @@ impl QuotaState {
 
 /// Counts the pods of tenant `wanted` on `nodes` that set a limit, leaving out the pod
 /// `self_uid` (the one being scheduled, should the replica already place it).
-/// `None` when no node sets a limit: the quota cannot reject the pod anywhere.
 pub fn count_tenant_pods<'a>(
     wanted: &str,
     self_uid: &str,
     nodes: impl IntoIterator<Item = &'a NodeInfo>,
-) -> Option<QuotaState> {
-    let mut limited = false;
+) -> QuotaState {
     let mut counts = HashMap::new();
     for ni in nodes {
         if !ni.node.labels.contains_key(LIMIT_LABEL) {
             continue;
         }
-        limited = true;
         let n = ni
             .pods
             .iter()
@@ -124,35 +121,27 @@ pub fn count_tenant_pods<'a>(
             counts.insert(ni.name().to_string(), n);
         }
     }
-    limited.then(|| QuotaState {
+    QuotaState {
         tenant: wanted.to_string(),
         base: Base::Counted(counts),
         changed: HashMap::new(),
-    })
+    }
 }
 
 /// [`count_tenant_pods`] from the replica's indexes, in constant time: Filter reads
 /// the counts of the nodes it is asked about from the index.
-pub fn count_tenant_pods_indexed(
-    wanted: &str,
-    self_uid: &str,
-    snapshot: &Snapshot,
-    limits: &NodeSets,
-) -> Option<QuotaState> {
-    if limits.count() == 0 {
-        return None;
-    }
+pub fn count_tenant_pods_indexed(wanted: &str, self_uid: &str, snapshot: &Snapshot) -> QuotaState {
     // The pod itself never counts, should the replica already place it.
     let own_node = snapshot
         .pod(self_uid)
         .filter(|p| tenant(p) == Some(wanted))
         .and_then(|p| snapshot.node_by_name(&p.node_name))
         .map(|ni| ni.node.id);
-    Some(QuotaState {
+    QuotaState {
         tenant: wanted.to_string(),
         base: Base::Indexed { own_node },
         changed: HashMap::new(),
-    })
+    }
 }
 
 fn missing_state() -> Status {
@@ -174,13 +163,8 @@ impl TenantQuota {
         let Some(tenant) = tenant(pod) else {
             return Status::skip().into();
         };
-        match count_tenant_pods(tenant, &pod.uid, nodes) {
-            Some(s) => {
-                state.write(s);
-                Status::success().into()
-            }
-            None => Status::skip().into(),
-        }
+        state.write(count_tenant_pods(tenant, &pod.uid, nodes));
+        Status::success().into()
     }
 
     /// PreFilter from the replica's indexes (the SDK keeps them; see
@@ -189,19 +173,13 @@ impl TenantQuota {
         &self,
         pod: &Pod,
         snapshot: &Snapshot,
-        limits: &NodeSets,
         state: &mut CycleState,
     ) -> PreFilterResult {
         let Some(tenant) = tenant(pod) else {
             return Status::skip().into();
         };
-        match count_tenant_pods_indexed(tenant, &pod.uid, snapshot, limits) {
-            Some(s) => {
-                state.write(s);
-                Status::success().into()
-            }
-            None => Status::skip().into(),
-        }
+        state.write(count_tenant_pods_indexed(tenant, &pod.uid, snapshot));
+        Status::success().into()
     }
 
     /// AddPod (`add`) or RemovePod: a pod of the state's tenant placed on or taken
@@ -272,6 +250,12 @@ impl Plugin for TenantQuota {
     fn signature_label_keys(&self) -> Vec<String> {
         vec![TENANT_LABEL.into()]
     }
+    /// PreFilter's verdict (Skip without a tenant, else Success) and state (the
+    /// tenant) come from the pod's tenant label alone: the scheduler may send it, and
+    /// the first Filter round, ahead of the pod's attempt.
+    fn pre_filter_pod_only(&self) -> bool {
+        true
+    }
     fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
         Some(self)
     }
@@ -287,7 +271,7 @@ impl PreFilterPlugin for TenantQuota {
             snap.pods_by_label(TENANT_LABEL),
             snap.nodes_by_label(LIMIT_LABEL),
         ) {
-            (Some(_), Some(limits)) => self.pre_filter_indexed(cycle.pod, snap, limits, state),
+            (Some(_), Some(_)) => self.pre_filter_indexed(cycle.pod, snap, state),
             // A replica built without the indexes (a test's): count by scanning.
             _ => self.pre_filter_nodes(cycle.pod, snap.nodes(), state),
         }
@@ -477,14 +461,8 @@ mod tests {
             .unwrap()
             .with_indexes(TenantQuota.indexes());
         for (who, tenant) in [("self", "t"), ("other", "t"), ("x", "u"), ("y", "none")] {
-            let scanned = count_tenant_pods(tenant, who, snapshot.nodes()).unwrap();
-            let from_index = count_tenant_pods_indexed(
-                tenant,
-                who,
-                &indexed,
-                indexed.nodes_by_label(LIMIT_LABEL).unwrap(),
-            )
-            .unwrap();
+            let scanned = count_tenant_pods(tenant, who, snapshot.nodes());
+            let from_index = count_tenant_pods_indexed(tenant, who, &indexed);
             for ni in indexed
                 .nodes()
                 .filter(|n| n.node.labels.contains_key(LIMIT_LABEL))
@@ -497,18 +475,14 @@ mod tests {
                 );
             }
         }
-        // No limited node: both skip.
+        // No limited node: both leave a state; an unlimited node is never counted.
         let free = Snapshot::from_objects([mk_node("f", None)], [on("a", Some("t"), "f")])
             .unwrap()
             .with_indexes(TenantQuota.indexes());
-        assert!(count_tenant_pods_indexed(
-            "t",
-            "p",
-            &free,
-            free.nodes_by_label(LIMIT_LABEL).unwrap()
-        )
-        .is_none());
-        assert!(count_tenant_pods("t", "p", free.nodes()).is_none());
+        assert_eq!(count_tenant_pods_indexed("t", "p", &free).tenant, "t");
+        let scanned = count_tenant_pods("t", "p", free.nodes());
+        let f = free.node_by_name("f").unwrap();
+        assert_eq!(scanned.count(&free, f), 0);
     }
 
     /// A dry run on an indexed replica: RemovePod and AddPod move the count Filter
@@ -580,12 +554,16 @@ mod tests {
         assert!(h.run(&TenantQuota, "nobody").is_err());
     }
 
+    /// PreFilter's verdict reads the pod alone (`pre_filter_pod_only`): with no
+    /// limited node it still succeeds, and Filter passes every node.
     #[test]
-    fn no_limited_node_skips_the_pod() {
+    fn no_limited_node_passes_every_node() {
         let p = pod("p", Some("t"));
-        let (s, state) = pre_filter(&p, &[node("a", None, vec![pod("q", Some("t"))])]);
-        assert_eq!(s.code, Code::Skip);
-        assert!(state.is_empty());
+        let nodes = [node("a", None, vec![pod("q", Some("t"))])];
+        let (s, state) = pre_filter(&p, &nodes);
+        assert!(s.is_success(), "{s:?}");
+        assert_eq!(state.read::<QuotaState>().unwrap().tenant, "t");
+        assert!(filter(&p, &state, &nodes[0]).is_success());
     }
 
     #[test]

@@ -46,6 +46,7 @@ pub fn seeds() -> Vec<String> {
             signature_label_keys: Vec::new(),
             score_normalization: pb::ScoreNormalization::DefaultReverse as i32,
             score_node_label: String::new(),
+            pre_filter_pod_only: false,
         }],
         max_batch_nodes: 512,
         capabilities: vec!["filter-batch".into()],

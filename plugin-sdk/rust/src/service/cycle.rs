@@ -19,7 +19,11 @@ impl Shared {
         let r = async {
             let (idx, plugin) = self.plugin(&req.plugin)?;
             let entry = self
-                .cycle(req.cycle, req.generation, plugin.node_local())
+                .cycle(
+                    req.cycle,
+                    req.generation,
+                    plugin.answers_at_named_generation(),
+                )
                 .await?;
             // A Filter sent right behind this call waits for its outcome.
             let record = |s: &Status| {
@@ -30,7 +34,7 @@ impl Shared {
                 let p = plugin.as_pre_filter().ok_or_else(|| {
                     Status::error(format!("plugin {:?} has no PreFilter", req.plugin))
                 })?;
-                let replica = self.replica_at(&entry, plugin.node_local())?;
+                let replica = self.replica_at(&entry, plugin.answers_at_named_generation())?;
                 let cycle = entry.view(&replica);
                 Ok::<_, Status>(p.pre_filter(&cycle, &mut write(&entry.states[idx])))
             })();
@@ -63,7 +67,11 @@ impl Shared {
         let r = async {
             let (idx, plugin) = self.plugin(&req.plugin)?;
             let entry = self
-                .cycle(req.cycle, req.generation, plugin.node_local())
+                .cycle(
+                    req.cycle,
+                    req.generation,
+                    plugin.answers_at_named_generation(),
+                )
                 .await?;
             let p = plugin.as_post_filter().ok_or_else(|| {
                 Status::error(format!("plugin {:?} has no PostFilter", req.plugin))
@@ -73,7 +81,7 @@ impl Shared {
                 .iter()
                 .map(|(k, v)| (k.clone(), Status::from_pb(v)))
                 .collect();
-            let replica = self.replica_at(&entry, plugin.node_local())?;
+            let replica = self.replica_at(&entry, plugin.answers_at_named_generation())?;
             let cycle = entry.view(&replica);
             let r = p.post_filter(&cycle, &mut write(&entry.states[idx]), &statuses);
             Ok::<_, Status>(r)
@@ -98,7 +106,11 @@ impl Shared {
         let r = async {
             let (idx, plugin) = self.plugin(&req.plugin)?;
             let entry = self
-                .cycle(req.cycle, req.generation, plugin.node_local())
+                .cycle(
+                    req.cycle,
+                    req.generation,
+                    plugin.answers_at_named_generation(),
+                )
                 .await?;
             let replica = read(&self.replica);
             let cycle = entry.view(&replica);
@@ -167,7 +179,11 @@ impl Shared {
         let r = async {
             let (idx, plugin) = self.plugin(&req.plugin)?;
             let entry = self
-                .cycle(req.cycle, req.generation, plugin.node_local())
+                .cycle(
+                    req.cycle,
+                    req.generation,
+                    plugin.answers_at_named_generation(),
+                )
                 .await?;
             let p = plugin
                 .as_permit()

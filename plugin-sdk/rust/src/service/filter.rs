@@ -85,7 +85,11 @@ impl Shared {
     ) -> Result<(Vec<pb::NodeStatus>, Option<pb::ScoreAhead>), Status> {
         let (idx, plugin) = self.plugin(&req.plugin)?;
         let entry = self
-            .cycle(req.cycle, req.generation, plugin.node_local())
+            .cycle(
+                req.cycle,
+                req.generation,
+                plugin.answers_at_named_generation(),
+            )
             .await?;
         let f = plugin
             .as_filter()
@@ -100,7 +104,7 @@ impl Shared {
             }
         }
         let pf = plugin.as_pre_filter().filter(|p| p.has_extensions());
-        let replica = self.replica_at(&entry, plugin.node_local())?;
+        let replica = self.replica_at(&entry, plugin.answers_at_named_generation())?;
         let state = read(&entry.states[idx]);
         let cycle = entry.view(&replica);
         let nodes = nodes_by_id(&replica, &req.nodes)?;

@@ -37,6 +37,7 @@ impl Shared {
                 signature: p.signature().into_iter().map(|f| f as i32).collect(),
                 signature_node_pods: p.signature_node_pods(),
                 signature_label_keys: p.signature_label_keys(),
+                pre_filter_pod_only: p.signature_node_pods() && p.pre_filter_pod_only(),
                 score_normalization: match (p.as_score(), p.as_label_score()) {
                     (Some(s), _) => s.score_normalization(),
                     (None, Some(l)) => l.score_normalization(),

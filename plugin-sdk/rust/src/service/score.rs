@@ -134,7 +134,11 @@ impl Shared {
     async fn score_batch(&self, req: &pb::ScoreRequest) -> Result<(Vec<i64>, bool), Status> {
         let (idx, plugin) = self.plugin(&req.plugin)?;
         let entry = self
-            .cycle(req.cycle, req.generation, plugin.node_local())
+            .cycle(
+                req.cycle,
+                req.generation,
+                plugin.answers_at_named_generation(),
+            )
             .await?;
         let (label, sp) = (plugin.as_label_score(), plugin.as_score());
         if label.is_none() && sp.is_none() {
@@ -149,7 +153,7 @@ impl Shared {
                 return Err(s);
             }
         }
-        let replica = self.replica_at(&entry, plugin.node_local())?;
+        let replica = self.replica_at(&entry, plugin.answers_at_named_generation())?;
         let state = read(&entry.states[idx]);
         let nodes = nodes_by_id(&replica, &req.nodes)?;
         match (label, sp) {
@@ -227,7 +231,11 @@ impl Shared {
     ) -> Result<(Status, Option<pb::LabelScores>), Status> {
         let (idx, plugin) = self.plugin(&req.plugin)?;
         let entry = self
-            .cycle(req.cycle, req.generation, plugin.node_local())
+            .cycle(
+                req.cycle,
+                req.generation,
+                plugin.answers_at_named_generation(),
+            )
             .await?;
         let record = |s: Status| {
             lock(&entry.pre_scores).insert(idx, s.clone());
@@ -235,7 +243,7 @@ impl Shared {
             s
         };
         if let Some(lp) = plugin.as_label_score() {
-            let replica = match self.replica_at(&entry, plugin.node_local()) {
+            let replica = match self.replica_at(&entry, plugin.answers_at_named_generation()) {
                 Ok(r) => r,
                 Err(s) => return Ok((record(s), None)),
             };
@@ -254,7 +262,7 @@ impl Shared {
                 None,
             ));
         };
-        let replica = match self.replica_at(&entry, plugin.node_local()) {
+        let replica = match self.replica_at(&entry, plugin.answers_at_named_generation()) {
             Ok(r) => r,
             Err(s) => return Ok((record(s), None)),
         };
@@ -279,7 +287,11 @@ impl Shared {
         let r = async {
             let (idx, plugin) = self.plugin(&req.plugin)?;
             let entry = self
-                .cycle(req.cycle, req.generation, plugin.node_local())
+                .cycle(
+                    req.cycle,
+                    req.generation,
+                    plugin.answers_at_named_generation(),
+                )
                 .await?;
             let p = plugin
                 .as_score()
@@ -287,7 +299,7 @@ impl Shared {
                 .ok_or_else(|| {
                     Status::error(format!("plugin {:?} has no NormalizeScore", req.plugin))
                 })?;
-            let replica = self.replica_at(&entry, plugin.node_local())?;
+            let replica = self.replica_at(&entry, plugin.answers_at_named_generation())?;
             let cycle = entry.view(&replica);
             let mut scores = req.scores.clone();
             if switchyard_proto::normalize_scores(p.score_normalization(), &mut scores) {

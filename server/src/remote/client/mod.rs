@@ -381,21 +381,31 @@ impl Endpoint {
         self.inner.handshake.lock().ok()?.clone()
     }
 
-    /// Whether the latest handshake declares every plugin node-local (and none with a
-    /// PreFilter): the condition for sending a pod's Filter ahead of its attempt.
+    /// Whether the latest handshake declares every plugin node-local: without a
+    /// PreFilter (`node_local`), or with one that reads only the pod
+    /// (`pre_filter_pod_only` with `signature_node_pods`, where the sidecar takes a
+    /// Filter behind its PreFilter). The condition for sending a pod's PreFilter and
+    /// Filter ahead of its attempt: the sidecar answers those plugins' calls at the
+    /// generation they name.
     pub fn all_node_local(&self) -> bool {
         let Ok(h) = self.inner.handshake.lock() else {
             return false;
         };
-        h.as_ref().is_some_and(|h| {
-            !h.plugins.is_empty()
-                && h.plugins.iter().all(|p| {
-                    p.node_local
-                        && !p
-                            .extension_points
-                            .contains(&(pb::ExtensionPoint::PreFilter as i32))
-                })
-        })
+        let Some(h) = h.as_ref() else {
+            return false;
+        };
+        let after_pre_filter = serves(h, switchyard_proto::CAPABILITY_FILTER_AFTER_PRE_FILTER);
+        !h.plugins.is_empty()
+            && h.plugins.iter().all(|p| {
+                let pre_filter = p
+                    .extension_points
+                    .contains(&(pb::ExtensionPoint::PreFilter as i32));
+                if p.node_local {
+                    !pre_filter
+                } else {
+                    p.pre_filter_pod_only && p.signature_node_pods && after_pre_filter
+                }
+            })
     }
 
     /// Whether the sidecar takes a Filter sent right behind its cycle's PreFilter.

@@ -155,6 +155,16 @@ impl RemotePlugin {
     }
 }
 
+/// Why a Filter call sent before its attempt asks for it is kept (see `keep_sent`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kept {
+    /// A lookahead; `partial`: for the round's nodes without an answer kept for
+    /// alike pods only.
+    Ahead { partial: bool },
+    /// In the attempt's own cycle, right behind its PreFilter.
+    BehindPreFilter,
+}
+
 /// How a Filter call goes out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum SendAs {
@@ -469,10 +479,11 @@ impl RemotePlugin {
             let mut v = calls.0.lock().ok()?;
             let i = v.iter().position(|c| c.plugin == self.meta.name)?;
             let used = same(&v[i]);
-            // A round sent behind the PreFilter may be asked for by a later Filter
-            // call of the attempt (after the nodes an alike pod answered): it waits
-            // for that one, and is dropped with the attempt if none asks for it.
-            if !used && v[i].behind_pre_filter {
+            // A round sent behind the PreFilter, or ahead for the nodes without an
+            // answer kept for alike pods, may be asked for by a later Filter call of
+            // the attempt (after the nodes an alike pod answered): it waits for that
+            // one, and is dropped with the attempt if none asks for it.
+            if !used && (v[i].behind_pre_filter || v[i].partial) {
                 return None;
             }
             (v.swap_remove(i), used)
@@ -549,7 +560,7 @@ impl RemotePlugin {
         else {
             return;
         };
-        self.keep_sent(state, &ask, ahead, call, true);
+        self.keep_sent(state, &ask, ahead, call, Kept::BehindPreFilter);
     }
 
     /// Keeps a Filter call sent before the attempt asks for it (a lookahead, or a
@@ -561,7 +572,7 @@ impl RemotePlugin {
         nodes: &[&NodeInfo],
         ahead: Option<ScoreAhead>,
         call: RemoteFilterCall,
-        behind_pre_filter: bool,
+        kept: Kept,
     ) -> bool {
         // The call went out on the cycle's connection (start_filter_call checked it).
         let Some(RemoteCycle { epoch, .. }) = RemoteCycles::of(state, self.ep().config().index)
@@ -574,7 +585,8 @@ impl RemotePlugin {
             nodes: nodes.iter().map(|n| (n.id, n.generation)).collect(),
             ahead,
             call,
-            behind_pre_filter,
+            behind_pre_filter: kept == Kept::BehindPreFilter,
+            partial: kept == (Kept::Ahead { partial: true }),
         };
         let calls = state.read::<LookaheadCalls>().cloned().unwrap_or_default();
         let kept = calls.0.lock().map(|mut v| v.push(la)).is_ok();
@@ -594,18 +606,41 @@ impl BatchFilter for RemotePlugin {
         if self.absent(pb::ExtensionPoint::Filter) {
             return false;
         }
-        let alike = self.alike(state, pod);
-        if let Some((_, sig)) = &alike {
-            // The attempt will be answered from reused answers: nothing to send.
-            if self.meta.alike.lock().is_ok_and(|a| a.covers(sig, nodes)) {
-                return true;
-            }
-        }
-        let Ok(call) = self.start_filter_call(state, nodes, ahead, true, SendAs::Batched, alike)
-        else {
+        // A PreFilter that reads only the pod (the endpoint looks ahead only then)
+        // goes ahead too, and the Filter round waits for it in the sidecar; the
+        // attempt takes its outcome instead of sending another.
+        if self.implements(pb::ExtensionPoint::PreFilter)
+            && !self.absent(pb::ExtensionPoint::PreFilter)
+            && !self.keep_pre_filter_sent(state)
+        {
             return false;
+        }
+        let alike = self.alike(state, pod);
+        // What `start_filter` will ask for: nothing when answers kept for alike pods
+        // cover the round, the nodes without one (`filter_partly`), or the round.
+        let (ask, ahead, partial) = match &alike {
+            Some((_, sig)) => {
+                let Ok(a) = self.meta.alike.lock() else {
+                    return false;
+                };
+                if a.covers(sig, nodes) {
+                    return true;
+                }
+                match a
+                    .filter_partly(sig, nodes)
+                    .filter(|_| !self.implements(pb::ExtensionPoint::Score))
+                {
+                    Some((_, at)) => (at.iter().map(|&i| nodes[i]).collect(), None, true),
+                    None => (nodes.to_vec(), ahead, false),
+                }
+            }
+            None => (nodes.to_vec(), ahead, false),
         };
-        self.keep_sent(state, nodes, ahead, call, false)
+        let Ok(call) = self.start_filter_call(state, &ask, ahead, true, SendAs::Batched, alike)
+        else {
+            return self.started(state).is_some();
+        };
+        self.keep_sent(state, &ask, ahead, call, Kept::Ahead { partial })
     }
 
     fn start_filter(

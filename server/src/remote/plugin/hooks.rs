@@ -49,6 +49,9 @@ pub(super) struct LookaheadCall {
     pub(super) call: RemoteFilterCall,
     /// Sent in the attempt's own cycle, right behind its PreFilter, not ahead of it.
     pub(super) behind_pre_filter: bool,
+    /// A lookahead for the nodes of the round without an answer kept for alike
+    /// pods: asked for after those are taken.
+    pub(super) partial: bool,
 }
 
 /// The lookahead calls of an attempt (shared by clones of its state: whichever Filter

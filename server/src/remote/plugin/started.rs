@@ -133,13 +133,27 @@ impl RemotePlugin {
     }
 
     /// Sends the PreFilter (and the first Filter round behind it, as `pre_filter`
-    /// does) and keeps the call in the attempt's state.
+    /// does) and keeps the call in the attempt's state. A PreFilter the lookahead
+    /// already sent for this attempt (a plugin whose PreFilter reads only the pod)
+    /// is the attempt's: nothing more goes out.
     pub(super) fn start_remote_pre_filter(
         &self,
         state: &mut CycleState,
         pod: &Pod,
         snapshot: &Snapshot,
     ) -> bool {
+        if self.started(state).is_some() {
+            return true;
+        }
+        if self.keep_pre_filter_sent(state) {
+            self.filter_behind_pre_filter(state, pod, snapshot);
+        }
+        true
+    }
+
+    /// Sends this attempt's PreFilter and keeps it in the state (its outcome, an
+    /// error under the failure policy, if it could not be sent); whether it went out.
+    pub(super) fn keep_pre_filter_sent(&self, state: &mut CycleState) -> bool {
         let (_span, traceparent) = self.call_trace(state, "PreFilter", 0);
         let sent = self.send_pre_filter(state, traceparent);
         let sent_ok = sent.is_ok();
@@ -152,11 +166,8 @@ impl RemotePlugin {
             meta: self.meta.clone(),
             ignored: state.ignored.clone(),
         };
-        // Kept before the Filter round behind it is sent, which reads it.
+        // Kept before a Filter round behind it is sent, which reads it.
         ByPlugin::set(state, &self.meta.name, started);
-        if sent_ok {
-            self.filter_behind_pre_filter(state, pod, snapshot);
-        }
-        true
+        sent_ok
     }
 }
