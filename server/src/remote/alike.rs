@@ -275,7 +275,8 @@ impl AlikeAnswers {
 
     /// For a round some of whose nodes have answers: the failures among those (by
     /// index in `nodes`) and the indices of the nodes without one, which must be
-    /// asked. None when no node has an answer.
+    /// asked (none: every node has an answer, as [`Self::filter`] gives). None when
+    /// no node has an answer (an empty round has every answer).
     pub fn filter_partly(
         &self,
         signature: &[u8],
@@ -298,15 +299,7 @@ impl AlikeAnswers {
                 None => ask.push(i),
             }
         }
-        (ask.len() < nodes.len()).then_some((failures, ask))
-    }
-
-    /// Whether every node has an answer (a lookahead need not be sent).
-    pub fn covers(&self, signature: &[u8], nodes: &[&NodeInfo]) -> bool {
-        self.declared.filter
-            && self
-                .find(signature)
-                .is_some_and(|s| nodes.iter().all(|ni| self.answer(s, ni).is_some()))
+        (ask.len() < nodes.len() || nodes.is_empty()).then_some((failures, ask))
     }
 
     /// Raw scores for `nodes` if every one has one.
@@ -563,12 +556,17 @@ mod tests {
         a.keep_filter(1, &sig, &keys, &[(2, full.clone())]);
         let round: Vec<&NodeInfo> = infos.iter().collect();
         assert_eq!(a.filter(&sig, &round), Some(vec![(2, full.clone())]));
+        // Every node answered: partly is wholly, nothing to ask.
+        assert_eq!(
+            a.filter_partly(&sig, &round),
+            Some((vec![(2, full.clone())], vec![]))
+        );
+        assert_eq!(a.filter_partly(&sig, &[]), Some((vec![], vec![])));
         // A pod lands on n0: its answer no longer holds.
         let mut n0 = infos[0].clone();
         n0.add_pod(pod("q").label("tenant", "t").node("n0").build());
         let round = [&n0, &infos[1], &infos[2]];
         assert!(a.filter(&sig, &round).is_none());
-        assert!(!a.covers(&sig, &round));
         let (failures, ask) = a.filter_partly(&sig, &round).expect("partly answered");
         assert_eq!(failures, vec![(2, full)]);
         assert_eq!(ask, vec![0]);

@@ -623,15 +623,13 @@ impl BatchFilter for RemotePlugin {
                 let Ok(a) = self.meta.alike.lock() else {
                     return false;
                 };
-                if a.covers(sig, nodes) {
-                    return true;
-                }
-                match a
-                    .filter_partly(sig, nodes)
-                    .filter(|_| !self.implements(pb::ExtensionPoint::Score))
-                {
-                    Some((_, at)) => (at.iter().map(|&i| nodes[i]).collect(), None, true),
-                    None => (nodes.to_vec(), ahead, false),
+                // One pass over the round's nodes (their infos are cold here).
+                match a.filter_partly(sig, nodes) {
+                    Some((_, at)) if at.is_empty() => return true,
+                    Some((_, at)) if !self.implements(pb::ExtensionPoint::Score) => {
+                        (at.iter().map(|&i| nodes[i]).collect(), None, true)
+                    }
+                    _ => (nodes.to_vec(), ahead, false),
                 }
             }
             None => (nodes.to_vec(), ahead, false),
@@ -669,14 +667,13 @@ impl BatchFilter for RemotePlugin {
         let alike = (!absent && from_snapshot)
             .then(|| self.alike(state, pod))
             .flatten();
-        if let Some((_, sig)) = &alike {
-            let reused = self
-                .meta
-                .alike
-                .lock()
-                .ok()
-                .and_then(|a| a.filter(sig, nodes));
-            if let Some(failures) = reused {
+        // The nodes with an answer kept for alike pods, in one pass: all of them
+        // (answered without a call), some, or none.
+        let mut partly = alike
+            .as_ref()
+            .and_then(|(_, sig)| self.meta.alike.lock().ok()?.filter_partly(sig, nodes));
+        if partly.as_ref().is_some_and(|(_, ask)| ask.is_empty()) {
+            if let Some((failures, _)) = partly.take() {
                 if started.as_ref().is_some_and(|s| !s.succeeded()) {
                     return Ok(Box::new(RemoteFilterCall::passing(self, nodes.len())));
                 }
@@ -709,10 +706,7 @@ impl BatchFilter for RemotePlugin {
         }
         // Some nodes answered for alike pods: ask for the others only. Not with a
         // score-ahead, which covers the whole round.
-        let partly = alike
-            .as_ref()
-            .filter(|_| !self.implements(pb::ExtensionPoint::Score))
-            .and_then(|(_, sig)| self.meta.alike.lock().ok()?.filter_partly(sig, nodes));
+        let partly = partly.filter(|_| !self.implements(pb::ExtensionPoint::Score));
         if let Some((reused, at)) = partly {
             let ask: Vec<&NodeInfo> = at.iter().map(|&i| nodes[i]).collect();
             let call = match self.take_lookahead(state, &ask, None) {
