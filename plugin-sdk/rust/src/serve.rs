@@ -509,6 +509,48 @@ mod tests {
         assert!(matches!(e, Error::Duplicate(_)), "{e}");
     }
 
+    /// A PreFilter plugin declaring `pre_filter_pod_only`, with `signature_node_pods`
+    /// (`.0`) or not.
+    struct PodOnly(bool);
+
+    impl Plugin for PodOnly {
+        fn name(&self) -> &str {
+            "PodOnly"
+        }
+        fn signature(&self) -> Vec<crate::pb::PodField> {
+            vec![crate::pb::PodField::None]
+        }
+        fn signature_node_pods(&self) -> bool {
+            self.0
+        }
+        fn node_local(&self) -> bool {
+            !self.0
+        }
+        fn pre_filter_pod_only(&self) -> bool {
+            true
+        }
+    }
+
+    /// Only with `signature_node_pods` does `pre_filter_pod_only` make a plugin's calls
+    /// answerable at the generation they name (and declared in the handshake).
+    #[test]
+    fn pre_filter_pod_only_needs_signature_node_pods() {
+        assert!(check_plugins(&[Arc::new(PodOnly(true))]).is_ok());
+        assert!(PodOnly(true).answers_at_named_generation());
+        let e = check_plugins(&[Arc::new(PodOnly(false))]).unwrap_err();
+        assert!(e.to_string().contains("pre_filter_pod_only"), "{e}");
+        struct Pinned;
+        impl Plugin for Pinned {
+            fn name(&self) -> &str {
+                "Pinned"
+            }
+            fn pre_filter_pod_only(&self) -> bool {
+                true
+            }
+        }
+        assert!(!Pinned.answers_at_named_generation());
+    }
+
     /// Scores by zone: z1 3, z2 1. `.0`: also a PreFilter; `.1` the label.
     struct ByZone(bool, &'static str);
 
