@@ -90,6 +90,13 @@ export interface Plugin<S = any> {
      * with `signatureNodePods` and without `nodeLocal`; `signature: ['none']` when no
      * other field is read. */
     readonly signatureLabelKeys?: readonly string[];
+    /** With `signatureNodePods`: preFilter's verdict and state depend only on the pod's
+     * signed fields, never on nodes or other pods (a quota's preFilter noting the
+     * tenant). The plugin is then node-local with a preFilter: the SDK answers its
+     * calls at the generation they name, and the scheduler sends the queued pods'
+     * preFilter and first Filter round ahead of their attempts, which hides the round
+     * trip. A wrong `true` gives wrong placements. */
+    readonly preFilterPodOnly?: boolean;
     /** One of upstream's standard NormalizeScores, applied by the SDK (and by a
      * scheduler reusing raw scores for alike pods) instead of `normalizeScore`, which
      * is then never called: 'default' is DefaultNormalizeScore(100, reverse=false),
@@ -173,6 +180,11 @@ export declare function pluginSignature(p: Plugin): string[];
 export declare function pluginSignatureLabelKeys(p: Plugin): string[];
 /** A plugin's declared normalisation by name ('custom' when absent); throws on an
  * unknown one, or a standard one without `score`. */
+/** Whether the handshake declares `preFilterPodOnly` (only with signatureNodePods). */
+export declare function preFilterPodOnly(p: Plugin): boolean;
+/** Whether the plugin's calls may be answered at the generation they name rather than
+ * the one their cycle started at: node-local, or a preFilter that reads only the pod. */
+export declare function answersAtNamedGeneration(p: Plugin): boolean;
 export declare function scoreNormalizationOf(p: Plugin): ScoreNormalizationName;
 /** Whether Score has a NormalizeScore: the plugin's own, or a standard one it
  * declared (which wins over its own, as in the Rust SDK). */

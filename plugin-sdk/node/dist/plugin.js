@@ -6,6 +6,8 @@ Object.defineProperty(exports, "__esModule", { value: true });
 exports.EVENT_ACTIONS = exports.EVENT_RESOURCES = exports.SCORE_NORMALIZATIONS = exports.POD_FIELDS = exports.Cycle = void 0;
 exports.pluginSignature = pluginSignature;
 exports.pluginSignatureLabelKeys = pluginSignatureLabelKeys;
+exports.preFilterPodOnly = preFilterPodOnly;
+exports.answersAtNamedGeneration = answersAtNamedGeneration;
 exports.scoreNormalizationOf = scoreNormalizationOf;
 exports.hasNormalize = hasNormalize;
 exports.normalizeScores = normalizeScores;
@@ -127,6 +129,15 @@ function pluginSignatureLabelKeys(p) {
 }
 /** A plugin's declared normalisation by name ('custom' when absent); throws on an
  * unknown one, or a standard one without `score`. */
+/** Whether the handshake declares `preFilterPodOnly` (only with signatureNodePods). */
+function preFilterPodOnly(p) {
+    return !!p.preFilterPodOnly && !!p.signatureNodePods;
+}
+/** Whether the plugin's calls may be answered at the generation they name rather than
+ * the one their cycle started at: node-local, or a preFilter that reads only the pod. */
+function answersAtNamedGeneration(p) {
+    return !!p.nodeLocal || preFilterPodOnly(p);
+}
 function scoreNormalizationOf(p) {
     const n = p.scoreNormalization;
     if (n === undefined || n === null)
@@ -290,6 +301,10 @@ function checkPlugins(plugins) {
         const q = JSON.stringify(p.name);
         if (p.nodeLocal && typeof p.preFilter === 'function') {
             throw new Error(`plugin ${q} declares nodeLocal but has a preFilter, whose state may span nodes: drop one of the two`);
+        }
+        if (p.preFilterPodOnly && (!p.signatureNodePods || p.nodeLocal)) {
+            throw new Error(`plugin ${q} declares preFilterPodOnly without signatureNodePods, or with nodeLocal: set ` +
+                'signatureNodePods: true (with a signature) and drop nodeLocal');
         }
         if (typeof p.normalizeScore === 'function' && typeof p.score !== 'function') {
             throw new Error(`plugin ${q} has normalizeScore but no score`);

@@ -125,6 +125,13 @@ export interface Plugin<S = any> {
    * with `signatureNodePods` and without `nodeLocal`; `signature: ['none']` when no
    * other field is read. */
   readonly signatureLabelKeys?: readonly string[];
+  /** With `signatureNodePods`: preFilter's verdict and state depend only on the pod's
+   * signed fields, never on nodes or other pods (a quota's preFilter noting the
+   * tenant). The plugin is then node-local with a preFilter: the SDK answers its
+   * calls at the generation they name, and the scheduler sends the queued pods'
+   * preFilter and first Filter round ahead of their attempts, which hides the round
+   * trip. A wrong `true` gives wrong placements. */
+  readonly preFilterPodOnly?: boolean;
   /** One of upstream's standard NormalizeScores, applied by the SDK (and by a
    * scheduler reusing raw scores for alike pods) instead of `normalizeScore`, which
    * is then never called: 'default' is DefaultNormalizeScore(100, reverse=false),
@@ -290,6 +297,17 @@ export function pluginSignatureLabelKeys(p: Plugin): string[] {
 
 /** A plugin's declared normalisation by name ('custom' when absent); throws on an
  * unknown one, or a standard one without `score`. */
+/** Whether the handshake declares `preFilterPodOnly` (only with signatureNodePods). */
+export function preFilterPodOnly(p: Plugin): boolean {
+  return !!p.preFilterPodOnly && !!p.signatureNodePods;
+}
+
+/** Whether the plugin's calls may be answered at the generation they name rather than
+ * the one their cycle started at: node-local, or a preFilter that reads only the pod. */
+export function answersAtNamedGeneration(p: Plugin): boolean {
+  return !!p.nodeLocal || preFilterPodOnly(p);
+}
+
 export function scoreNormalizationOf(p: Plugin): ScoreNormalizationName {
   const n: unknown = p.scoreNormalization;
   if (n === undefined || n === null) return 'custom';
@@ -450,6 +468,12 @@ export function checkPlugins(plugins: readonly Plugin[]): void {
     if (p.nodeLocal && typeof p.preFilter === 'function') {
       throw new Error(
         `plugin ${q} declares nodeLocal but has a preFilter, whose state may span nodes: drop one of the two`,
+      );
+    }
+    if (p.preFilterPodOnly && (!p.signatureNodePods || p.nodeLocal)) {
+      throw new Error(
+        `plugin ${q} declares preFilterPodOnly without signatureNodePods, or with nodeLocal: set ` +
+          'signatureNodePods: true (with a signature) and drop nodeLocal',
       );
     }
     if (typeof p.normalizeScore === 'function' && typeof p.score !== 'function') {

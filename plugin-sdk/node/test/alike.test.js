@@ -88,6 +88,14 @@ test('signatureNodePods: a quota signs its tenant label without nodeLocal; misus
   refused(quota({ signatureNodePods: false }), /declares a signature but not nodeLocal/);
   refused(quota({ signatureLabelKeys: 'team' }), /signatureLabelKeys "team" is not an array of label keys/);
   refused(quota({ signatureLabelKeys: ['team'], signatureNodePods: false, nodeLocal: true, preFilter: undefined }), /signatureLabelKeys without signatureNodePods, or with nodeLocal/);
+  // preFilterPodOnly: declared with signatureNodePods, refused without.
+  assert.equal(q.preFilterPodOnly, false);
+  const [po] = new PluginService([quota({ preFilterPodOnly: true })], { logger: quiet }).handshake({ protocolVersions: ['v1'] }).plugins;
+  assert.equal(po.preFilterPodOnly, true);
+  refused(
+    quota({ preFilterPodOnly: true, signatureNodePods: false, signature: [], signatureLabelKeys: [] }),
+    /plugin "Quota" declares preFilterPodOnly without signatureNodePods/,
+  );
 });
 
 test('standard normalisations are upstream DefaultNormalizeScore(100, reverse)', () => {

@@ -102,6 +102,13 @@ class Plugin:
             often give each pod a label of its own). Only with signature_node_pods
             and without node_local; signature ("none",) when no other field is
             read.
+        pre_filter_pod_only: True, with signature_node_pods, when pre_filter's
+            verdict and state depend only on the pod's signed fields, never on
+            nodes or other pods (a quota's pre_filter noting the tenant). The
+            plugin is then node-local with a pre_filter: the SDK answers its calls
+            at the generation they name, and the scheduler sends the queued pods'
+            pre_filter and first filter round ahead of their attempts, which hides
+            the round trip. A wrong True gives wrong placements.
         indexes: indexes of the replica the plugin reads (`Index.pods_by_label(key)`,
             `Index.PODS_BY_NAMESPACE`, `Index.nodes_by_label(key)`): the SDK keeps
             them current as deltas arrive, so a cluster-wide count is a look-up
@@ -126,6 +133,7 @@ class Plugin:
     signature: Sequence[str] = ()
     signature_node_pods: bool = False
     signature_label_keys: Sequence[str] = ()
+    pre_filter_pod_only: bool = False
     score_normalization: Optional[str] = None
     indexes: Sequence["Index"] = ()
 

@@ -57,6 +57,18 @@ def node_local(plugin: Any) -> bool:
     return bool(getattr(plugin, "node_local", False))
 
 
+def pre_filter_pod_only(plugin: Any) -> bool:
+    """Declared in the handshake only with signature_node_pods (see Plugin)."""
+    return bool(getattr(plugin, "pre_filter_pod_only", False)) and signature_node_pods(plugin)
+
+
+def answers_at_named_generation(plugin: Any) -> bool:
+    """Whether the plugin's calls may be answered at the generation they name rather
+    than the one their cycle started at: node-local, or a pre_filter that reads only
+    the pod (pre_filter_pod_only)."""
+    return node_local(plugin) or pre_filter_pod_only(plugin)
+
+
 def pre_filter_extensions(plugin: Any) -> bool:
     return has(plugin, "pre_filter") and (has(plugin, "add_pod") or has(plugin, "remove_pod"))
 

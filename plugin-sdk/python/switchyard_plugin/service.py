@@ -31,6 +31,8 @@ from .protocol import (  # noqa: F401  (re-exported: this module's names before 
     log,
     has,
     node_local,
+    pre_filter_pod_only,
+    answers_at_named_generation,
     pre_filter_extensions,
     POD_FIELDS,
     SCORE_NORMALIZATIONS,
@@ -80,6 +82,12 @@ class PluginService(pb_grpc.PluginServicer):
                 raise ValueError(
                     f"plugin {quote(name)} declares node_local but has a pre_filter, whose "
                     "state may span nodes; drop one of the two"
+                )
+            if getattr(p, "pre_filter_pod_only", False) and (not signature_node_pods(p) or node_local(p)):
+                raise ValueError(
+                    f"plugin {quote(name)} declares pre_filter_pod_only without signature_node_pods, "
+                    "or with node_local: set signature_node_pods = True (with a signature) and drop "
+                    "node_local"
                 )
             if has(p, "normalize_score") and not has(p, "score"):
                 raise ValueError(f"plugin {quote(name)} has normalize_score but no score")
@@ -215,6 +223,7 @@ class PluginService(pb_grpc.PluginServicer):
                 signature=self.signatures[p.name],
                 signature_node_pods=signature_node_pods(p),
                 signature_label_keys=self.label_keys[p.name],
+                pre_filter_pod_only=pre_filter_pod_only(p),
                 score_normalization=self.normalizations[p.name],
                 score_node_label=p.score_node_label if isinstance(p, LabelScored) else "",
             )
@@ -416,10 +425,10 @@ class PluginService(pb_grpc.PluginServicer):
         async def run():
             nonlocal entry
             p = self.plugin(req.plugin)
-            entry = await self.cycle(req.cycle, req.generation, node_local(p))
+            entry = await self.cycle(req.cycle, req.generation, answers_at_named_generation(p))
             if not has(p, "pre_filter"):
                 raise self.missing(req.plugin, "PreFilter")
-            replica = self.replica_at(entry, node_local(p))
+            replica = self.replica_at(entry, answers_at_named_generation(p))
             r = p.pre_filter(entry.view(replica), entry.state(p.name))
             if isinstance(r, PreFilterResult):
                 return as_status(r.status, "pre_filter"), r.node_names
@@ -457,7 +466,7 @@ class PluginService(pb_grpc.PluginServicer):
 
     async def filter_batch(self, req):
         p = self.plugin(req.plugin)
-        relaxed = node_local(p)
+        relaxed = answers_at_named_generation(p)
         entry = await self.cycle(req.cycle, req.generation, relaxed)
         if not has(p, "filter"):
             raise self.missing(req.plugin, "Filter")
@@ -602,7 +611,7 @@ class PluginService(pb_grpc.PluginServicer):
 
     async def score_batch(self, req):
         p = self.plugin(req.plugin)
-        relaxed = node_local(p)
+        relaxed = answers_at_named_generation(p)
         entry = await self.cycle(req.cycle, req.generation, relaxed)
         if not has(p, "score"):
             raise self.missing(req.plugin, "Score")
@@ -640,7 +649,7 @@ class PluginService(pb_grpc.PluginServicer):
         async def run():
             nonlocal table
             p = self.plugin(req.plugin)
-            relaxed = node_local(p)
+            relaxed = answers_at_named_generation(p)
             entry = await self.cycle(req.cycle, req.generation, relaxed)
             # From here on the outcome is recorded for a Score sent with
             # after_pre_score.
@@ -675,7 +684,7 @@ class PluginService(pb_grpc.PluginServicer):
 
         async def run():
             p = self.plugin(req.plugin)
-            relaxed = node_local(p)
+            relaxed = answers_at_named_generation(p)
             entry = await self.cycle(req.cycle, req.generation, relaxed)
             if not self.normalizes(p):
                 raise self.missing(req.plugin, "NormalizeScore")
@@ -707,11 +716,11 @@ class PluginService(pb_grpc.PluginServicer):
 
         async def run():
             p = self.plugin(req.plugin)
-            entry = await self.cycle(req.cycle, req.generation, node_local(p))
+            entry = await self.cycle(req.cycle, req.generation, answers_at_named_generation(p))
             if not has(p, "post_filter"):
                 raise self.missing(req.plugin, "PostFilter")
             statuses = {k: Status.from_pb(v) for k, v in req.node_statuses.items()}
-            replica = self.replica_at(entry, node_local(p))
+            replica = self.replica_at(entry, answers_at_named_generation(p))
             r = p.post_filter(entry.view(replica), entry.state(p.name), statuses)
             if isinstance(r, tuple):
                 s, nominate = (r + (None,))[:2]
@@ -736,7 +745,7 @@ class PluginService(pb_grpc.PluginServicer):
 
         async def run():
             p = self.plugin(req.plugin)
-            entry = await self.cycle(req.cycle, req.generation, node_local(p))
+            entry = await self.cycle(req.cycle, req.generation, answers_at_named_generation(p))
             entries.append(entry)
             if not has(p, method):
                 raise self.missing(req.plugin, point)
@@ -756,7 +765,7 @@ class PluginService(pb_grpc.PluginServicer):
 
         async def run():
             p = self.plugin(req.plugin)
-            entry = await self.cycle(req.cycle, req.generation, node_local(p))
+            entry = await self.cycle(req.cycle, req.generation, answers_at_named_generation(p))
             if not has(p, "permit"):
                 raise self.missing(req.plugin, "Permit")
             if req.after_reserve:

@@ -471,10 +471,16 @@ class ServiceTest(unittest.TestCase):
         self.assertTrue(info.signature_node_pods)
         self.assertEqual(list(info.signature_label_keys), ["team"])
         self.assertEqual(list(info.signature), [pb.POD_FIELD_NONE])
+        self.assertFalse(info.pre_filter_pod_only)
+        # pre_filter_pod_only: declared with signature_node_pods, refused without.
+        svc = PluginService([quota(pre_filter_pod_only=True)])
+        info = run(svc.Handshake(pb.HandshakeRequest(protocol_versions=["v1"]), None)).plugins[0]
+        self.assertTrue(info.pre_filter_pod_only)
         for attrs, why in (
             ({"signature_label_keys": "team"}, "list label keys"),
             ({"signature_label_keys": ("team",), "signature_node_pods": False}, "but not node_local"),
             ({"signature": ()}, "signature_node_pods without a signature"),
+            ({"pre_filter_pod_only": True, "signature_node_pods": False, "signature": ()}, "pre_filter_pod_only without"),
         ):
             with self.assertRaises(ValueError) as e:
                 PluginService([quota(**attrs)])

@@ -6,6 +6,7 @@ exports.postFilter = postFilter;
 exports.cycleCall = cycleCall;
 exports.permit = permit;
 const status_js_1 = require("../status.js");
+const plugin_js_1 = require("../plugin.js");
 const state_js_1 = require("./state.js");
 async function postFilter(st, req) {
     const out = {
@@ -17,7 +18,7 @@ async function postFilter(st, req) {
     try {
         (0, state_js_1.malformed)(req);
         const [idx, p] = st.plugin(req.plugin);
-        const local = !!p.nodeLocal;
+        const local = (0, plugin_js_1.answersAtNamedGeneration)(p);
         const e = await st.cycle(req.cycle, req.generation, local);
         if (typeof p.postFilter !== 'function')
             throw new status_js_1.CallError(`plugin ${(0, state_js_1.q)(req.plugin)} has no PostFilter`);
@@ -54,7 +55,7 @@ async function cycleCall(st, req, point) {
     try {
         (0, state_js_1.malformed)(req);
         const [idx, p] = st.plugin(req.plugin);
-        const e = await st.cycle(req.cycle, req.generation, !!p.nodeLocal);
+        const e = await st.cycle(req.cycle, req.generation, (0, plugin_js_1.answersAtNamedGeneration)(p));
         if (point === 'Reserve')
             reserved = [e, idx];
         const missing = () => new status_js_1.CallError(`plugin ${(0, state_js_1.q)(req.plugin)} has no ${point}`);
@@ -124,7 +125,7 @@ async function permit(st, req) {
     try {
         (0, state_js_1.malformed)(req);
         const [idx, p] = st.plugin(req.plugin);
-        const e = await st.cycle(req.cycle, req.generation, !!p.nodeLocal);
+        const e = await st.cycle(req.cycle, req.generation, (0, plugin_js_1.answersAtNamedGeneration)(p));
         if (typeof p.permit !== 'function')
             throw new status_js_1.CallError(`plugin ${(0, state_js_1.q)(req.plugin)} has no Permit`);
         if (req.afterReserve) {

@@ -44,7 +44,7 @@ async function preFilter(st, req) {
     try {
         (0, state_js_1.malformed)(req);
         const [idx, p] = st.plugin(req.plugin);
-        const local = !!p.nodeLocal;
+        const local = (0, plugin_js_1.answersAtNamedGeneration)(p);
         const e = await st.cycle(req.cycle, req.generation, local);
         entry = [e, idx];
         if (typeof p.preFilter !== 'function')
@@ -146,7 +146,7 @@ async function filterBatch(st, req, each = (_c, run) => run()) {
 }
 async function filterNodes(st, req) {
     const [idx, p] = st.plugin(req.plugin);
-    const local = !!p.nodeLocal;
+    const local = (0, plugin_js_1.answersAtNamedGeneration)(p);
     const e = await st.cycle(req.cycle, req.generation, local);
     if (typeof p.filter !== 'function')
         throw new status_js_1.CallError(`plugin ${(0, state_js_1.q)(req.plugin)} has no Filter`);

@@ -41,6 +41,7 @@ function handshake(st, req) {
             signature: (0, plugin_js_1.pluginSignature)(p),
             signatureNodePods: !!p.signatureNodePods,
             signatureLabelKeys: (0, plugin_js_1.pluginSignatureLabelKeys)(p),
+            preFilterPodOnly: (0, plugin_js_1.preFilterPodOnly)(p),
             scoreNormalization: plugin_js_1.SCORE_NORMALIZATIONS.get(typeof p.score === 'function' ? (0, plugin_js_1.scoreNormalizationOf)(p) : 'custom'),
             scoreNodeLabel: typeof p.scoreNodeLabel === 'string' ? p.scoreNodeLabel : '',
         })),

@@ -108,7 +108,7 @@ async function score(st, req) {
     try {
         (0, state_js_1.malformed)(req);
         const [idx, p] = st.plugin(req.plugin);
-        const local = !!p.nodeLocal;
+        const local = (0, plugin_js_1.answersAtNamedGeneration)(p);
         const e = await st.cycle(req.cycle, req.generation, local);
         if (typeof p.score !== 'function')
             throw new status_js_1.CallError(`plugin ${(0, state_js_1.q)(req.plugin)} has no Score`);
@@ -140,7 +140,7 @@ async function preScore(st, req) {
     try {
         (0, state_js_1.malformed)(req);
         const [idx, p] = st.plugin(req.plugin);
-        const local = !!p.nodeLocal;
+        const local = (0, plugin_js_1.answersAtNamedGeneration)(p);
         const e = await st.cycle(req.cycle, req.generation, local);
         try {
             if (typeof p.preScore !== 'function')
@@ -178,7 +178,7 @@ async function normalizeScore(st, req) {
     try {
         (0, state_js_1.malformed)(req);
         const [idx, p] = st.plugin(req.plugin);
-        const local = !!p.nodeLocal;
+        const local = (0, plugin_js_1.answersAtNamedGeneration)(p);
         const e = await st.cycle(req.cycle, req.generation, local);
         if (!(0, plugin_js_1.hasNormalize)(p)) {
             throw new status_js_1.CallError(`plugin ${(0, state_js_1.q)(req.plugin)} has no NormalizeScore`);

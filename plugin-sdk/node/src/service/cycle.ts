@@ -10,6 +10,7 @@ import type {
   Status as StatusT,
   StatusResponse,
 } from '../types.js';
+import { answersAtNamedGeneration } from '../plugin.js';
 import { type Entry, isThenable, malformed, pointOutcome, q, type ServiceState } from './state.js';
 
 export async function postFilter(st: ServiceState, req: PostFilterRequest): Promise<PostFilterResponse> {
@@ -22,7 +23,7 @@ export async function postFilter(st: ServiceState, req: PostFilterRequest): Prom
   try {
     malformed(req);
     const [idx, p] = st.plugin(req.plugin);
-    const local = !!p.nodeLocal;
+    const local = answersAtNamedGeneration(p);
     const e = await st.cycle(req.cycle, req.generation, local);
     if (typeof p.postFilter !== 'function') throw new CallError(`plugin ${q(req.plugin)} has no PostFilter`);
     st.replicaAt(e, local);
@@ -53,7 +54,7 @@ export async function cycleCall(st: ServiceState, req: CycleRequest, point: 'Res
   try {
     malformed(req);
     const [idx, p] = st.plugin(req.plugin);
-    const e = await st.cycle(req.cycle, req.generation, !!p.nodeLocal);
+    const e = await st.cycle(req.cycle, req.generation, answersAtNamedGeneration(p));
     if (point === 'Reserve') reserved = [e, idx];
     const missing = () => new CallError(`plugin ${q(req.plugin)} has no ${point}`);
     const cycle = st.cycleOf(e, idx);
@@ -111,7 +112,7 @@ export async function permit(st: ServiceState, req: CycleRequest): Promise<Permi
   try {
     malformed(req);
     const [idx, p] = st.plugin(req.plugin);
-    const e = await st.cycle(req.cycle, req.generation, !!p.nodeLocal);
+    const e = await st.cycle(req.cycle, req.generation, answersAtNamedGeneration(p));
     if (typeof p.permit !== 'function') throw new CallError(`plugin ${q(req.plugin)} has no Permit`);
     if (req.afterReserve) {
       const rs = await pointOutcome(st, e, e.reserves, idx, 'Permit named a Reserve');

@@ -2,7 +2,7 @@
 // forks of the plugin's state, failures grouped by status, and FilterBatch (several
 // pods' Filter calls in one message).
 
-import { hasPreFilterExtensions, type Cycle, type Plugin } from '../plugin.js';
+import { answersAtNamedGeneration, hasPreFilterExtensions, type Cycle, type Plugin } from '../plugin.js';
 import type { NodeInfo } from '../snapshot.js';
 import { CallError, Status, isSuccessValue, toStatus } from '../status.js';
 import type {
@@ -56,7 +56,7 @@ export async function preFilter(st: ServiceState, req: PreFilterRequest): Promis
   try {
     malformed(req);
     const [idx, p] = st.plugin(req.plugin);
-    const local = !!p.nodeLocal;
+    const local = answersAtNamedGeneration(p);
     const e = await st.cycle(req.cycle, req.generation, local);
     entry = [e, idx];
     if (typeof p.preFilter !== 'function') throw new CallError(`plugin ${q(req.plugin)} has no PreFilter`);
@@ -153,7 +153,7 @@ export async function filterBatch(st: ServiceState,
 
 async function filterNodes(st: ServiceState, req: FilterRequest): Promise<[NodeStatus[], ScoreAhead | null]> {
   const [idx, p] = st.plugin(req.plugin);
-  const local = !!p.nodeLocal;
+  const local = answersAtNamedGeneration(p);
   const e = await st.cycle(req.cycle, req.generation, local);
   if (typeof p.filter !== 'function') throw new CallError(`plugin ${q(req.plugin)} has no Filter`);
   if (req.afterPreFilter) {

@@ -8,6 +8,7 @@ import {
   pluginEvents,
   pluginSignature,
   pluginSignatureLabelKeys,
+  preFilterPodOnly,
   SCORE_NORMALIZATIONS,
   scoreNormalizationOf,
 } from '../plugin.js';
@@ -50,6 +51,7 @@ export function handshake(st: ServiceState, req: { protocolVersions?: string[]; 
       signature: pluginSignature(p),
       signatureNodePods: !!p.signatureNodePods,
       signatureLabelKeys: pluginSignatureLabelKeys(p),
+      preFilterPodOnly: preFilterPodOnly(p),
       scoreNormalization: SCORE_NORMALIZATIONS.get(typeof p.score === 'function' ? scoreNormalizationOf(p) : 'custom'),
       scoreNodeLabel: typeof p.scoreNodeLabel === 'string' ? p.scoreNodeLabel : '',
     })),

@@ -2,7 +2,7 @@
 // (its first passing nodes scored in the same exchange).
 
 import { labelScoresReply } from '../labelscore.js';
-import { hasNormalize, normalizeScores, scoreNormalizationOf, type Cycle, type Plugin } from '../plugin.js';
+import { answersAtNamedGeneration, hasNormalize, normalizeScores, scoreNormalizationOf, type Cycle, type Plugin } from '../plugin.js';
 import type { NodeInfo } from '../snapshot.js';
 import { CallError, Status, describe, toStatus } from '../status.js';
 import type {
@@ -123,7 +123,7 @@ export async function score(st: ServiceState, req: ScoreRequest): Promise<ScoreR
   try {
     malformed(req);
     const [idx, p] = st.plugin(req.plugin);
-    const local = !!p.nodeLocal;
+    const local = answersAtNamedGeneration(p);
     const e = await st.cycle(req.cycle, req.generation, local);
     if (typeof p.score !== 'function') throw new CallError(`plugin ${q(req.plugin)} has no Score`);
     if (req.afterPreScore) {
@@ -154,7 +154,7 @@ export async function preScore(st: ServiceState, req: PreScoreRequest): Promise<
   try {
     malformed(req);
     const [idx, p] = st.plugin(req.plugin);
-    const local = !!p.nodeLocal;
+    const local = answersAtNamedGeneration(p);
     const e = await st.cycle(req.cycle, req.generation, local);
     try {
       if (typeof p.preScore !== 'function') throw new CallError(`plugin ${q(req.plugin)} has no PreScore`);
@@ -189,7 +189,7 @@ export async function normalizeScore(st: ServiceState, req: NormalizeScoreReques
   try {
     malformed(req);
     const [idx, p] = st.plugin(req.plugin);
-    const local = !!p.nodeLocal;
+    const local = answersAtNamedGeneration(p);
     const e = await st.cycle(req.cycle, req.generation, local);
     if (!hasNormalize(p)) {
       throw new CallError(`plugin ${q(req.plugin)} has no NormalizeScore`);
