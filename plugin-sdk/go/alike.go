@@ -143,6 +143,10 @@ func checkAlike(r *registered) error {
 		return fmt.Errorf("plugin %q declares SignatureLabelKeys without SignatureNodePods, or with NodeLocal: "+
 			"return true from SignatureNodePods and false from NodeLocal", r.name)
 	}
+	if r.podOnly && (!r.nodePods || r.nodeLocal) {
+		return fmt.Errorf("plugin %q declares PreFilterPodOnly without SignatureNodePods, or with NodeLocal: "+
+			"return true from SignatureNodePods (with a Signature) and false from NodeLocal", r.name)
+	}
 	switch k := r.normalization; {
 	case k == ScoreNormalizationCustom:
 	case !standardNormalization(k):

@@ -147,6 +147,31 @@ func TestHandshakeDeclaresSignatureNodePods(t *testing.T) {
 	}
 }
 
+// podOnly declares a PreFilter that reads only the pod (PreFilterPodOnlyPlugin).
+type podOnly struct{ nodePods }
+
+func (podOnly) PreFilterPodOnly() bool { return true }
+
+// PreFilterPodOnly reaches the handshake with SignatureNodePods, and lets the
+// plugin's calls be answered at the generation they name; without it, Serve refuses.
+func TestHandshakeDeclaresPreFilterPodOnly(t *testing.T) {
+	q := podOnly{nodePods{alike: alike{name: "Quota", sig: []PodField{PodFieldNone}}, pods: true, keys: []string{"team"}}}
+	if err := checkPlugins([]Plugin{q}); err != nil {
+		t.Fatalf("refused: %v", err)
+	}
+	r := register(q)
+	if info := r.info(); !info.PreFilterPodOnly || info.NodeLocal || !r.answersAtNamedGeneration() {
+		t.Fatalf("handshake: %+v", info)
+	}
+	if r := register(q.nodePods); r.info().PreFilterPodOnly || r.answersAtNamedGeneration() {
+		t.Fatalf("declared without PreFilterPodOnly: %+v", r.info())
+	}
+	bad := podOnly{nodePods{alike: alike{name: "PodOnlyLocal", sig: []PodField{PodFieldNone}, local: true}}}
+	if err := checkPlugins([]Plugin{bad}); err == nil || !strings.Contains(err.Error(), `"PodOnlyLocal" declares PreFilterPodOnly without SignatureNodePods`) {
+		t.Fatalf("got %v", err)
+	}
+}
+
 func TestServeRefusesBadAlikeDeclarations(t *testing.T) {
 	for _, c := range []struct {
 		plugin Plugin

@@ -16,7 +16,7 @@ func (s *session) postFilter(ctx context.Context, req *pb.PostFilterRequest) *pb
 		if st != nil {
 			return nil, st
 		}
-		e, st := s.cycle(ctx, req.GetCycle(), req.GetGeneration(), p.nodeLocal)
+		e, st := s.cycle(ctx, req.GetCycle(), req.GetGeneration(), p.answersAtNamedGeneration())
 		if st != nil {
 			return nil, st
 		}
@@ -27,7 +27,7 @@ func (s *session) postFilter(ctx context.Context, req *pb.PostFilterRequest) *pb
 		for k, v := range req.GetNodeStatuses() {
 			statuses[k] = statusFromPB(v)
 		}
-		snap, unlock, st := s.replicaAt(e, p.nodeLocal)
+		snap, unlock, st := s.replicaAt(e, p.answersAtNamedGeneration())
 		if st != nil {
 			return nil, st
 		}
@@ -73,7 +73,7 @@ func (s *session) cycleCall(ctx context.Context, req *pb.CycleRequest, pt point)
 		if st != nil {
 			return st
 		}
-		e, st := s.cycle(ctx, req.GetCycle(), req.GetGeneration(), p.nodeLocal)
+		e, st := s.cycle(ctx, req.GetCycle(), req.GetGeneration(), p.answersAtNamedGeneration())
 		if st != nil {
 			return st
 		}
@@ -134,7 +134,7 @@ func (s *session) permitCall(ctx context.Context, req *pb.CycleRequest) (*pb.Per
 		if st != nil {
 			return st, 0
 		}
-		e, st := s.cycle(ctx, req.GetCycle(), req.GetGeneration(), p.nodeLocal)
+		e, st := s.cycle(ctx, req.GetCycle(), req.GetGeneration(), p.answersAtNamedGeneration())
 		if st != nil {
 			return st, 0
 		}

@@ -79,7 +79,7 @@ func (s *session) filterCall(ctx context.Context, req *pb.FilterRequest) ([]*pb.
 	if st != nil {
 		return nil, nil, st
 	}
-	e, st := s.cycle(ctx, req.GetCycle(), req.GetGeneration(), p.nodeLocal)
+	e, st := s.cycle(ctx, req.GetCycle(), req.GetGeneration(), p.answersAtNamedGeneration())
 	if st != nil {
 		return nil, nil, st
 	}
@@ -94,7 +94,7 @@ func (s *session) filterCall(ctx context.Context, req *pb.FilterRequest) ([]*pb.
 			return nil, nil, Errorf("Filter sent behind a PreFilter that returned %v", pf.CodeOf())
 		}
 	}
-	snap, unlock, st := s.replicaAt(e, p.nodeLocal)
+	snap, unlock, st := s.replicaAt(e, p.answersAtNamedGeneration())
 	if st != nil {
 		return nil, nil, st
 	}

@@ -82,6 +82,17 @@ type SignatureNodePodsPlugin interface {
 	SignatureLabelKeys() []string
 }
 
+// PreFilterPodOnlyPlugin declares, with SignatureNodePods true, that PreFilter's
+// verdict and state depend only on the pod's signed fields, never on nodes or other
+// pods (a quota's PreFilter noting the tenant). The plugin is then node-local with a
+// PreFilter: the SDK answers its calls at the generation they name, and the scheduler
+// sends the queued pods' PreFilter and first Filter round ahead of their attempts,
+// which hides the round trip. A wrong true gives wrong placements.
+type PreFilterPodOnlyPlugin interface {
+	SignatureNodePodsPlugin
+	PreFilterPodOnly() bool
+}
+
 // ScoreNormalizationPlugin declares that a Score plugin's scores are normalised by
 // one of upstream's standard NormalizeScores (ScoreNormalizationDefault or
 // ScoreNormalizationDefaultReverse, see NormalizeScores). The SDK applies it, and a

@@ -45,7 +45,7 @@ func (s *session) preFilter(ctx context.Context, req *pb.PreFilterRequest) *pb.P
 		if st != nil {
 			return nil, st
 		}
-		e, st := s.cycle(ctx, req.GetCycle(), req.GetGeneration(), p.nodeLocal)
+		e, st := s.cycle(ctx, req.GetCycle(), req.GetGeneration(), p.answersAtNamedGeneration())
 		if st != nil {
 			return nil, st
 		}
@@ -62,7 +62,7 @@ func (s *session) preFilter(ctx context.Context, req *pb.PreFilterRequest) *pb.P
 		if p.preFilter == nil {
 			return nil, Errorf("plugin %q has no PreFilter", req.GetPlugin())
 		}
-		snap, unlock, st := s.replicaAt(e, p.nodeLocal)
+		snap, unlock, st := s.replicaAt(e, p.answersAtNamedGeneration())
 		if st != nil {
 			return nil, st
 		}

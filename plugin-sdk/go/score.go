@@ -98,7 +98,7 @@ func (s *session) preScore(ctx context.Context, req *pb.PreScoreRequest) *pb.Pre
 		if st != nil {
 			return st
 		}
-		e, st := s.cycle(ctx, req.GetCycle(), req.GetGeneration(), p.nodeLocal)
+		e, st := s.cycle(ctx, req.GetCycle(), req.GetGeneration(), p.answersAtNamedGeneration())
 		if st != nil {
 			return st
 		}
@@ -106,7 +106,7 @@ func (s *session) preScore(ctx context.Context, req *pb.PreScoreRequest) *pb.Pre
 			if p.preScore == nil {
 				return Errorf("plugin %q has no PreScore", req.GetPlugin())
 			}
-			snap, unlock, st := s.replicaAt(e, p.nodeLocal)
+			snap, unlock, st := s.replicaAt(e, p.answersAtNamedGeneration())
 			if st != nil {
 				return st
 			}
@@ -173,7 +173,7 @@ func (s *session) score(ctx context.Context, req *pb.ScoreRequest) *pb.ScoreResp
 		if st != nil {
 			return nil, false, st
 		}
-		e, st := s.cycle(ctx, req.GetCycle(), req.GetGeneration(), p.nodeLocal)
+		e, st := s.cycle(ctx, req.GetCycle(), req.GetGeneration(), p.answersAtNamedGeneration())
 		if st != nil {
 			return nil, false, st
 		}
@@ -185,7 +185,7 @@ func (s *session) score(ctx context.Context, req *pb.ScoreRequest) *pb.ScoreResp
 				return nil, false, st
 			}
 		}
-		snap, unlock, st := s.replicaAt(e, p.nodeLocal)
+		snap, unlock, st := s.replicaAt(e, p.answersAtNamedGeneration())
 		if st != nil {
 			return nil, false, st
 		}
@@ -213,14 +213,14 @@ func (s *session) normalizeScore(ctx context.Context, req *pb.NormalizeScoreRequ
 		if st != nil {
 			return nil, st
 		}
-		e, st := s.cycle(ctx, req.GetCycle(), req.GetGeneration(), p.nodeLocal)
+		e, st := s.cycle(ctx, req.GetCycle(), req.GetGeneration(), p.answersAtNamedGeneration())
 		if st != nil {
 			return nil, st
 		}
 		if !p.normalizes() {
 			return nil, Errorf("plugin %q has no NormalizeScore", req.GetPlugin())
 		}
-		snap, unlock, st := s.replicaAt(e, p.nodeLocal)
+		snap, unlock, st := s.replicaAt(e, p.answersAtNamedGeneration())
 		if st != nil {
 			return nil, st
 		}

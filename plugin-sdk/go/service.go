@@ -39,6 +39,7 @@ type registered struct {
 	// Alike pods, as declared (checkAlike vets them at Serve).
 	signature     []PodField
 	nodePods      bool
+	podOnly       bool // PreFilterPodOnly, as declared (checkAlike vets it)
 	labelKeys     []string
 	normalization ScoreNormalization
 	// scoreLabel: a LabelScorePlugin's node label (its PreScore and Score are the
@@ -61,6 +62,13 @@ type registered struct {
 	postBind   PostBindPlugin
 }
 
+// answersAtNamedGeneration reports whether the plugin's calls may be answered at the
+// generation they name rather than the one their cycle started at: node-local, or a
+// PreFilter that reads only the pod (PreFilterPodOnlyPlugin).
+func (r *registered) answersAtNamedGeneration() bool {
+	return r.nodeLocal || (r.nodePods && r.podOnly)
+}
+
 func register(p Plugin) *registered {
 	r := &registered{p: p, name: p.Name()}
 	if n, ok := p.(NodeLocalPlugin); ok {
@@ -75,6 +83,9 @@ func register(p Plugin) *registered {
 	if np, ok := p.(SignatureNodePodsPlugin); ok {
 		r.nodePods = np.SignatureNodePods()
 		r.labelKeys = append([]string(nil), np.SignatureLabelKeys()...)
+	}
+	if po, ok := p.(PreFilterPodOnlyPlugin); ok {
+		r.podOnly = po.PreFilterPodOnly()
 	}
 	if n, ok := p.(ScoreNormalizationPlugin); ok {
 		r.normalization = n.ScoreNormalization()
@@ -151,6 +162,7 @@ func (r *registered) info() *pb.PluginInfo {
 		Signature:           r.signature,
 		SignatureNodePods:   r.nodePods,
 		SignatureLabelKeys:  r.labelKeys,
+		PreFilterPodOnly:    r.nodePods && r.podOnly,
 		ScoreNormalization:  normalization,
 		ScoreNodeLabel:      r.scoreLabel,
 	}
