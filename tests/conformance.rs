@@ -101,7 +101,7 @@ fn the_rust_sidecars_pass() {
     passes(
         &sidecar_socket("conf-quota"),
         &["--cluster", &fixture],
-        &[CORE, &["P1", "F1", "F4", "F5"]].concat(),
+        &[CORE, &["P1", "P2", "F1", "F4", "F5"]].concat(),
     );
 }
 
@@ -185,6 +185,7 @@ fn broken_sidecars_fail_the_clause_they_break() {
         ("flaky-filter", "F2"),
         ("status-per-node", "F8"),
         ("stray-replies", "S2"),
+        ("pre-filter-reads-nodes", "P2"),
     ] {
         let name = format!("conf-broken-{mode}");
         let _s = python_sidecar("tests/conformance/broken_sidecar.py", &name, Some(mode));

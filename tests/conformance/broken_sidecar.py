@@ -9,6 +9,9 @@ BROKEN names one contract clause to break (the kit must then fail that clause):
   flaky-filter        rejects nodes at random: the same call, another answer (F2)
   status-per-node     groups failures one node per group: a status sent per node (F8)
   stray-replies       answers every Filter call twice: the second reply answers no call (S2)
+  pre-filter-reads-nodes
+                      serves a plugin declaring pre_filter_pod_only whose PreFilter
+                      skips a pod when some node's name ends in "-copy" (P2)
 
 Everything else is the real sidecar (plugins/python-energy/sidecar.py) on the Python
 plugin SDK, whose PluginService is patched here.
@@ -23,7 +26,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "plugins", "python-energy"))
 
 import sidecar  # noqa: E402
 import switchyard_plugin.service as sdk_service  # noqa: E402
-from switchyard_plugin import PluginService, Status  # noqa: E402
+from switchyard_plugin import Plugin, PluginService, Status  # noqa: E402
 
 BROKEN = os.environ.get("BROKEN", "")
 service = PluginService
@@ -61,6 +64,23 @@ def twice(point, method):
     return handler
 
 
+class ReadsNodes(Plugin):
+    """Declares that its PreFilter reads only the pod, and reads the nodes."""
+
+    name = "ReadsNodes"
+    signature = ("none",)
+    signature_node_pods = True
+    pre_filter_pod_only = True
+
+    def pre_filter(self, cycle, state):
+        if any(ni.name.endswith("-copy") for ni in cycle.snapshot.nodes()):
+            return Status.skip()
+        return None
+
+    def filter(self, cycle, state, node):
+        return None
+
+
 def group_per_node(failures):
     return [sdk_service.pb.FailureGroup(status=f.status, indices=[f.index]) for f in failures]
 
@@ -81,8 +101,11 @@ elif BROKEN == "status-per-node":
     sdk_service.group_failures = group_per_node
 elif BROKEN == "stray-replies":
     service.Filter = twice("Filter", "filter_call")
+elif BROKEN == "pre-filter-reads-nodes":
+    pass
 else:
     sys.exit(f"broken_sidecar.py: BROKEN={BROKEN!r}: see the docstring for the modes")
 
 if __name__ == "__main__":
-    sys.exit(sidecar.main([sidecar.EnergyAware()]))
+    plugin = ReadsNodes() if BROKEN == "pre-filter-reads-nodes" else sidecar.EnergyAware()
+    sys.exit(sidecar.main([plugin]))

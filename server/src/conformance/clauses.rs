@@ -38,6 +38,8 @@ pub const CLAUSES: &[Clause] = &[
         fix: "on a new Replicate stream, drop the old replica and its cycles when the full snapshot arrives; never answer from the old one", unexercised: "" },
     Clause { id: "P1", title: "PreFilter answers at the cycle's generation, naming only nodes that exist",
         fix: "echo the call's generation; PreFilterResponse.node_names must be node names of the replica", unexercised: "no plugin declares PreFilter" },
+    Clause { id: "P2", title: "pre_filter_pod_only: a plugin declaring it gives each pod the same PreFilter verdict after the snapshot changes (a node relabelled, one added, one removed with its pods, a pod placed)",
+        fix: "declare pre_filter_pod_only only when PreFilter's verdict and state read nothing but the pod's signed fields (not nodes, not other pods)", unexercised: "no plugin declares pre_filter_pod_only with PreFilter" },
     Clause { id: "F1", title: "Filter gives one answer per node: `evaluated` equals the nodes sent, failures by distinct valid index with a non-success code, request_id and generation echoed",
         fix: "set evaluated to len(nodes); list only failing items, by index, each with a non-SUCCESS code", unexercised: "no plugin declares Filter" },
     Clause { id: "F2", title: "The same input gets the same answer (Filter, Score, QueueSort keys)",

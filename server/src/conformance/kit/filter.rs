@@ -47,6 +47,42 @@ pub(super) struct PodAnswers {
 }
 
 impl Kit {
+    /// P2: a plugin declaring `pre_filter_pod_only` gives each probe the PreFilter
+    /// verdict it gave before the change (the last probe, which the change places, is
+    /// left out).
+    pub(super) fn pre_filter_pod_only(
+        &mut self,
+        hs: &pb::HandshakeResponse,
+        f: &Fixture,
+        before: &[PodAnswers],
+        after: &[PodAnswers],
+    ) {
+        let unchanged = f.probes.len().saturating_sub(1);
+        for p in hs
+            .plugins
+            .iter()
+            .filter(|p| p.pre_filter_pod_only && has(p, Ep::PreFilter))
+        {
+            for (i, pod) in f.probes.iter().enumerate().take(unchanged) {
+                let code = |a: &[PodAnswers]| {
+                    a.get(i)
+                        .and_then(|x| x.pre_filter.get(&p.name))
+                        .map(|x| x.0)
+                };
+                let (b, a) = (code(before), code(after));
+                self.checks.check("P2", b == a, || {
+                    format!(
+                        "plugin {} pod {}: PreFilter {} before the change, {} after",
+                        p.name,
+                        pod.name,
+                        b.map_or("no answer".into(), code_name),
+                        a.map_or("no answer".into(), code_name)
+                    )
+                });
+            }
+        }
+    }
+
     /// One cycle per probe pod, every declared extension point in the scheduler's
     /// order; validates each answer (P1, F1, F2, F4, SC1-SC3, X1, E1).
     pub(super) async fn all_pods(

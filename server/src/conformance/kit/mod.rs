@@ -67,6 +67,9 @@ impl Kit {
                 None
             }
         };
+        if let Some(after) = &after_change {
+            self.pre_filter_pod_only(&hs, &base, &baseline, after);
+        }
         let broken = a.broken_streams();
         self.checks
             .check("S1", broken.is_empty(), || broken.join("; "));
