@@ -605,22 +605,12 @@ impl PreBindPlugin for DynamicResources {
                 if newly.is_none() && claim.is_reserved_for(&pod.uid) {
                     continue;
                 }
-                match self
-                    .handle
-                    .client
-                    .reserve_claim(claim, newly.and_then(|c| c.allocation.as_deref()), pod)
-                    .await
-                {
-                    Ok(updated) => {
-                        self.dra.assume(updated);
-                        self.dra.end_allocation(&claim.uid);
-                    }
-                    Err(e) => {
-                        return Status::error(format!(
-                            "add allocation and reservation to claim {}: {e}",
-                            claim.key()
-                        ))
-                    }
+                let allocation = newly.and_then(|c| c.allocation.as_deref());
+                let reserved = self
+                    .reserve_in_api(claim, allocation, &claim.uid, pod)
+                    .await;
+                if !reserved.is_success() {
+                    return reserved;
                 }
             }
             if let Some(c) = s.reserved.iter().find(|c| &*c.name == SPECIAL_CLAIM_NAME) {

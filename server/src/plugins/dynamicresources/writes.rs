@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::{lock, DynamicResources, StateData};
 use crate::framework::Status;
-use crate::model::dra::{ExtendedResourceClaimStatus, ResourceClaim};
+use crate::model::dra::{Allocation, ExtendedResourceClaimStatus, ResourceClaim};
 use crate::model::Pod;
 
 impl DynamicResources {
@@ -35,20 +35,11 @@ impl DynamicResources {
         };
         *lock(&s.created) = Some(created.clone());
         self.dra.assume(created.clone());
-        match client
-            .reserve_claim(&created, c.allocation.as_deref(), pod)
-            .await
-        {
-            Ok(updated) => {
-                self.dra.assume(updated);
-                self.dra.end_allocation(&c.uid);
-            }
-            Err(e) => {
-                return Status::error(format!(
-                    "add allocation and reservation to claim {}: {e}",
-                    created.key()
-                ))
-            }
+        let reserved = self
+            .reserve_in_api(&created, c.allocation.as_deref(), &c.uid, pod)
+            .await;
+        if !reserved.is_success() {
+            return reserved;
         }
         let status = ExtendedResourceClaimStatus {
             claim_name: created.name.clone(),
@@ -79,44 +70,74 @@ impl DynamicResources {
         }
     }
 
-    /// Deletes a claim and waits (PostFilter, as upstream's synchronous call there).
-    pub(super) fn delete_claim(&self, claim: Arc<ResourceClaim>) -> Result<(), String> {
-        let Some(services) = self.handle.services() else {
-            return Err("cannot delete a claim outside a running scheduler".into());
-        };
-        let (tx, rx) = std::sync::mpsc::channel();
-        let client = self.handle.client.clone();
-        services.spawn(Box::pin(async move {
-            let _ = tx.send(client.delete_claim(&claim).await);
-        }));
-        match rx.recv_timeout(DEALLOCATE_TIMEOUT) {
-            Ok(r) => r.map_err(|e| e.to_string()),
-            Err(_) => Err("timed out deleting the claim".into()),
+    /// Writes `allocation` (when Reserve made one) and the pod's reservation into
+    /// `claim` (upstream `bindClaim`'s update), and assumes what the API answered;
+    /// `uid` is the claim whose in-flight allocation that ends.
+    pub(super) async fn reserve_in_api(
+        &self,
+        claim: &ResourceClaim,
+        allocation: Option<&Allocation>,
+        uid: &str,
+        pod: &Pod,
+    ) -> Status {
+        match self
+            .handle
+            .client
+            .reserve_claim(claim, allocation, pod)
+            .await
+        {
+            Ok(updated) => {
+                self.dra.assume(updated);
+                self.dra.end_allocation(uid);
+                Status::success()
+            }
+            Err(e) => Status::error(format!(
+                "add allocation and reservation to claim {}: {e}",
+                claim.key()
+            )),
         }
     }
-}
 
-/// How long PostFilter waits for its deallocation to be written.
-const DEALLOCATE_TIMEOUT: Duration = Duration::from_secs(30);
+    /// Deletes a claim and waits (PostFilter, as upstream's synchronous call there).
+    pub(super) fn delete_claim(&self, claim: Arc<ResourceClaim>) -> Result<(), String> {
+        let client = self.handle.client.clone();
+        self.written_now(("delete", "deleting"), async move {
+            client.delete_claim(&claim).await
+        })
+    }
 
-impl DynamicResources {
     /// Writes the claim deallocated and waits for the answer: PostFilter is synchronous,
     /// as upstream's API call there is.
     pub(super) fn deallocate(
         &self,
         claim: Arc<ResourceClaim>,
     ) -> Result<Arc<ResourceClaim>, String> {
+        let client = self.handle.client.clone();
+        self.written_now(("deallocate", "deallocating"), async move {
+            client.deallocate_claim(&claim).await
+        })
+    }
+
+    /// Runs an API write on the scheduler's services and waits for its answer, at
+    /// most [`DEALLOCATE_TIMEOUT`]; `what` names the write ("delete", "deleting").
+    fn written_now<T: Send + 'static, E: std::fmt::Display + Send + 'static>(
+        &self,
+        (what, doing): (&str, &str),
+        write: impl std::future::Future<Output = Result<T, E>> + Send + 'static,
+    ) -> Result<T, String> {
         let Some(services) = self.handle.services() else {
-            return Err("cannot deallocate a claim outside a running scheduler".into());
+            return Err(format!("cannot {what} a claim outside a running scheduler"));
         };
         let (tx, rx) = std::sync::mpsc::channel();
-        let client = self.handle.client.clone();
         services.spawn(Box::pin(async move {
-            let _ = tx.send(client.deallocate_claim(&claim).await);
+            let _ = tx.send(write.await);
         }));
         match rx.recv_timeout(DEALLOCATE_TIMEOUT) {
             Ok(r) => r.map_err(|e| e.to_string()),
-            Err(_) => Err("timed out deallocating the claim".into()),
+            Err(_) => Err(format!("timed out {doing} the claim")),
         }
     }
 }
+
+/// How long PostFilter waits for its deallocation (or deletion) to be written.
+const DEALLOCATE_TIMEOUT: Duration = Duration::from_secs(30);
