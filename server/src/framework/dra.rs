@@ -481,8 +481,21 @@ impl DraState {
             .cloned()
     }
 
+    /// Counts the cluster's (or the assumed) copy of a claim, unless an allocation
+    /// of the same claim is in flight: that one counts instead, so a claim's devices
+    /// and shared capacity count once (upstream `GatherAllocatedState` uses the
+    /// in-flight allocation in place of the cached claim).
     fn count(&mut self, claim: Option<&Arc<ResourceClaim>>, add: bool) {
+        if claim.is_some_and(|c| self.in_flight.contains_key(&c.uid)) {
+            return;
+        }
         bump(self, claim, add, false)
+    }
+
+    /// The effective claim with `uid` at the in-flight claim's name.
+    fn effective_with_uid(&self, c: &ResourceClaim) -> Option<Arc<ResourceClaim>> {
+        self.effective(&key(&c.namespace, &c.name))
+            .filter(|e| e.uid == c.uid)
     }
 
     /// Runs `f` on the claim maps, keeping the allocated-device counts in step with
@@ -670,10 +683,14 @@ impl DraStore {
     /// Marks a claim allocated at Reserve (upstream `SignalClaimPendingAllocation`).
     pub fn start_allocation(&self, claim: Arc<ResourceClaim>) {
         let mut st = self.write();
-        bump(&mut st, Some(&claim), true, true);
-        if let Some(old) = st.in_flight.insert(claim.uid.clone(), claim) {
-            bump(&mut st, Some(&old), false, true);
+        let cached = st.effective_with_uid(&claim);
+        // Uncount what counted for this claim until now: an earlier in-flight
+        // allocation, else the cached copy.
+        match st.in_flight.insert(claim.uid.clone(), claim.clone()) {
+            Some(old) => bump(&mut st, Some(&old), false, true),
+            None => bump(&mut st, cached.as_ref(), false, false),
         }
+        bump(&mut st, Some(&claim), true, true);
     }
 
     /// Drops an in-flight allocation (Unreserve, or after PreBind wrote it).
@@ -681,6 +698,10 @@ impl DraStore {
         let mut st = self.write();
         if let Some(old) = st.in_flight.remove(uid) {
             bump(&mut st, Some(&old), false, true);
+            // The cached copy (assumed after PreBind's write, or the cluster's)
+            // counts again.
+            let cached = st.effective_with_uid(&old);
+            bump(&mut st, cached.as_ref(), true, false);
         }
     }
 
@@ -718,6 +739,10 @@ mod tests {
     use crate::model::dra::{Allocation, ClaimSpec, DeviceResult};
 
     fn claim(rv: &str, devices: &[&str]) -> Arc<ResourceClaim> {
+        claim_sharing(rv, devices, None)
+    }
+
+    fn claim_sharing(rv: &str, devices: &[&str], consumed: Option<i128>) -> Arc<ResourceClaim> {
         Arc::new(ResourceClaim {
             namespace: "ns".into(),
             name: "c".into(),
@@ -738,7 +763,12 @@ mod tests {
                             pool: "p".into(),
                             device: (*d).into(),
                             admin_access: false,
-                            share: None,
+                            share: consumed.map(|c| {
+                                Arc::new(crate::model::dra::Share {
+                                    id: "s1".into(),
+                                    consumed: vec![("memory".into(), c)],
+                                })
+                            }),
                         })
                         .collect(),
                     config: vec![],
@@ -788,5 +818,62 @@ mod tests {
         assert_eq!(names(&s), ["gpu-1"]);
         s.delete(&DraObject::ResourceClaim(claim("8", &["gpu-1"])));
         assert!(names(&s).is_empty());
+    }
+
+    fn consumed(s: &DraStore) -> Vec<(u32, i128)> {
+        let st = s.read();
+        let mut v: Vec<(u32, i128)> = st
+            .shared_devices()
+            .values()
+            .map(|u| (u.shares, u.consumed.values().sum()))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// A claim's share of a device counts once while its allocation is in flight and
+    /// the cluster (or the scheduler's write) already has it allocated: counted
+    /// twice, the device would look fuller than it is and the next pod would be
+    /// refused capacity that is free.
+    #[test]
+    fn a_claim_in_flight_and_allocated_counts_its_share_once() {
+        let s = DraStore::default();
+        s.upsert(&DraObject::ResourceClaim(claim_sharing(
+            "5",
+            &["gpu-0"],
+            Some(4),
+        )));
+        assert_eq!(consumed(&s), [(1, 4)]);
+        s.start_allocation(claim_sharing("5", &["gpu-0"], Some(4)));
+        assert_eq!(consumed(&s), [(1, 4)]);
+        // A newer in-flight allocation of the same claim replaces the earlier one.
+        s.start_allocation(claim_sharing("5", &["gpu-0"], Some(6)));
+        assert_eq!(consumed(&s), [(1, 6)]);
+        s.assume(claim_sharing("7", &["gpu-0"], Some(6)));
+        assert_eq!(consumed(&s), [(1, 6)]);
+        s.end_allocation("u1");
+        assert_eq!(consumed(&s), [(1, 6)]);
+        s.upsert(&DraObject::ResourceClaim(claim_sharing(
+            "8",
+            &["gpu-0"],
+            Some(6),
+        )));
+        assert_eq!(consumed(&s), [(1, 6)]);
+        s.delete(&DraObject::ResourceClaim(claim_sharing(
+            "8",
+            &["gpu-0"],
+            Some(6),
+        )));
+        assert!(consumed(&s).is_empty());
+        // Unreserve of an allocation never written: the cached copy counts again.
+        s.upsert(&DraObject::ResourceClaim(claim_sharing(
+            "9",
+            &["gpu-0"],
+            Some(2),
+        )));
+        s.start_allocation(claim_sharing("9", &["gpu-0"], Some(3)));
+        assert_eq!(consumed(&s), [(1, 3)]);
+        s.end_allocation("u1");
+        assert_eq!(consumed(&s), [(1, 2)]);
     }
 }
