@@ -53,7 +53,51 @@ pub enum Template<T> {
         text: String,
         params: BTreeMap<String, Value>,
         file: PathBuf,
+        /// The last rendering and its object: consecutive indices often render the
+        /// same text (a gang's pods, `DivideInt .Index 8`), and parsing is the cost.
+        last: RenderMemo<T>,
     },
+}
+
+/// A template's last rendered text and the object it parsed to. A clone starts
+/// empty (it is a cache, not state).
+pub struct RenderMemo<T>(Box<std::sync::Mutex<Option<(String, T)>>>);
+
+impl<T> Default for RenderMemo<T> {
+    fn default() -> Self {
+        RenderMemo(Box::new(std::sync::Mutex::new(None)))
+    }
+}
+
+impl<T> Clone for RenderMemo<T> {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+impl<T> std::fmt::Debug for RenderMemo<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RenderMemo")
+    }
+}
+
+impl<T: Clone> RenderMemo<T> {
+    /// The object `text` parses to: the last one when `text` is the last text.
+    pub fn get_or_parse(
+        &self,
+        text: String,
+        parse: impl FnOnce(&str) -> Result<T, String>,
+    ) -> Result<T, String> {
+        let mut last = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((t, obj)) = last.as_ref() {
+            if *t == text {
+                return Ok(obj.clone());
+            }
+        }
+        let obj = parse(&text)?;
+        *last = Some((text, obj.clone()));
+        Ok(obj)
+    }
 }
 
 /// How a `churn` op cycles its objects (upstream `churnOp.Mode`).
@@ -491,6 +535,23 @@ mod tests {
                 .contains("mode: \"sometimes\" is not a churn mode"),
             "{e}"
         );
+    }
+
+    /// Consecutive indices that render the same text share one parse; a different
+    /// rendering is parsed anew, and going back to an earlier text is right too.
+    #[test]
+    fn per_index_templates_reuse_the_last_parse_only_for_the_same_text() {
+        let t: Template<core::Pod> = Template::PerIndex {
+            text: "kind: Pod\nmetadata: {name: 'g-{{DivideInt .Index 2}}'}\n".into(),
+            params: BTreeMap::new(),
+            file: PathBuf::from("pod.yaml"),
+            last: Default::default(),
+        };
+        let names: Vec<String> = [0, 1, 2, 3, 0]
+            .into_iter()
+            .map(|i| t.instantiate(i, 4).unwrap().metadata.name.unwrap())
+            .collect();
+        assert_eq!(names, ["g-0", "g-0", "g-1", "g-1", "g-0"]);
     }
 
     #[test]

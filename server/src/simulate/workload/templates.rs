@@ -131,6 +131,7 @@ impl Files<'_> {
                 text,
                 params,
                 file: path,
+                last: Default::default(),
             });
         }
         let obj: T = decode_yaml(&text).map_err(|m| werr(&path, "<template>", m))?;
@@ -239,9 +240,16 @@ impl<T: serde::de::DeserializeOwned + Clone> Template<T> {
     pub fn instantiate(&self, index: usize, count: usize) -> Result<T, String> {
         match self {
             Template::Fixed(t) => Ok((**t).clone()),
-            Template::PerIndex { text, params, file } => {
+            Template::PerIndex {
+                text,
+                params,
+                file,
+                last,
+            } => {
                 let r = render_template(text, index, count, params)?;
-                decode_yaml(&r).map_err(|e| format!("{}: index {index}: {e}", file.display()))
+                last.get_or_parse(r, |r| {
+                    decode_yaml(r).map_err(|e| format!("{}: index {index}: {e}", file.display()))
+                })
             }
         }
     }
