@@ -166,6 +166,7 @@ impl Dra {
             }
             Object::ResourceSlice(s) => {
                 let mut s = resource_slice_from_k8s(s)?;
+                refuse_unattended(&s)?;
                 s.resource_version = Some(rv());
                 DraObject::ResourceSlice(insert_new(
                     &mut self.slices,
@@ -256,6 +257,7 @@ impl Dra {
                 spec: t.spec.clone(),
                 allocation: None,
                 reserved_for: Vec::new(),
+                devices: Vec::new(),
             };
             let claim = Arc::new(claim);
             self.claims
@@ -291,6 +293,7 @@ impl Dra {
         c.name = name.into();
         c.uid = self.uid();
         c.allocation = None;
+        c.devices.clear();
         c.reserved_for = Vec::new();
         c.deleting = false;
         Ok(self.written(c, rv))
@@ -440,6 +443,7 @@ impl Dra {
         }
         let mut c = (*cur).clone();
         c.allocation = None;
+        c.devices.clear();
         c.reserved_for.clear();
         Ok(self.written(c, rv))
     }
@@ -470,6 +474,7 @@ impl Dra {
             c.reserved_for.retain(|r| *r.uid != *pod.uid);
             if c.reserved_for.is_empty() && c.allocation.is_some() {
                 c.allocation = None;
+                c.devices.clear();
                 c.finalizers = c
                     .finalizers
                     .iter()
@@ -797,6 +802,24 @@ impl Dra {
     }
 }
 
+/// Devices with binding conditions wait for a driver to report them attached; the
+/// embedded cluster has no such driver yet, so a pod would wait out `bindingTimeout`,
+/// be deallocated and retried for ever. Refused there (the Kubernetes backend, where
+/// drivers report, takes them).
+pub fn refuse_unattended(s: &ResourceSlice) -> Result<(), FieldError> {
+    match s
+        .devices
+        .iter()
+        .position(|d| !d.binding_conditions.is_empty())
+    {
+        Some(i) => Err(FieldError {
+            field: format!("spec.devices[{i}].bindingConditions"),
+            message: "not supported yet in the embedded cluster: no driver there reports devices' binding conditions, so the pod would wait out bindingTimeout and be retried for ever; on a real cluster (the kubernetes backend) they work".into(),
+        }),
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -807,5 +830,29 @@ mod tests {
         let long = generate_name(&"a".repeat(60), &"b".repeat(20));
         assert!(long.len() <= 59, "{long}");
         assert!(long.starts_with("aaaa") && long.ends_with("b-"));
+    }
+
+    /// The embedded cluster has no driver to report binding conditions: a slice whose
+    /// device names them is refused there, naming the field; others load.
+    #[test]
+    fn slices_with_binding_conditions_are_refused_in_the_embedded_cluster() {
+        let slice = |device: serde_json::Value| {
+            let v = serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                "metadata": {"name": "s"},
+                "spec": {"driver": "d", "nodeName": "n1", "pool": {"name": "p", "generation": 1,
+                         "resourceSliceCount": 1}, "devices": [{"name": "a"}, device]}});
+            resource_slice_from_k8s(&serde_json::from_value(v).unwrap()).unwrap()
+        };
+        assert!(refuse_unattended(&slice(serde_json::json!({"name": "b"}))).is_ok());
+        let e = refuse_unattended(&slice(serde_json::json!({"name": "b",
+            "bindingConditions": ["Attached"], "bindingFailureConditions": ["Failed"]})))
+        .unwrap_err();
+        assert_eq!(e.field, "spec.devices[1].bindingConditions");
+        assert!(
+            e.message
+                .starts_with("not supported yet in the embedded cluster"),
+            "{}",
+            e.message
+        );
     }
 }

@@ -323,6 +323,8 @@ impl SliceIndex {
 #[derive(Default)]
 pub struct DraStore {
     state: RwLock<DraState>,
+    /// Woken on every claim change: PreBind's wait for binding conditions.
+    claims: tokio::sync::Notify,
 }
 
 fn key(ns: &str, name: &str) -> NsName {
@@ -613,6 +615,12 @@ impl DraStore {
         self.state.write().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Completes at the next change of any claim (taken before reading, enabled, so a
+    /// change in between is not missed).
+    pub fn claims_changed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.claims.notified()
+    }
+
     /// An object added or updated in the cluster; returns the previous one.
     pub fn upsert(&self, obj: &DraObject) -> Option<DraObject> {
         let mut st = self.write();
@@ -631,6 +639,8 @@ impl DraStore {
                         }
                     }
                 });
+                drop(st);
+                self.claims.notify_waiters();
                 old.map(DraObject::ResourceClaim)
             }
             DraObject::ResourceSlice(s) => {
@@ -667,6 +677,8 @@ impl DraStore {
                     st.api_claims.remove(&k);
                     st.assumed.remove(&k);
                 });
+                drop(st);
+                self.claims.notify_waiters();
             }
             DraObject::ResourceSlice(s) => {
                 st.slices_changed();
@@ -721,6 +733,8 @@ impl DraStore {
                 st.assumed.insert(k.clone(), claim);
             }
         });
+        drop(st);
+        self.claims.notify_waiters();
     }
 
     /// Forgets what the scheduler assumed about a claim (a failed write).
@@ -763,6 +777,7 @@ mod tests {
                             pool: "p".into(),
                             device: (*d).into(),
                             admin_access: false,
+                            binding: None,
                             share: consumed.map(|c| {
                                 Arc::new(crate::model::dra::Share {
                                     id: "s1".into(),
@@ -773,9 +788,11 @@ mod tests {
                         .collect(),
                     config: vec![],
                     node_selector: None,
+                    timestamp: None,
                 })
             }),
             reserved_for: vec![],
+            devices: vec![],
         })
     }
 

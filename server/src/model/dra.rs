@@ -365,6 +365,41 @@ pub struct DeviceResult {
     /// A share of a device allowing multiple allocations: its share ID and what it
     /// consumes of each capacity (the device's spelling; nano units).
     pub share: Option<Arc<Share>>,
+    /// The device's binding conditions at allocation time (KEP-5007): PreBind waits
+    /// for them.
+    pub binding: Option<Arc<BindingConditions>>,
+}
+
+/// A device's `bindingConditions` and `bindingFailureConditions`, copied into the
+/// allocation result: the pod binds once the first are all `True` in the claim's
+/// `status.devices`, and fails to bind when any of the second is.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct BindingConditions {
+    pub conditions: Box<[Arc<str>]>,
+    pub failure: Box<[Arc<str>]>,
+}
+
+/// A claim's `status.devices` entry: what the driver reports for one allocated device
+/// (only the conditions are read, for binding conditions).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AllocatedDeviceStatus {
+    pub driver: Arc<str>,
+    pub pool: Arc<str>,
+    pub device: Arc<str>,
+    pub share_id: Option<Arc<str>>,
+    pub conditions: Vec<DeviceCondition>,
+    /// The entry as the API has it, written back unchanged.
+    pub raw: Arc<serde_json::Value>,
+}
+
+/// One `metav1.Condition` of a device status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceCondition {
+    pub type_: Arc<str>,
+    /// `True`, `False` or `Unknown`.
+    pub status: Arc<str>,
+    pub reason: Arc<str>,
+    pub message: Arc<str>,
 }
 
 /// One allocation's share of a device (`shareID`, `consumedCapacity`).
@@ -420,6 +455,9 @@ pub struct Allocation {
     pub config: Vec<AllocatedConfig>,
     /// Where the devices are reachable; `None`: everywhere.
     pub node_selector: Option<AllocationNodes>,
+    /// `allocationTimestamp` (microseconds since the epoch): set by PreBind, the start
+    /// of a binding-conditions wait's timeout.
+    pub timestamp: Option<i64>,
 }
 
 /// An allocation's node selector: one node (any node-local device), or the selectors
@@ -499,6 +537,8 @@ pub struct ResourceClaim {
     pub spec: Arc<ClaimSpec>,
     pub allocation: Option<Arc<Allocation>>,
     pub reserved_for: Vec<ConsumerRef>,
+    /// `status.devices`: the drivers' reports on the allocated devices.
+    pub devices: Vec<AllocatedDeviceStatus>,
 }
 
 impl ResourceClaim {

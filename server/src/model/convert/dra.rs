@@ -491,6 +491,10 @@ fn allocation_from_k8s(a: &resource::AllocationResult, field: &str) -> Result<Al
             pool: r.pool.as_str().into(),
             device: r.device.as_str().into(),
             admin_access: r.admin_access.unwrap_or(false),
+            binding: binding_conditions(
+                r.binding_conditions.as_ref(),
+                r.binding_failure_conditions.as_ref(),
+            ),
             share: r.share_id.as_ref().map(|id| {
                 Arc::new(crate::model::dra::Share {
                     id: id.as_str().into(),
@@ -556,7 +560,58 @@ fn allocation_from_k8s(a: &resource::AllocationResult, field: &str) -> Result<Al
         devices,
         config,
         node_selector,
+        timestamp: a.allocation_timestamp.as_ref().map(parse_time),
     })
+}
+
+/// A result's binding conditions (`None` without any: nothing to wait for).
+pub(super) fn binding_conditions(
+    conditions: Option<&Vec<String>>,
+    failure: Option<&Vec<String>>,
+) -> Option<Arc<crate::model::dra::BindingConditions>> {
+    let list = |v: Option<&Vec<String>>| -> Box<[Arc<str>]> {
+        v.into_iter()
+            .flatten()
+            .map(|c| Arc::from(c.as_str()))
+            .collect()
+    };
+    let conditions = list(conditions);
+    let failure = list(failure);
+    (!conditions.is_empty() || !failure.is_empty()).then(|| {
+        Arc::new(crate::model::dra::BindingConditions {
+            conditions,
+            failure,
+        })
+    })
+}
+
+/// `status.devices`: each entry kept as given (written back unchanged), its conditions
+/// read.
+fn device_statuses(
+    devices: Option<&Vec<resource::AllocatedDeviceStatus>>,
+) -> Vec<crate::model::dra::AllocatedDeviceStatus> {
+    devices
+        .into_iter()
+        .flatten()
+        .map(|d| crate::model::dra::AllocatedDeviceStatus {
+            driver: d.driver.as_str().into(),
+            pool: d.pool.as_str().into(),
+            device: d.device.as_str().into(),
+            share_id: d.share_id.as_deref().map(Arc::from),
+            conditions: d
+                .conditions
+                .iter()
+                .flatten()
+                .map(|c| crate::model::dra::DeviceCondition {
+                    type_: c.type_.as_str().into(),
+                    status: c.status.as_str().into(),
+                    reason: c.reason.as_str().into(),
+                    message: c.message.as_str().into(),
+                })
+                .collect(),
+            raw: Arc::new(serde_json::to_value(d).unwrap_or_default()),
+        })
+        .collect()
 }
 
 /// A ResourceClaim.
@@ -626,6 +681,7 @@ pub fn resource_claim_from_k8s(
         spec: Arc::new(spec),
         allocation,
         reserved_for,
+        devices: device_statuses(status.and_then(|s| s.devices.as_ref())),
     })
 }
 

@@ -21,6 +21,12 @@ pub fn allocation_to_json(a: &Allocation) -> serde_json::Value {
             if d.admin_access {
                 r["adminAccess"] = json!(true);
             }
+            if let Some(b) = &d.binding {
+                let names =
+                    |v: &[std::sync::Arc<str>]| v.iter().map(|c| c.to_string()).collect::<Vec<_>>();
+                r["bindingConditions"] = json!(names(&b.conditions));
+                r["bindingFailureConditions"] = json!(names(&b.failure));
+            }
             if let Some(sh) = &d.share {
                 r["shareID"] = json!(&*sh.id);
                 if !sh.consumed.is_empty() {
@@ -57,6 +63,12 @@ pub fn allocation_to_json(a: &Allocation) -> serde_json::Value {
         devices["config"] = json!(config);
     }
     let mut out = json!({"devices": devices});
+    if let Some(t) = a
+        .timestamp
+        .and_then(|us| k8s_openapi::jiff::Timestamp::from_microsecond(us).ok())
+    {
+        out["allocationTimestamp"] = json!(t.to_string());
+    }
     match &a.node_selector {
         Some(AllocationNodes::Node(n)) => {
             out["nodeSelector"] = json!({"nodeSelectorTerms": [{"matchFields": [

@@ -263,27 +263,11 @@ fn device_from_k8s(
         }
         _ => {}
     }
-    let conds = |v: Option<&Vec<String>>, f: &str| -> Result<Box<[Arc<str>]>> {
-        let v = v.map(Vec::as_slice).unwrap_or_default();
-        if v.len() > BINDING_CONDITIONS_MAX {
-            return Err(too_many(f, v.len(), BINDING_CONDITIONS_MAX));
-        }
-        Ok(v.iter().map(|s| Arc::from(s.as_str())).collect())
-    };
-    let binding_conditions = conds(
+    let (binding_conditions, binding_failure_conditions) = binding_parameters(
         d.binding_conditions.as_ref(),
-        &format!("{field}.bindingConditions"),
-    )?;
-    let binding_failure_conditions = conds(
         d.binding_failure_conditions.as_ref(),
-        &format!("{field}.bindingFailureConditions"),
+        field,
     )?;
-    if !binding_conditions.is_empty() {
-        return Err(err(
-            format!("{field}.bindingConditions"),
-            "not supported yet: Switchyard does not wait for device binding conditions (DRADeviceBindingConditions)",
-        ));
-    }
     Ok(Device {
         name: d.name.as_str().into(),
         cel: Arc::new(switchyard_cel::DeviceValue::new(
@@ -304,6 +288,58 @@ fn device_from_k8s(
         allow_multiple_allocations,
         matches: Default::default(),
     })
+}
+
+/// A device's binding conditions and binding failure conditions.
+type ConditionLists = (Box<[Arc<str>]>, Box<[Arc<str>]>);
+
+/// A device's `bindingConditions` and `bindingFailureConditions` as the API server
+/// validates them (upstream `validateDeviceBindingParameters`): at most 4 each, label
+/// names, no duplicates, no condition in both, and one list only with the other.
+fn binding_parameters(
+    conditions: Option<&Vec<String>>,
+    failure: Option<&Vec<String>>,
+    field: &str,
+) -> Result<ConditionLists> {
+    let list = |v: Option<&Vec<String>>, f: &str| -> Result<Box<[Arc<str>]>> {
+        let v = v.map(Vec::as_slice).unwrap_or_default();
+        if v.len() > BINDING_CONDITIONS_MAX {
+            return Err(too_many(f, v.len(), BINDING_CONDITIONS_MAX));
+        }
+        for (i, c) in v.iter().enumerate() {
+            if !crate::model::labels::is_qualified_name(c) {
+                return Err(err(
+                    format!("{f}[{i}]"),
+                    format!("Invalid value: {c:?}: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"),
+                ));
+            }
+            if v[..i].contains(c) {
+                return Err(err(format!("{f}[{i}]"), format!("Duplicate value: {c:?}")));
+            }
+        }
+        Ok(v.iter().map(|s| Arc::from(s.as_str())).collect())
+    };
+    let cf = format!("{field}.bindingConditions");
+    let ff = format!("{field}.bindingFailureConditions");
+    let c = list(conditions, &cf)?;
+    let f = list(failure, &ff)?;
+    if let Some(x) = f.iter().find(|x| c.contains(x)) {
+        return Err(err(
+            ff,
+            format!("Invalid value: {x:?}: bindingFailureConditions must not overlap with bindingConditions"),
+        ));
+    }
+    match (c.is_empty(), f.is_empty()) {
+        (true, false) => Err(err(
+            cf,
+            "Required value: bindingConditions are required to use bindingFailureConditions",
+        )),
+        (false, true) => Err(err(
+            ff,
+            "Required value: bindingFailureConditions are required to use bindingConditions",
+        )),
+        _ => Ok((c, f)),
+    }
 }
 
 /// A ResourceSlice.
@@ -530,4 +566,50 @@ fn request_policy(
         info.valid_range = Some((min, max, step));
     }
     Ok(info)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(c: &[&str], f: &[&str]) -> std::result::Result<(), String> {
+        let v = |x: &[&str]| (!x.is_empty()).then(|| x.iter().map(|s| s.to_string()).collect());
+        binding_parameters(v(c).as_ref(), v(f).as_ref(), "spec.devices[0]")
+            .map(|_| ())
+            .map_err(|e| format!("{}: {}", e.field, e.message))
+    }
+
+    /// Upstream `validateDeviceBindingParameters`, rule by rule.
+    #[test]
+    fn binding_conditions_are_validated_as_the_api_server_does() {
+        assert_eq!(check(&[], &[]), Ok(()));
+        assert_eq!(check(&["Attached"], &["example.com/Failed"]), Ok(()));
+        let e = check(&["Attached"], &[]).unwrap_err();
+        assert!(
+            e.starts_with("spec.devices[0].bindingFailureConditions: Required value"),
+            "{e}"
+        );
+        let e = check(&[], &["Failed"]).unwrap_err();
+        assert!(
+            e.starts_with("spec.devices[0].bindingConditions: Required value"),
+            "{e}"
+        );
+        let e = check(&["A", "A"], &["F"]).unwrap_err();
+        assert_eq!(
+            e,
+            "spec.devices[0].bindingConditions[1]: Duplicate value: \"A\""
+        );
+        let e = check(&["A"], &["A"]).unwrap_err();
+        assert!(e.contains("must not overlap with bindingConditions"), "{e}");
+        let e = check(&["not a name"], &["F"]).unwrap_err();
+        assert!(
+            e.starts_with("spec.devices[0].bindingConditions[0]: Invalid value"),
+            "{e}"
+        );
+        let e = check(&["A", "B", "C", "D", "E"], &["F"]).unwrap_err();
+        assert!(
+            e.starts_with("spec.devices[0].bindingConditions: Too many"),
+            "{e}"
+        );
+    }
 }

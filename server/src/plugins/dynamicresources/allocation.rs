@@ -8,8 +8,9 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use crate::model::dra::{
-    AllocatedConfig, Allocation, AllocationNodes, ConfigSource, DeviceClass, DeviceResult,
-    ExactRequest, NodeSelection, NodeSelectorRef, RequestKind, ResourceClaim, ResourceSlice,
+    AllocatedConfig, Allocation, AllocationNodes, BindingConditions, ConfigSource, DeviceClass,
+    DeviceResult, ExactRequest, NodeSelection, NodeSelectorRef, RequestKind, ResourceClaim,
+    ResourceSlice,
 };
 
 /// One request or subrequest as the search sees it.
@@ -57,9 +58,10 @@ pub(super) struct Pick {
 }
 
 impl ClaimAllocation {
-    /// The allocation result (upstream's order of results and configs; the node
-    /// selector of `createNodeSelector`).
-    pub fn allocation(&self, cd: &ClaimData) -> Allocation {
+    /// The allocation result on `node` (upstream's order of results and configs; the
+    /// node selector of `createNodeSelector`: the node itself when a device is local
+    /// to it or `bindsToNode`).
+    pub fn allocation(&self, cd: &ClaimData, node: &Arc<str>) -> Allocation {
         let mut devices = Vec::with_capacity(self.picks.len());
         let mut local: Option<Arc<str>> = None;
         let mut selectors: Vec<Arc<NodeSelectorRef>> = Vec::new();
@@ -98,7 +100,18 @@ impl ClaimAllocation {
                 pool: p.slice.pool.name.clone(),
                 device: d.name.clone(),
                 admin_access: rd.request.admin_access,
+                binding: (!d.binding_conditions.is_empty()
+                    || !d.binding_failure_conditions.is_empty())
+                .then(|| {
+                    Arc::new(BindingConditions {
+                        conditions: d.binding_conditions.clone(),
+                        failure: d.binding_failure_conditions.clone(),
+                    })
+                }),
             });
+            if d.binds_to_node {
+                local.get_or_insert_with(|| node.clone());
+            }
             let sel = match (&p.slice.nodes, &d.nodes) {
                 (NodeSelection::PerDevice, Some(n)) => n,
                 (n, _) => n,
@@ -124,6 +137,7 @@ impl ClaimAllocation {
             devices,
             config: allocation_config(cd, &self.chosen),
             node_selector,
+            timestamp: None,
         }
     }
 }

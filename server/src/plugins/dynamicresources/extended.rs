@@ -271,6 +271,7 @@ fn in_memory_claim(pod: &Pod) -> ResourceClaim {
         }),
         allocation: None,
         reserved_for: Vec::new(),
+        devices: Vec::new(),
     }
 }
 

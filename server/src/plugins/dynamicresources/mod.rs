@@ -20,6 +20,7 @@
 
 mod allocation;
 mod allocator;
+mod binding;
 mod extended;
 mod writes;
 
@@ -79,6 +80,8 @@ pub struct DynamicResources {
     dra: Arc<DraStore>,
     /// `None`: no limit (`filterTimeout: 0s`).
     filter_timeout: Option<Duration>,
+    /// How long PreBind waits for devices' binding conditions (`bindingTimeout`).
+    binding_timeout: Duration,
 }
 
 /// One of the pod's claims, resolved.
@@ -356,11 +359,27 @@ impl FilterPlugin for DynamicResources {
             let Some(a) = &pc.claim.allocation else {
                 continue;
             };
-            if let Some(sel) = &a.node_selector {
-                if !sel.matches(&n.name, &n.labels) {
-                    lock(&s.unavailable).insert(i);
-                    return Status::unresolvable(ERR_NOT_AVAILABLE);
-                }
+            let elsewhere = a
+                .node_selector
+                .as_ref()
+                .is_some_and(|sel| !sel.matches(&n.name, &n.labels));
+            // A claim whose devices failed to bind, or did not in time, is of no use
+            // anywhere until PostFilter deallocates it.
+            let unbound = binding::has_binding_conditions(a)
+                && match binding::claim_ready(&pc.claim) {
+                    Err(_) => true,
+                    Ok(ready) => {
+                        !ready
+                            && binding::claim_timed_out(
+                                &pc.claim,
+                                self.binding_timeout,
+                                binding::now_us(),
+                            )
+                    }
+                };
+            if elsewhere || unbound {
+                lock(&s.unavailable).insert(i);
+                return Status::unresolvable(ERR_NOT_AVAILABLE);
             }
         }
         let (prep, mappings) = match &s.extended {
@@ -524,10 +543,11 @@ impl ReservePlugin for DynamicResources {
             return Status::error(format!("claims not allocated for node {node}"));
         };
         s.ext_mappings = r.mappings.clone();
+        let node: Arc<str> = Arc::from(node);
         let mut reserved = Vec::with_capacity(r.allocs.len());
         for (cd, a) in r.prep.claims.iter().zip(r.allocs.iter()) {
             let mut c = (*cd.claim).clone();
-            c.allocation = Some(Arc::new(a.allocation(cd)));
+            c.allocation = Some(Arc::new(a.allocation(cd, &node)));
             if !c.finalizers.iter().any(|f| &**f == FINALIZER) {
                 let mut f = c.finalizers.to_vec();
                 f.push(FINALIZER.into());
@@ -605,16 +625,28 @@ impl PreBindPlugin for DynamicResources {
                 if newly.is_none() && claim.is_reserved_for(&pod.uid) {
                     continue;
                 }
-                let allocation = newly.and_then(|c| c.allocation.as_deref());
+                let allocation = binding::stamped(newly.and_then(|c| c.allocation.as_deref()));
                 let reserved = self
-                    .reserve_in_api(claim, allocation, &claim.uid, pod)
+                    .reserve_in_api(claim, allocation.as_ref(), &claim.uid, pod)
                     .await;
                 if !reserved.is_success() {
                     return reserved;
                 }
             }
             if let Some(c) = s.reserved.iter().find(|c| &*c.name == SPECIAL_CLAIM_NAME) {
-                return self.bind_extended(s, c, pod).await;
+                let bound = self.bind_extended(s, c, pod).await;
+                if !bound.is_success() {
+                    return bound;
+                }
+            }
+            let waits = s
+                .reserved
+                .iter()
+                .map(|c| &c.allocation)
+                .chain(s.claims.iter().map(|pc| &pc.claim.allocation))
+                .any(|a| a.as_deref().is_some_and(binding::has_binding_conditions));
+            if waits {
+                return self.wait_for_binding_conditions(s).await;
             }
             Status::success()
         })
@@ -684,7 +716,9 @@ pub fn allocate_on_first_fit(
     drop(st);
     for n in nodes {
         match allocate(&prep, n) {
-            Ok(Some(a)) => return Ok(a.first().map(|a| a.allocation(&prep.claims[0]))),
+            Ok(Some(a)) => {
+                return Ok(a.first().map(|a| a.allocation(&prep.claims[0], &n.name)));
+            }
             Ok(None) => {}
             Err(AllocError::Timeout) => {}
             Err(AllocError::Fatal(m)) => return Err(m),
@@ -716,11 +750,23 @@ pub fn factory() -> PluginFactory {
             "filterTimeout",
             Some(DEFAULT_FILTER_TIMEOUT),
         )?;
-        timeout(&a.binding_timeout, "bindingTimeout", None)?;
+        // Upstream `ValidateDynamicResourcesArgs`: at least a second.
+        let binding_timeout = match timeout(&a.binding_timeout, "bindingTimeout", None)? {
+            None if a.binding_timeout.is_none() => binding::DEFAULT_BINDING_TIMEOUT,
+            Some(d) if d >= Duration::from_secs(1) => d,
+            _ => {
+                return Err(format!(
+                    "bindingTimeout: Invalid value: {:?}: must be at least 1 second",
+                    a.binding_timeout.as_deref().unwrap_or_default()
+                )
+                .into())
+            }
+        };
         Ok(Arc::new(DynamicResources {
             handle: h.clone(),
             dra: h.dra.clone(),
             filter_timeout,
+            binding_timeout,
         }) as Arc<dyn Plugin>)
     })
 }

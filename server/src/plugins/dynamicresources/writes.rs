@@ -35,8 +35,9 @@ impl DynamicResources {
         };
         *lock(&s.created) = Some(created.clone());
         self.dra.assume(created.clone());
+        let allocation = super::binding::stamped(c.allocation.as_deref());
         let reserved = self
-            .reserve_in_api(&created, c.allocation.as_deref(), &c.uid, pod)
+            .reserve_in_api(&created, allocation.as_ref(), &c.uid, pod)
             .await;
         if !reserved.is_success() {
             return reserved;

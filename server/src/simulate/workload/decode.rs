@@ -502,9 +502,11 @@ fn unsupported_dra_feature(
         "DeviceClass" => serde_json::from_value(v.clone())
             .ok()
             .and_then(|o| c::device_class_from_k8s(&o).err()),
-        "ResourceSlice" => serde_json::from_value(v.clone())
-            .ok()
-            .and_then(|o| c::resource_slice_from_k8s(&o).err()),
+        "ResourceSlice" => serde_json::from_value(v.clone()).ok().and_then(|o| {
+            c::resource_slice_from_k8s(&o)
+                .and_then(|s| crate::cluster::embedded_dra::refuse_unattended(&s))
+                .err()
+        }),
         "ResourceClaim" => serde_json::from_value(v.clone())
             .ok()
             .and_then(|o| c::resource_claim_from_k8s(&o, String::new).err()),
