@@ -228,8 +228,9 @@ pub struct Device {
     /// Per-device node selection, under `perDeviceNodeSelection`.
     pub nodes: Option<NodeSelection>,
     pub binds_to_node: bool,
-    pub binding_conditions: Box<[Arc<str>]>,
-    pub binding_failure_conditions: Box<[Arc<str>]>,
+    /// `bindingConditions` and `bindingFailureConditions`, shared with the allocation
+    /// results that copy them.
+    pub binding: Option<Arc<BindingConditions>>,
     pub allow_multiple_allocations: bool,
     /// The device as CEL selectors see it, built once.
     pub cel: Arc<DeviceValue>,
@@ -377,6 +378,18 @@ pub struct DeviceResult {
 pub struct BindingConditions {
     pub conditions: Box<[Arc<str>]>,
     pub failure: Box<[Arc<str>]>,
+}
+
+impl BindingConditions {
+    /// `None` when both lists are empty: nothing to wait for.
+    pub fn new(conditions: Box<[Arc<str>]>, failure: Box<[Arc<str>]>) -> Option<Arc<Self>> {
+        (!conditions.is_empty() || !failure.is_empty()).then(|| {
+            Arc::new(BindingConditions {
+                conditions,
+                failure,
+            })
+        })
+    }
 }
 
 /// A claim's `status.devices` entry: what the driver reports for one allocated device

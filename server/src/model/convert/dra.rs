@@ -565,7 +565,7 @@ fn allocation_from_k8s(a: &resource::AllocationResult, field: &str) -> Result<Al
 }
 
 /// A result's binding conditions (`None` without any: nothing to wait for).
-pub(super) fn binding_conditions(
+fn binding_conditions(
     conditions: Option<&Vec<String>>,
     failure: Option<&Vec<String>>,
 ) -> Option<Arc<crate::model::dra::BindingConditions>> {
@@ -575,14 +575,7 @@ pub(super) fn binding_conditions(
             .map(|c| Arc::from(c.as_str()))
             .collect()
     };
-    let conditions = list(conditions);
-    let failure = list(failure);
-    (!conditions.is_empty() || !failure.is_empty()).then(|| {
-        Arc::new(crate::model::dra::BindingConditions {
-            conditions,
-            failure,
-        })
-    })
+    crate::model::dra::BindingConditions::new(list(conditions), list(failure))
 }
 
 /// `status.devices`: each entry kept as given (written back unchanged), its conditions

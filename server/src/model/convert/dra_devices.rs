@@ -283,8 +283,10 @@ fn device_from_k8s(
         taints,
         nodes,
         binds_to_node: d.binds_to_node.unwrap_or(false),
-        binding_conditions,
-        binding_failure_conditions,
+        binding: crate::model::dra::BindingConditions::new(
+            binding_conditions,
+            binding_failure_conditions,
+        ),
         allow_multiple_allocations,
         matches: Default::default(),
     })

@@ -8,9 +8,8 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use crate::model::dra::{
-    AllocatedConfig, Allocation, AllocationNodes, BindingConditions, ConfigSource, DeviceClass,
-    DeviceResult, ExactRequest, NodeSelection, NodeSelectorRef, RequestKind, ResourceClaim,
-    ResourceSlice,
+    AllocatedConfig, Allocation, AllocationNodes, ConfigSource, DeviceClass, DeviceResult,
+    ExactRequest, NodeSelection, NodeSelectorRef, RequestKind, ResourceClaim, ResourceSlice,
 };
 
 /// One request or subrequest as the search sees it.
@@ -100,14 +99,7 @@ impl ClaimAllocation {
                 pool: p.slice.pool.name.clone(),
                 device: d.name.clone(),
                 admin_access: rd.request.admin_access,
-                binding: (!d.binding_conditions.is_empty()
-                    || !d.binding_failure_conditions.is_empty())
-                .then(|| {
-                    Arc::new(BindingConditions {
-                        conditions: d.binding_conditions.clone(),
-                        failure: d.binding_failure_conditions.clone(),
-                    })
-                }),
+                binding: d.binding.clone(),
             });
             if d.binds_to_node {
                 local.get_or_insert_with(|| node.clone());

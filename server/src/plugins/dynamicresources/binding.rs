@@ -8,7 +8,6 @@
 //! PostFilter deallocates it). Upstream `isPodReadyForBinding`,
 //! `isClaimReadyForBinding`, `isClaimTimeout`.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::{DynamicResources, StateData};
@@ -141,12 +140,11 @@ impl DynamicResources {
         let claims = s.claims.iter().map(|pc| pc.claim.clone());
         let created = super::lock(&s.created).clone();
         for c in claims.chain(created) {
-            let Some(cur): Option<Arc<ResourceClaim>> = st.claim(&c.namespace, &c.name).cloned()
-            else {
+            let Some(cur) = st.claim(&c.namespace, &c.name) else {
                 continue;
             };
-            if !claim_ready(&cur)? {
-                if claim_timed_out(&cur, self.binding_timeout, now) {
+            if !claim_ready(cur)? {
+                if claim_timed_out(cur, self.binding_timeout, now) {
                     return Err(format!("{TIMEOUT}: claim={}", cur.name));
                 }
                 ready = false;
@@ -158,6 +156,8 @@ impl DynamicResources {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use crate::model::dra::{
         AllocatedDeviceStatus, BindingConditions, ClaimSpec, DeviceCondition, DeviceResult,
