@@ -36,6 +36,11 @@ pub struct EndpointConfig {
     /// Answers of plugins that declare pod signatures are reused for alike pods
     /// (`reuseAlikePods`, default true).
     pub reuse_alike_pods: bool,
+    /// The verdict of the sidecar's Reserve and Permit (sent together) is awaited in
+    /// the binding cycle, so the next pod's cycle does not wait for the round trip
+    /// (`permitInBindingCycle`, default false; see
+    /// [`crate::framework::unsettled_permit`]).
+    pub permit_in_binding_cycle: bool,
 }
 
 /// `maxBatchPods` when unset, and its upper bound.
@@ -190,6 +195,7 @@ impl EndpointConfig {
             index,
             max_batch_pods,
             reuse_alike_pods: r.reuse_alike_pods.unwrap_or(true),
+            permit_in_binding_cycle: r.permit_in_binding_cycle.unwrap_or(false),
             endpoint: e.to_string(),
             timeout: dur(&r.timeout, "timeout", Duration::from_secs(1))?,
             failure_policy,
@@ -259,6 +265,13 @@ mod tests {
         assert_eq!(c.failure_policy, FailurePolicy::Ignore);
         assert_eq!(c.tls, None);
         assert_eq!(c.max_batch_pods, DEFAULT_MAX_BATCH_PODS as usize);
+        assert!(!c.permit_in_binding_cycle, "off unless asked for");
+        let r = RemotePluginEndpoint {
+            endpoint: "unix:///tmp/x.sock".into(),
+            permit_in_binding_cycle: Some(true),
+            ..Default::default()
+        };
+        assert!(EndpointConfig::resolve(0, &r).unwrap().permit_in_binding_cycle);
         for (n, ok) in [(0, false), (1, true), (64, true), (65, false)] {
             let r = RemotePluginEndpoint {
                 endpoint: "unix:///tmp/x.sock".into(),

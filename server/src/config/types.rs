@@ -299,6 +299,15 @@ pub struct RemotePluginEndpoint {
     /// unchanged nodes (default true; false calls for every pod, to compare).
     #[serde(default)]
     pub reuse_alike_pods: Option<bool>,
+    /// Await the sidecar's Reserve and Permit verdict in the binding cycle instead
+    /// of the scheduling cycle (default false): the next pod's cycle starts without
+    /// waiting for the round trip. A failed Reserve or a rejection then frees the
+    /// node after later pods may have seen it taken, as a Permit Wait that ends in a
+    /// rejection does. Applies when the sidecar's plugin is the profile's last
+    /// Reserve plugin and only Permit plugin; meant for gang plugins whose Reserve
+    /// does not fail and whose Permit mostly waits.
+    #[serde(default)]
+    pub permit_in_binding_cycle: Option<bool>,
 }
 
 /// TLS settings of an `https://` sidecar endpoint (PEM files, read at every connect so

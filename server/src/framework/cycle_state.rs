@@ -97,6 +97,11 @@ pub struct CycleState {
     /// and its Permit, so a remote plugin may send both at once (Switchyard's
     /// `permit-after-reserve`; upstream has no such thing).
     pub permit_follows_reserve: bool,
+    /// Set with `permit_follows_reserve` when that plugin is also the profile's only
+    /// Permit plugin: its verdict may be left to the binding cycle
+    /// ([`super::unsettled_permit`]), since no other Permit plugin's answer depends
+    /// on it.
+    pub permit_may_settle_later: bool,
 }
 
 /// Plugin calls that failed and were skipped under `failurePolicy: Ignore` during one
@@ -179,6 +184,7 @@ impl Clone for CycleState {
             trace: self.trace.clone(),
             ignored: self.ignored.clone(),
             permit_follows_reserve: self.permit_follows_reserve,
+            permit_may_settle_later: self.permit_may_settle_later,
         }
     }
 }

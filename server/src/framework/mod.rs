@@ -14,6 +14,7 @@ pub mod pod_list;
 pub mod runtime;
 pub mod snapshot;
 pub mod status;
+pub mod unsettled_permit;
 pub mod volumes;
 pub mod waiting_pods;
 

@@ -62,8 +62,17 @@ impl Scheduler {
         scheduled: ScheduledPod,
         pinfo: QueuedPodInfo,
     ) -> bool {
-        let ScheduledPod { assumed, host } = &scheduled;
+        let ScheduledPod { assumed, host, .. } = &scheduled;
         let start = Instant::now();
+        // A Reserve and Permit left to the binding cycle (`permitInBindingCycle`):
+        // its failure is the scheduling cycle's Reserve or Permit failure, reported
+        // late; the pods scheduled meanwhile saw this one on its node.
+        let s = fw.settle_permit(state, assumed, host).await;
+        if !s.is_success() {
+            let failure = SchedulingFailure::on_node(s, host);
+            self.handle_late_verdict_error(fw, state, &scheduled, pinfo, failure, start);
+            return false;
+        }
         // KEP-5278 (NominatedNodeNameForExpectation, on since v1.35): PreBind's
         // pre-flight first; when the binding will take a while (a Permit wait, or
         // PreBind work), the chosen node is written as the pod's nomination so that

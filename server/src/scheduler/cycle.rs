@@ -56,6 +56,8 @@ impl LoopState {
 pub(super) struct ScheduledPod {
     pub assumed: Arc<Pod>,
     pub host: Arc<str>,
+    /// `Stats::cycle_failures` when the pod was assumed.
+    pub cycle_failures_at_assume: u64,
 }
 
 /// A lookahead (see [`Framework::lookahead`]): the pod it was sent for and the state

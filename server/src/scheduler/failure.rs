@@ -3,6 +3,7 @@
 //! pod unless it is gone or bound, update its nomination, and record a
 //! FailedScheduling event and the PodScheduled condition.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -211,16 +212,54 @@ impl Scheduler {
         failure: SchedulingFailure,
         start: Instant,
     ) {
-        let ScheduledPod { assumed, host } = scheduled;
+        let exclude_self = failure.status.is_rejected();
+        self.undo_assume(fw, state, scheduled, true, exclude_self);
+        self.handle_scheduling_failure(fw, state, pinfo, failure, start);
+    }
+
+    /// A Reserve or Permit verdict awaited in the binding cycle
+    /// (`permitInBindingCycle`) did not let the pod through: undone as the scheduling
+    /// cycle undoes it, and the pods whose attempts failed while it was assumed (they
+    /// may have lacked the room it held) are requeued as a deleted assigned pod
+    /// requeues them. When none failed meanwhile, no pod is moved: none saw it
+    /// in a way that matters, as when the verdict came in the scheduling cycle.
+    pub(super) fn handle_late_verdict_error(
+        self: &Arc<Self>,
+        fw: &Arc<Framework>,
+        state: &mut CycleState,
+        scheduled: &ScheduledPod,
+        pinfo: QueuedPodInfo,
+        failure: SchedulingFailure,
+        start: Instant,
+    ) {
+        let failed_meanwhile =
+            self.stats.cycle_failures.load(Ordering::Relaxed) != scheduled.cycle_failures_at_assume;
+        let exclude_self = failure.status.is_rejected();
+        self.undo_assume(fw, state, scheduled, failed_meanwhile, exclude_self);
+        self.handle_scheduling_failure(fw, state, pinfo, failure, start);
+    }
+
+    /// Unreserve and forget an assumed pod; with `requeue`, the pods its room may
+    /// help are moved as upstream moves them on a deleted assigned pod (the pod
+    /// itself too unless `exclude_self`).
+    fn undo_assume(
+        self: &Arc<Self>,
+        fw: &Arc<Framework>,
+        state: &mut CycleState,
+        scheduled: &ScheduledPod,
+        requeue: bool,
+        exclude_self: bool,
+    ) {
+        let ScheduledPod { assumed, host, .. } = scheduled;
         fw.run_reserve_plugins_unreserve(state, assumed, host);
         let forgot = self.cache().forget_pod(assumed);
         match forgot {
             Err(e) => {
                 tracing::error!(pod = %assumed.key(), error = %e, "scheduler cache ForgetPod failed")
             }
+            Ok(()) if !requeue => {}
             Ok(()) => {
                 let uid = assumed.uid.clone();
-                let exclude_self = failure.status.is_rejected();
                 let not_self = move |p: &Pod| !exclude_self || p.uid != uid;
                 self.queue.move_all_to_active_or_backoff(
                     EVENT_ASSIGNED_POD_DELETE,
@@ -230,7 +269,6 @@ impl Scheduler {
                 );
             }
         }
-        self.handle_scheduling_failure(fw, state, pinfo, failure, start);
     }
 }
 

@@ -8,6 +8,7 @@
 //! The stages live beside this file: `schedule_pod` (finding a node), `failure`,
 //! `binding_cycle`, `observer`, and Switchyard's `lookahead`.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::cycle::{next_cycle_id, ScheduleError, ScheduledPod};
@@ -72,6 +73,7 @@ impl Scheduler {
                 self.spawn_binding_cycle(fw, state, scheduled, pinfo, &observer);
             }
             Err(failure) => {
+                self.stats.cycle_failures.fetch_add(1, Ordering::Relaxed);
                 observer.failed(&failure.status);
                 fw.end_cycle(&state);
                 self.handle_scheduling_failure(&fw, &state, pinfo, failure, observer.start());
@@ -143,7 +145,11 @@ impl Scheduler {
             self.forget(&assumed);
             return Err(SchedulingFailure::on_node(s, &host));
         }
-        Ok(ScheduledPod { assumed, host })
+        Ok(ScheduledPod {
+            assumed,
+            host,
+            cycle_failures_at_assume: self.stats.cycle_failures.load(Ordering::Relaxed),
+        })
     }
 
     /// The failure of `schedule_pod`, with PostFilter (preemption) run when no node

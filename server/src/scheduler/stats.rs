@@ -28,6 +28,9 @@ pub struct Stats {
     pub bound: AtomicU64,
     pub preemption_attempts: AtomicU64,
     pub preemption_victims: AtomicU64,
+    /// Attempts that failed in the scheduling cycle (not in binding): the pods that
+    /// may have failed for room a pod assumed meanwhile held.
+    pub cycle_failures: AtomicU64,
     /// Cycle durations in microseconds.
     latencies_us: Mutex<Vec<u32>>,
 }

@@ -296,6 +296,9 @@ fn run_one(
                 })?;
             ep.plugins = vec![plugin.to_string()];
             ep.reuse_alike_pods = mode != Mode::SidecarUdsNoReuse;
+            // A gang plugin's Permit mostly waits: its verdict is awaited in the
+            // binding cycle, as its README recommends.
+            ep.permit_in_binding_cycle = mode == Mode::SidecarCoscheduling;
             if plugin == REMOTE {
                 config.rename_plugin(BUILT_IN, REMOTE);
             } else {

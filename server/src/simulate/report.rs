@@ -177,6 +177,9 @@ pub struct RemoteReport {
     /// used.
     #[serde(default)]
     pub permit_behind_reserve: u64,
+    /// Of those, the ones awaited in the binding cycle (`permitInBindingCycle`).
+    #[serde(default)]
+    pub permit_in_binding_cycle: u64,
     /// Score rounds scored by the scheduler from a PreScore's scores by node label
     /// (no Score call).
     #[serde(default)]
@@ -215,6 +218,7 @@ impl RemoteReport {
             alike_partly: s.alike_partly.load(Relaxed),
             filter_behind_pre_filter: s.filter_behind_pre_filter.load(Relaxed),
             permit_behind_reserve: s.permit_behind_reserve.load(Relaxed),
+            permit_in_binding_cycle: s.permit_in_binding_cycle.load(Relaxed),
             label_scored: s.label_scored.load(Relaxed),
             batch_retried_apart: s.batch_retried_apart.load(Relaxed),
             stray_replies: s.stray_replies.load(Relaxed),
@@ -708,6 +712,13 @@ impl Report {
             );
             if r.stray_replies > 0 {
                 let _ = writeln!(s, "  {} replies to no outstanding call", r.stray_replies);
+            }
+            if r.permit_in_binding_cycle > 0 {
+                let _ = writeln!(
+                    s,
+                    "  {} Reserve and Permit verdicts awaited in the binding cycle",
+                    r.permit_in_binding_cycle
+                );
             }
             if r.batch_retried_apart > 0 {
                 let _ = writeln!(

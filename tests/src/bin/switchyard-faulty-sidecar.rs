@@ -6,9 +6,16 @@
 //! several pods' Filter calls per message on large clusters) and aborts the process
 //! in the middle of a Filter, once it has filtered `FAULTY_DIE_AFTER` nodes (default
 //! 40000). Other hangs and crashes are done to it from outside (SIGSTOP, SIGKILL).
+//! `FAULTY_MODE=gate` serves plugin `FaultyGate` instead, at Reserve and Permit only:
+//! by the pod's label `faults.switchyard.dev/gate`, `reserve` fails Reserve, `permit`
+//! is rejected at Permit, `wait` waits at Permit until its 300 ms run out; other pods
+//! pass both. It asks to be told of new nodes only.
+
+use std::time::Duration;
 
 use switchyard_plugin_sdk::{
-    Cycle, CycleState, FilterPlugin, NodeInfo, Plugin, ScorePlugin, Status,
+    Cycle, CycleState, FilterPlugin, Handle, NodeInfo, PermitPlugin, Plugin, ReservePlugin,
+    ScorePlugin, Status,
 };
 
 pub const REJECT_LABEL: &str = "faults.switchyard.dev/reject";
@@ -70,6 +77,60 @@ impl ScorePlugin for Faulty {
     }
 }
 
+pub const GATE_LABEL: &str = "faults.switchyard.dev/gate";
+
+struct Gate;
+
+impl Gate {
+    fn says<'a>(cycle: &'a Cycle) -> &'a str {
+        cycle.pod.labels.get(GATE_LABEL).map_or("", String::as_str)
+    }
+}
+
+impl Plugin for Gate {
+    fn name(&self) -> &str {
+        "FaultyGate"
+    }
+    /// Pods it turned away may pass on a new node (and on nothing else, so a run
+    /// ends once they are all turned away).
+    fn events(&self) -> Vec<switchyard_plugin_sdk::pb::ClusterEvent> {
+        vec![switchyard_plugin_sdk::pb::ClusterEvent {
+            resource: "Node".into(),
+            actions: vec!["Add".into()],
+        }]
+    }
+    fn as_reserve(&self) -> Option<&dyn ReservePlugin> {
+        Some(self)
+    }
+    fn as_permit(&self) -> Option<&dyn PermitPlugin> {
+        Some(self)
+    }
+}
+
+impl ReservePlugin for Gate {
+    fn reserve(&self, cycle: &Cycle, _: &mut CycleState, _: &str) -> Status {
+        if Self::says(cycle) == "reserve" {
+            Status::unschedulable("reserve refused by FaultyGate")
+        } else {
+            Status::success()
+        }
+    }
+    fn unreserve(&self, _: &Cycle, _: &mut CycleState, _: &str) {}
+}
+
+impl PermitPlugin for Gate {
+    fn permit(&self, cycle: &Cycle, _: &mut CycleState, _: &str, _: &Handle) -> (Status, Duration) {
+        match Self::says(cycle) {
+            "permit" => (
+                Status::unschedulable("permit refused by FaultyGate"),
+                Duration::ZERO,
+            ),
+            "wait" => (Status::wait(), Duration::from_millis(300)),
+            _ => (Status::success(), Duration::ZERO),
+        }
+    }
+}
+
 fn main() {
     let mode = std::env::var("FAULTY_MODE").unwrap_or_default();
     let die_after = (mode == "die-in-batch").then(|| {
@@ -78,12 +139,17 @@ fn main() {
             .and_then(|v| v.parse().ok())
             .unwrap_or(40_000)
     });
-    if let Err(e) = switchyard_plugin_sdk::run(vec![std::sync::Arc::new(Faulty {
-        bad_score: mode == "bad-score",
-        die_after,
-        filtered: Default::default(),
-        spoiled: Default::default(),
-    })]) {
+    let plugin: std::sync::Arc<dyn Plugin> = if mode == "gate" {
+        std::sync::Arc::new(Gate)
+    } else {
+        std::sync::Arc::new(Faulty {
+            bad_score: mode == "bad-score",
+            die_after,
+            filtered: Default::default(),
+            spoiled: Default::default(),
+        })
+    };
+    if let Err(e) = switchyard_plugin_sdk::run(vec![plugin]) {
         eprintln!("switchyard-faulty-sidecar: {e}");
         std::process::exit(1);
     }

@@ -2,6 +2,7 @@
 //! `RunReservePluginsReserve` ... `RunPostBindPlugins`).
 
 use super::*;
+use crate::framework::unsettled_permit::{UnsettledPermit, Verdict};
 
 impl Framework {
     pub fn run_reserve_plugins_reserve(
@@ -11,6 +12,7 @@ impl Framework {
         node: &str,
     ) -> Status {
         let last = self.reserve_then_permit();
+        let only_permit = self.permit_plugins().count() == 1;
         for (i, e) in self.reserve.iter().enumerate() {
             let Some(p) = e.plugin.as_reserve() else {
                 continue;
@@ -18,8 +20,10 @@ impl Framework {
             let span = state.trace.plugin("Reserve", &e.name);
             let t = state.record_plugin_metrics.then(Instant::now);
             state.permit_follows_reserve = last == Some(i);
+            state.permit_may_settle_later = state.permit_follows_reserve && only_permit;
             let s = span.in_scope(|| p.reserve(state, pod, node));
             state.permit_follows_reserve = false;
+            state.permit_may_settle_later = false;
             plugin_metric(&e.name, "Reserve", s.code(), t);
             if !s.is_success() {
                 if s.is_rejected() {
@@ -49,6 +53,12 @@ impl Framework {
             .iter()
             .find(|e| e.plugin.as_permit().is_some())?;
         (first.name == self.reserve[last].name).then_some(last)
+    }
+
+    fn permit_plugins(&self) -> impl Iterator<Item = &Entry> {
+        self.permit
+            .iter()
+            .filter(|e| e.plugin.as_permit().is_some())
     }
 
     /// Unreserve on every Reserve plugin, in reverse order.
@@ -106,6 +116,47 @@ impl Framework {
                 pod.name
             ),
         )
+    }
+
+    /// The first step of the binding cycle: waits for the verdict of a Reserve and
+    /// Permit left to it ([`crate::framework::unsettled_permit`]), reported as the
+    /// scheduling cycle would have (Reserve's failure, Permit's rejection or error);
+    /// a Wait parks the pod as [`Self::run_permit_plugins`] does. Success at once
+    /// when nothing was left.
+    pub async fn settle_permit(
+        &self,
+        state: &mut CycleState,
+        pod: &Arc<Pod>,
+        node: &Arc<str>,
+    ) -> Status {
+        let Some(unsettled) = state.read::<UnsettledPermit>().cloned() else {
+            return Status::success();
+        };
+        state.delete::<UnsettledPermit>();
+        let Some(verdict) = unsettled.take() else {
+            return Status::success();
+        };
+        let Some(name) = self.permit_plugins().next().map(|e| e.name) else {
+            return Status::error("a Permit verdict was left to the binding cycle, but the profile has no Permit plugin");
+        };
+        match verdict.await {
+            Verdict::ReserveFailed(s) if s.is_rejected() => s.with_plugin(&name),
+            Verdict::ReserveFailed(s) => {
+                wrap(format!("running Reserve plugin {name:?}: {}", s.message())).with_plugin(&name)
+            }
+            Verdict::Permit(s, _) if s.is_success() => s,
+            Verdict::Permit(s, _) if s.is_rejected() => s.with_plugin(&name),
+            Verdict::Permit(s, timeout) if s.is_wait() => {
+                let waits = vec![(name, timeout.min(MAX_PERMIT_TIMEOUT))];
+                self.handle
+                    .waiting_pods
+                    .add(pod.clone(), node.clone(), waits, Instant::now());
+                Status::success()
+            }
+            Verdict::Permit(s, _) => {
+                wrap(format!("running Permit plugin {name:?}: {}", s.message())).with_plugin(&name)
+            }
+        }
     }
 
     /// Blocks the binding cycle until a waiting pod is allowed or rejected.

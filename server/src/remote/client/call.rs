@@ -95,6 +95,46 @@ impl Drop for Pending {
     }
 }
 
+/// A call sent and not yet answered, awaited on the tokio runtime.
+pub struct AsyncPending {
+    pub(super) id: u64,
+    pub(super) rx: Option<tokio::sync::oneshot::Receiver<Result<Reply, CallError>>>,
+    pub(super) sent: Instant,
+    pub(super) deadline: Instant,
+    pub(super) inner: Arc<Inner>,
+}
+
+impl AsyncPending {
+    /// Awaits the reply until the endpoint's timeout (counted from the send).
+    pub async fn wait(mut self) -> Result<Reply, CallError> {
+        let Some(rx) = self.rx.take() else {
+            return Err(CallError::Unavailable("reply lost".into()));
+        };
+        let deadline = tokio::time::Instant::from_std(self.deadline);
+        match tokio::time::timeout_at(deadline, rx).await {
+            Ok(Ok(r)) => {
+                self.inner.observe_call(self.sent);
+                r
+            }
+            Ok(Err(_)) => Err(CallError::Unavailable("reply lost".into())),
+            Err(_) => {
+                self.inner.pending_remove(self.id);
+                Err(self.inner.timed_out())
+            }
+        }
+    }
+}
+
+/// A call given up on before it was awaited: its reply is still owed (see
+/// [`Pending`]'s drop).
+impl Drop for AsyncPending {
+    fn drop(&mut self) {
+        if self.rx.is_some() {
+            self.inner.give_up(self.id);
+        }
+    }
+}
+
 /// The reply to one `FilterBatch` message, shared by the pods' calls it carries: the
 /// first call that needs its answer waits for the message, the others find theirs.
 pub struct BatchReply {

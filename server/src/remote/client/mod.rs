@@ -27,7 +27,7 @@ use super::error::{CallError, SetupError};
 use super::replicate::Replicator;
 use super::EndpointConfig;
 use crate::framework::waiting_pods::WaitingPods;
-pub use call::{BatchReply, Pending};
+pub use call::{AsyncPending, BatchReply, Pending};
 use call::{SyncSlot, Waiter};
 pub(crate) use connect::channel;
 use connect::{connection_thread, serves};
@@ -134,6 +134,9 @@ pub struct EndpointStats {
     pub filter_behind_pre_filter: AtomicU64,
     /// Permit calls sent right behind their Reserve and used.
     pub permit_behind_reserve: AtomicU64,
+    /// Of those, the ones whose verdict was awaited in the binding cycle
+    /// (`permitInBindingCycle`).
+    pub permit_in_binding_cycle: AtomicU64,
     /// Score rounds answered here from a PreScore's scores by node label, without a
     /// Score call.
     pub label_scored: AtomicU64,
@@ -670,29 +673,39 @@ impl Endpoint {
         &self,
         build: impl FnOnce(u64) -> Outbound,
     ) -> Result<Reply, CallError> {
-        self.inner.stats.calls.fetch_add(1, Ordering::Relaxed);
         let streams = self.streams()?;
         let id = self.next_request_id();
+        self.start_async_call(&streams, id, build(id))?.wait().await
+    }
+
+    /// Sends a request on `streams` and returns the call to await (on the tokio
+    /// runtime; the reply wakes no thread).
+    pub fn start_async_call(
+        &self,
+        streams: &Streams,
+        id: u64,
+        m: Outbound,
+    ) -> Result<AsyncPending, CallError> {
+        self.inner.stats.calls.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = tokio::sync::oneshot::channel();
         if let Ok(mut p) = self.inner.pending.lock() {
             p.insert(id, Waiter::Async(tx));
         }
-        if !streams.send(build(id)) {
+        if !streams.send(m) {
             self.inner.pending_remove(id);
-            return Err(CallError::Unavailable("the stream is closed".into()));
+            return Err(CallError::Unavailable(format!(
+                "sidecar {}: the stream is closed",
+                self.inner.config.endpoint
+            )));
         }
         let sent = Instant::now();
-        match tokio::time::timeout(self.inner.config.timeout, rx).await {
-            Ok(Ok(r)) => {
-                self.inner.observe_call(sent);
-                r
-            }
-            Ok(Err(_)) => Err(CallError::Unavailable("reply lost".into())),
-            Err(_) => {
-                self.inner.pending_remove(id);
-                Err(self.inner.timed_out())
-            }
-        }
+        Ok(AsyncPending {
+            id,
+            rx: Some(rx),
+            sent,
+            deadline: sent + self.inner.config.timeout,
+            inner: self.inner.clone(),
+        })
     }
 
     pub fn stats(&self) -> &EndpointStats {

@@ -6,7 +6,8 @@
 //! By concern: `hooks` (attempt boundaries), `policy` (failures), `signatures` (alike
 //! pods), `filter`, `started` (a PreFilter that travels while Filter runs), `score`,
 //! `label_score` (plugins that score by a node label), and `points` (the other
-//! extension points).
+//! extension points), `unsettled` (a Reserve and Permit awaited in the binding
+//! cycle).
 
 mod filter;
 mod hooks;
@@ -16,6 +17,7 @@ mod policy;
 mod score;
 mod signatures;
 mod started;
+mod unsettled;
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -239,7 +241,7 @@ impl RemotePlugin {
             let reply = pending
                 .wait()
                 .map_err(|e| self.meta.call_failed("call", e))?;
-            self.status_reply(reply, g)
+            self.meta.status_reply(reply, g)
         })();
         let r = self.policy(Some(state), extension_point, r, Status::success);
         if !span.is_disabled() {
@@ -250,25 +252,6 @@ impl RemotePlugin {
         }
         match r {
             Ok(s) | Err(s) => s,
-        }
-    }
-
-    fn status_reply(&self, reply: Reply, g: u64) -> Result<Status, Status> {
-        match reply {
-            Reply::Status(pb::StatusResponse {
-                generation, status, ..
-            })
-            | Reply::PreScore(pb::PreScoreResponse {
-                generation, status, ..
-            }) => {
-                self.meta.check_generation(generation, g)?;
-                let s = convert::status_from_pb(status.as_ref());
-                if s.code() == Code::Error {
-                    return Err(self.meta.plugin_failed("plugin error", s.message()));
-                }
-                Ok(s)
-            }
-            other => Err(self.meta.unexpected(other)),
         }
     }
 
@@ -289,7 +272,7 @@ impl RemotePlugin {
                 .call_async(move |id| wrap(cycle_request(id, &name, cycle, g, &node, traceparent)))
                 .await
                 .map_err(|e| self.meta.call_failed("call", e))?;
-            self.status_reply(reply, g)
+            self.meta.status_reply(reply, g)
         }
         .await;
         match self.policy(Some(state), extension_point, r, Status::skip) {

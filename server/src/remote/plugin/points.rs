@@ -21,7 +21,7 @@ impl PreEnqueuePlugin for RemotePlugin {
                     })
                 })
                 .map_err(|e| self.meta.call_failed("PreEnqueue", e))?;
-            self.status_reply(reply, 0)
+            self.meta.status_reply(reply, 0)
         })();
         match self.policy(None, "PreEnqueue", r, Status::success) {
             Ok(s) | Err(s) => s,
@@ -192,6 +192,9 @@ impl ReservePlugin for RemotePlugin {
         {
             return self.status_call(state, node, "Reserve", Outbound::Reserve);
         }
+        if self.may_leave_permit(state) {
+            return self.leave_reserve_and_permit(state, node);
+        }
         let mut behind = None;
         let s = self.status_call_then(state, node, "Reserve", Outbound::Reserve, || {
             behind = self.send_permit_behind_reserve(state, node);
@@ -267,6 +270,9 @@ impl PermitPlugin for RemotePlugin {
         if self.absent(pb::ExtensionPoint::Permit) {
             return (Status::success(), Duration::ZERO);
         }
+        if self.permit_left(state) {
+            return (Status::success(), Duration::ZERO);
+        }
         let ahead = self.take_permit_behind_reserve(state, node);
         let (_span, traceparent) = self.call_trace(state, "Permit", 1);
         let r = (|| {
@@ -291,20 +297,10 @@ impl PermitPlugin for RemotePlugin {
                     ))
                 })?,
             };
-            match pending
+            let reply = pending
                 .wait()
-                .map_err(|e| self.meta.call_failed("Permit", e))?
-            {
-                Reply::Permit(r) => {
-                    self.meta.check_generation(r.generation, g)?;
-                    let s = convert::status_from_pb(r.status.as_ref());
-                    if s.code() == Code::Error {
-                        return Err(self.meta.plugin_failed("Permit failed", s.message()));
-                    }
-                    Ok((s, Duration::from_millis(u64::from(r.timeout_millis))))
-                }
-                other => Err(self.meta.unexpected(other)),
-            }
+                .map_err(|e| self.meta.call_failed("Permit", e))?;
+            self.meta.permit_reply(reply, g)
         })();
         match self.policy(Some(state), "Permit", r, || {
             (Status::success(), Duration::ZERO)

@@ -100,9 +100,66 @@ impl Meta {
     }
 }
 
-impl RemotePlugin {
+impl Meta {
     /// Applies the failure policy: `Ignore` turns an error into `neutral`, recorded in
     /// the attempt's `ignored` calls (when there is an attempt) to be reported with it.
+    pub(super) fn apply_policy<T>(
+        &self,
+        ignored: Option<&IgnoredCalls>,
+        point: &str,
+        r: Result<T, Status>,
+        neutral: impl FnOnce() -> T,
+    ) -> Result<T, Status> {
+        match r {
+            Err(s) if s.code() == Code::Error && self.policy() == FailurePolicy::Ignore => {
+                if let Some(log) = ignored {
+                    self.ignored(log, point, &s);
+                }
+                Ok(neutral())
+            }
+            r => r,
+        }
+    }
+
+    /// The status a Reserve, Unreserve, PreBind, Bind or PostBind reply carries; an
+    /// error answer is the plugin's failure.
+    pub(super) fn status_reply(&self, reply: Reply, g: u64) -> Result<Status, Status> {
+        match reply {
+            Reply::Status(pb::StatusResponse {
+                generation, status, ..
+            })
+            | Reply::PreScore(pb::PreScoreResponse {
+                generation, status, ..
+            }) => {
+                self.check_generation(generation, g)?;
+                let s = convert::status_from_pb(status.as_ref());
+                if s.code() == Code::Error {
+                    return Err(self.plugin_failed("plugin error", s.message()));
+                }
+                Ok(s)
+            }
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    /// A Permit reply's status and, for a Wait, how long to wait.
+    pub(super) fn permit_reply(&self, reply: Reply, g: u64) -> Result<(Status, Duration), Status> {
+        match reply {
+            Reply::Permit(r) => {
+                self.check_generation(r.generation, g)?;
+                let s = convert::status_from_pb(r.status.as_ref());
+                if s.code() == Code::Error {
+                    return Err(self.plugin_failed("Permit failed", s.message()));
+                }
+                Ok((s, Duration::from_millis(u64::from(r.timeout_millis))))
+            }
+            other => Err(self.unexpected(other)),
+        }
+    }
+}
+
+impl RemotePlugin {
+    /// [`Meta::apply_policy`] for an attempt's call.
     pub(super) fn policy<T>(
         &self,
         state: Option<&CycleState>,
@@ -110,14 +167,7 @@ impl RemotePlugin {
         r: Result<T, Status>,
         neutral: impl FnOnce() -> T,
     ) -> Result<T, Status> {
-        match r {
-            Err(s) if s.code() == Code::Error && self.meta.policy() == FailurePolicy::Ignore => {
-                if let Some(state) = state {
-                    self.meta.ignored(&state.ignored, point, &s);
-                }
-                Ok(neutral())
-            }
-            r => r,
-        }
+        self.meta
+            .apply_policy(state.map(|s| &s.ignored), point, r, neutral)
     }
 }

@@ -161,7 +161,7 @@ impl PreScorePlugin for RemotePlugin {
                 .send(&streams, req)?
                 .wait()
                 .map_err(|e| self.meta.call_failed("PreScore", e))?;
-            self.status_reply(reply, g)
+            self.meta.status_reply(reply, g)
         })();
         match self.policy(Some(state), "PreScore", r, Status::skip) {
             Ok(s) | Err(s) => s,
