@@ -271,7 +271,11 @@ mod tests {
             permit_in_binding_cycle: Some(true),
             ..Default::default()
         };
-        assert!(EndpointConfig::resolve(0, &r).unwrap().permit_in_binding_cycle);
+        assert!(
+            EndpointConfig::resolve(0, &r)
+                .unwrap()
+                .permit_in_binding_cycle
+        );
         for (n, ok) in [(0, false), (1, true), (64, true), (65, false)] {
             let r = RemotePluginEndpoint {
                 endpoint: "unix:///tmp/x.sock".into(),

@@ -225,7 +225,7 @@ impl Extended {
             return Err(Status::unresolvable(ERR_STALE_CLAIM));
         }
         let alloc = &node.allocatable.scalar;
-        let mut which = Vec::with_capacity(self.served.len());
+        let mut which: smallvec::SmallVec<[usize; 4]> = smallvec::SmallVec::new();
         for (name, served) in &self.asked {
             match served {
                 Some(i) if alloc.get(name) == 0 => which.push(*i),
