@@ -39,9 +39,10 @@ pub(super) type Consumed = Arc<[(Arc<str>, i128)]>;
 pub struct ClaimAllocation {
     /// The devices picked, in order: the allocation is built from them only for the
     /// node Reserve takes (Filter finds one per feasible node).
-    pub(super) picks: Vec<Pick>,
+    /// Inline: Filter keeps one per feasible node, and most claims take one device.
+    pub(super) picks: smallvec::SmallVec<[Pick; 1]>,
     /// Per request: the index of the chosen alternative.
-    pub chosen: Vec<usize>,
+    pub chosen: smallvec::SmallVec<[usize; 2]>,
 }
 
 /// One device picked for (request, alternative).

@@ -31,6 +31,10 @@ use crate::model::dra::{
 use crate::model::taint::TaintEffect;
 use crate::model::Node;
 
+/// One allocation per claim of [`Prepared`], in its order; inline for the usual one
+/// claim, as Filter keeps one per feasible node.
+pub type Allocations = smallvec::SmallVec<[ClaimAllocation; 1]>;
+
 /// Why the search stopped without an answer for the node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AllocError {
@@ -621,7 +625,7 @@ impl Search<'_> {
 }
 
 /// Allocates every claim of `prep` on `node`: `Ok(None)` when they do not fit.
-pub fn allocate(prep: &Prepared, node: &Node) -> Result<Option<Vec<ClaimAllocation>>, AllocError> {
+pub fn allocate(prep: &Prepared, node: &Node) -> Result<Option<Allocations>, AllocError> {
     let pools = prep.index.pools_for(&node.name, &node.labels);
     // `All` needs every pool complete and valid (upstream checks before searching).
     for cd in &prep.claims {
@@ -777,7 +781,7 @@ pub fn allocate(prep: &Prepared, node: &Node) -> Result<Option<Vec<ClaimAllocati
     if !search.request(0, 0)? {
         return Ok(None);
     }
-    let mut out = Vec::with_capacity(prep.claims.len());
+    let mut out = Allocations::with_capacity(prep.claims.len());
     for ci in 0..prep.claims.len() {
         let picks = search.results[ci]
             .iter()
@@ -794,7 +798,7 @@ pub fn allocate(prep: &Prepared, node: &Node) -> Result<Option<Vec<ClaimAllocati
             .collect();
         out.push(ClaimAllocation {
             picks,
-            chosen: search.chosen[ci].clone(),
+            chosen: search.chosen[ci].iter().copied().collect(),
         });
     }
     Ok(Some(out))

@@ -102,7 +102,7 @@ struct PreFilterRan;
 /// node needs it) and their allocations in the same order.
 struct NodeResult {
     prep: Arc<Prepared>,
-    allocs: Vec<ClaimAllocation>,
+    allocs: allocator::Allocations,
     /// Which request of the extended-resource claim serves which container.
     mappings: Option<Arc<[RequestMapping]>>,
 }
