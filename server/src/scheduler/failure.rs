@@ -212,8 +212,7 @@ impl Scheduler {
         failure: SchedulingFailure,
         start: Instant,
     ) {
-        let exclude_self = failure.status.is_rejected();
-        self.undo_assume(fw, state, scheduled, true, exclude_self);
+        self.undo_assume(fw, state, scheduled, &failure, true);
         self.handle_scheduling_failure(fw, state, pinfo, failure, start);
     }
 
@@ -234,22 +233,22 @@ impl Scheduler {
     ) {
         let failed_meanwhile =
             self.stats.cycle_failures.load(Ordering::Relaxed) != scheduled.cycle_failures_at_assume;
-        let exclude_self = failure.status.is_rejected();
-        self.undo_assume(fw, state, scheduled, failed_meanwhile, exclude_self);
+        self.undo_assume(fw, state, scheduled, &failure, failed_meanwhile);
         self.handle_scheduling_failure(fw, state, pinfo, failure, start);
     }
 
     /// Unreserve and forget an assumed pod; with `requeue`, the pods its room may
     /// help are moved as upstream moves them on a deleted assigned pod (the pod
-    /// itself too unless `exclude_self`).
+    /// itself too unless its failure is a rejection).
     fn undo_assume(
         self: &Arc<Self>,
         fw: &Arc<Framework>,
         state: &mut CycleState,
         scheduled: &ScheduledPod,
+        failure: &SchedulingFailure,
         requeue: bool,
-        exclude_self: bool,
     ) {
+        let exclude_self = failure.status.is_rejected();
         let ScheduledPod { assumed, host, .. } = scheduled;
         fw.run_reserve_plugins_unreserve(state, assumed, host);
         let forgot = self.cache().forget_pod(assumed);
