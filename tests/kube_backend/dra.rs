@@ -462,5 +462,21 @@ fn dra_pods_wait_for_device_binding_conditions() {
                 .any(|m| m.contains("device binding timeout")),
         "PreBind's failures reported: {failures:#?}"
     );
+    // Each wait is announced on the pod first, as upstream's PreBind does.
+    let pending: Vec<serde_json::Value> = api
+        .list(EVENTS)
+        .into_iter()
+        .filter(|e| e["reason"] == "BindingConditionsPending")
+        .collect();
+    for pod in ["g-0", "g-1", "g-2"] {
+        assert!(
+            pending.iter().any(|e| e["regarding"]["name"] == pod
+                && e["type"] == "Normal"
+                && e["note"].as_str().is_some_and(
+                    |m| m.starts_with("waiting for binding conditions for device on node ")
+                )),
+            "{pod}: {pending:#?}"
+        );
+    }
     api.assert_a_careful_client();
 }

@@ -612,7 +612,7 @@ impl PreBindPlugin for DynamicResources {
         &'a self,
         state: &'a CycleState,
         pod: &'a Arc<Pod>,
-        _node: &'a str,
+        node: &'a str,
     ) -> BoxFuture<'a, Status> {
         Box::pin(async move {
             let Some(s) = state.read::<StateData>() else {
@@ -646,6 +646,16 @@ impl PreBindPlugin for DynamicResources {
                 .chain(s.claims.iter().map(|pc| &pc.claim.allocation))
                 .any(|a| a.as_deref().is_some_and(binding::has_binding_conditions));
             if waits {
+                // Upstream says so on the pod before it waits (v1.34+).
+                self.handle
+                    .client
+                    .record_event(crate::client::PodEvent::new(
+                        pod,
+                        crate::client::EventType::Normal,
+                        "BindingConditionsPending",
+                        "Scheduling",
+                        format!("waiting for binding conditions for device on node {node}"),
+                    ));
                 return self.wait_for_binding_conditions(s).await;
             }
             Status::success()
