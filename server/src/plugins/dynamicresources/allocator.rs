@@ -17,16 +17,18 @@
 //! pool, the filter timeout) end the search; the plugin turns them into statuses as
 //! upstream does.
 
+mod constraints;
+mod scratch;
+
 use std::sync::Arc;
 use std::time::Instant;
 
 use rustc_hash::FxHashMap;
 
-use super::allocation::{ClaimAllocation, ClaimData, Consumed, Pick, RequestData};
+use super::allocation::{ClaimAllocation, ClaimData, Consumed, Pick};
 use crate::framework::dra::{DeviceSet, PoolKey, SharedUse, SliceIndex};
 use crate::model::dra::{
-    AllocationMode, AttributeValue, ConstraintKind, Device, ExactRequest, NodeSelection,
-    ResourceSlice, ALLOCATION_RESULTS_MAX_SIZE,
+    AllocationMode, Device, ExactRequest, NodeSelection, ResourceSlice, ALLOCATION_RESULTS_MAX_SIZE,
 };
 use crate::model::taint::TaintEffect;
 use crate::model::Node;
@@ -90,6 +92,9 @@ fn all_match(
     Ok(true)
 }
 
+use constraints::ConstraintState;
+use scratch::Scratch;
+
 /// A device taken: (candidate, request, alternative, what its share consumes).
 type Taken = (usize, usize, usize, Option<Consumed>);
 
@@ -119,74 +124,6 @@ struct Search<'a> {
     counter_stack: Vec<bool>,
     steps: u64,
     deadline: Option<Instant>,
-}
-
-enum ConstraintState {
-    Match(Option<AttributeValue>, usize),
-    Distinct(Vec<AttributeValue>),
-}
-
-/// The search's buffers, kept per thread between nodes: one pod's Filter searches
-/// every node, and building them afresh for each was a sixth of the cycle
-/// (ExtendedResourceScoring's profile: malloc and free).
-#[derive(Default)]
-struct Scratch {
-    selectable: Vec<i8>,
-    alt_base: Vec<Vec<usize>>,
-    allocating: Vec<(u32, usize)>,
-    constraint_state: Vec<Vec<ConstraintState>>,
-    results: Vec<Vec<Taken>>,
-    chosen: Vec<Vec<usize>>,
-    allocating_shares: Vec<(u32, Consumed)>,
-    counter_stack: Vec<bool>,
-}
-
-thread_local! {
-    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::default();
-}
-
-/// Empties `v` to `n` cleared inner vectors, keeping their capacity.
-fn reset_nested<T>(v: &mut Vec<Vec<T>>, n: usize) {
-    v.truncate(n);
-    for inner in v.iter_mut() {
-        inner.clear();
-    }
-    v.resize_with(n, Vec::new);
-}
-
-impl Scratch {
-    /// This thread's buffers (fresh ones if they are in use).
-    fn take() -> Scratch {
-        SCRATCH
-            .try_with(|c| c.try_borrow_mut().map(|mut s| std::mem::take(&mut *s)))
-            .ok()
-            .and_then(Result::ok)
-            .unwrap_or_default()
-    }
-
-    fn give_back(self) {
-        let _ = SCRATCH.try_with(|c| {
-            if let Ok(mut s) = c.try_borrow_mut() {
-                *s = self;
-            }
-        });
-    }
-}
-
-impl Drop for Search<'_> {
-    fn drop(&mut self) {
-        Scratch {
-            selectable: std::mem::take(&mut self.selectable),
-            alt_base: std::mem::take(&mut self.alt_base),
-            allocating: std::mem::take(&mut self.allocating),
-            constraint_state: std::mem::take(&mut self.constraint_state),
-            results: std::mem::take(&mut self.results),
-            chosen: std::mem::take(&mut self.chosen),
-            allocating_shares: std::mem::take(&mut self.allocating_shares),
-            counter_stack: std::mem::take(&mut self.counter_stack),
-        }
-        .give_back();
-    }
 }
 
 impl Search<'_> {
@@ -367,81 +304,6 @@ impl Search<'_> {
                 );
                 if let Some(left) = self.counters.get_mut(&key) {
                     *left += q.nanos();
-                }
-            }
-        }
-    }
-
-    fn constraint_applies(requests: &[Arc<str>], rd: &RequestData) -> bool {
-        requests.is_empty()
-            || requests
-                .iter()
-                .any(|r| *r == rd.base || *r == rd.result_name)
-    }
-
-    /// Adds the device to the claim's constraints; false (nothing added) if one fails.
-    fn add_constraints(&mut self, ci: usize, rd: &RequestData, device: &Device) -> bool {
-        let cons = &self.prep.claims[ci].claim.spec.constraints;
-        for (k, c) in cons.iter().enumerate() {
-            if !Self::constraint_applies(&c.requests, rd) {
-                continue;
-            }
-            let name = match &c.kind {
-                ConstraintKind::MatchAttribute(n) | ConstraintKind::DistinctAttribute(n) => n,
-            };
-            let value = device.attributes.get(name).cloned();
-            let ok = match (&mut self.constraint_state[ci][k], value) {
-                (_, None) => false,
-                (ConstraintState::Match(fixed, n), Some(v)) => {
-                    if *n == 0 || fixed.as_ref() == Some(&v) {
-                        *fixed = Some(v);
-                        *n += 1;
-                        true
-                    } else {
-                        false
-                    }
-                }
-                (ConstraintState::Distinct(seen), Some(v)) => {
-                    if seen.contains(&v) {
-                        false
-                    } else {
-                        seen.push(v);
-                        true
-                    }
-                }
-            };
-            if !ok {
-                self.remove_constraints(ci, rd, device, k);
-                return false;
-            }
-        }
-        true
-    }
-
-    /// Undoes the device's additions to the first `upto` constraints.
-    fn remove_constraints(&mut self, ci: usize, rd: &RequestData, device: &Device, upto: usize) {
-        let cons = &self.prep.claims[ci].claim.spec.constraints;
-        for (k, c) in cons.iter().enumerate().take(upto) {
-            if !Self::constraint_applies(&c.requests, rd) {
-                continue;
-            }
-            match &mut self.constraint_state[ci][k] {
-                ConstraintState::Match(fixed, n) => {
-                    *n = n.saturating_sub(1);
-                    if *n == 0 {
-                        *fixed = None;
-                    }
-                }
-                ConstraintState::Distinct(seen) => {
-                    let name = match &c.kind {
-                        ConstraintKind::MatchAttribute(n)
-                        | ConstraintKind::DistinctAttribute(n) => n,
-                    };
-                    if let Some(v) = device.attributes.get(name) {
-                        if let Some(p) = seen.iter().rposition(|s| s == v) {
-                            seen.remove(p);
-                        }
-                    }
                 }
             }
         }
@@ -725,42 +587,19 @@ pub fn allocate(prep: &Prepared, node: &Node) -> Result<Option<Allocations>, All
             }
         }
     }
-    let Scratch {
-        mut selectable,
-        mut alt_base,
-        mut allocating,
-        mut constraint_state,
-        mut results,
-        mut chosen,
-        mut allocating_shares,
-        mut counter_stack,
-    } = Scratch::take();
-    let claims = prep.claims.len();
-    reset_nested(&mut alt_base, claims);
-    let mut alts = 0;
-    for (cd, v) in prep.claims.iter().zip(alt_base.iter_mut()) {
-        for r in &cd.requests {
-            v.push(alts);
-            alts += r.len();
-        }
-    }
-    selectable.clear();
-    selectable.resize(candidates.len() * alts, -1);
-    allocating.clear();
-    allocating_shares.clear();
-    counter_stack.clear();
-    reset_nested(&mut results, claims);
-    reset_nested(&mut chosen, claims);
-    for (cd, v) in prep.claims.iter().zip(chosen.iter_mut()) {
-        v.resize(cd.requests.len(), 0);
-    }
-    reset_nested(&mut constraint_state, claims);
-    for (cd, v) in prep.claims.iter().zip(constraint_state.iter_mut()) {
-        v.extend(cd.claim.spec.constraints.iter().map(|k| match k.kind {
-            ConstraintKind::MatchAttribute(_) => ConstraintState::Match(None, 0),
-            ConstraintKind::DistinctAttribute(_) => ConstraintState::Distinct(Vec::new()),
-        }));
-    }
+    let (
+        Scratch {
+            selectable,
+            alt_base,
+            allocating,
+            constraint_state,
+            results,
+            chosen,
+            allocating_shares,
+            counter_stack,
+        },
+        alts,
+    ) = Scratch::for_search(prep, candidates.len());
     let mut search = Search {
         prep,
         node,
